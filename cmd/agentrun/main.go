@@ -1,0 +1,19 @@
+// Command agentrun runs coding-agent tasks as isolated, recoverable jobs.
+// main is wiring only: hidden entry points used inside sandboxes and by the
+// detached supervisor, then the CLI.
+package main
+
+import (
+	"os"
+
+	"github.com/agentrun/agentrun/internal/cli"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		if entry, ok := hidden[os.Args[1]]; ok {
+			os.Exit(entry(os.Args[2:]))
+		}
+	}
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,101 @@
+// Package provider is the model provider seam: one chat turn with tools.
+// Implementations: provider/openai (OpenAI-compatible chat completions) and
+// provider/anthropic (Messages API). Each passes the contract suite in
+// provider/providertest over recorded wire fixtures.
+//
+// API keys are held by the provider on the host; they never enter the
+// sandbox, the transcript or the logs.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Role of a message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one message of the conversation, provider-neutral.
+type Message struct {
+	Role           Role       `json:"role"`
+	Content        string     `json:"content,omitempty"`
+	Reasoning      string     `json:"reasoning,omitempty"`       // returned reasoning, sent back as received
+	ReasoningField string     `json:"reasoning_field,omitempty"` // "reasoning_content" or "reasoning": where it came from
+	ToolCalls      []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID     string     `json:"tool_call_id,omitempty"` // for RoleTool
+	Name           string     `json:"name,omitempty"`         // tool name for RoleTool
+}
+
+// ToolCall is a call the model asked for. Arguments are the raw JSON text
+// the model produced (possibly malformed).
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool definition offered to the model.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON schema
+}
+
+// Request is one chat turn.
+type Request struct {
+	Model       string
+	System      string
+	Messages    []Message
+	Tools       []Tool
+	Temperature *float64
+	MaxTokens   int
+}
+
+// FinishReason normalised across providers.
+const (
+	FinishStop     = "stop"
+	FinishToolCall = "tool_calls"
+	FinishLength   = "length"
+	FinishOther    = "other"
+)
+
+// Usage of one turn; -1 where the server did not report it.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+	CachedTokens     int64
+}
+
+// Response is the assistant's reply.
+type Response struct {
+	Message      Message
+	FinishReason string
+	Usage        Usage
+	UsageKnown   bool
+}
+
+// ModelInfo is what a server reports about a model.
+type ModelInfo struct {
+	ID            string
+	ContextWindow int // 0 if unknown
+	Loaded        bool
+}
+
+// Provider is one model API.
+type Provider interface {
+	Name() string
+	// Chat performs one turn. Retries on 429/5xx/connection errors are the
+	// provider's (bounded, with backoff). Errors are catalog errors for an
+	// unreachable server, a bad key, a model that is not loaded.
+	Chat(ctx context.Context, req Request) (*Response, error)
+	// Models lists what the server offers (for context windows and errors);
+	// an empty list and nil error where the API has no such listing.
+	Models(ctx context.Context) ([]ModelInfo, error)
+}

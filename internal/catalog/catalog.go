@@ -1,0 +1,97 @@
+// Package catalog holds every user-facing error: a code, what happened, the
+// cause, the fix and a docs anchor, and the exit code it maps to. The CLI
+// renders them in one place (text, or JSON under --json); nothing deep in
+// the stack decides an exit code.
+package catalog
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes (stable; documented in the README and every command's help).
+const (
+	ExitOK          = 0
+	ExitRunFailed   = 1 // the run ended other than succeeded (submit --wait, resume --wait)
+	ExitUsage       = 2 // usage or preflight error; nothing was created
+	ExitNotFound    = 3 // run not found
+	ExitInterrupted = 130
+	ExitInternal    = 70 // a bug or an unexpected environment failure
+)
+
+// Error is a catalog error.
+type Error struct {
+	Code  string `json:"code"`
+	What  string `json:"error"`
+	Cause string `json:"cause,omitempty"`
+	Fix   string `json:"fix,omitempty"`
+	Doc   string `json:"doc,omitempty"`
+	Exit  int    `json:"exit_code"`
+	Err   error  `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Cause != "" {
+		return e.What + ": " + e.Cause
+	}
+	return e.What
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Entry is a catalog template.
+type Entry struct {
+	Code string
+	What string
+	Fix  string
+	Exit int
+}
+
+// New makes an error from an entry; cause is formatted with args.
+func (en Entry) New(cause string, args ...any) *Error {
+	if len(args) > 0 {
+		cause = fmt.Sprintf(cause, args...)
+	}
+	return &Error{Code: en.Code, What: en.What, Cause: cause, Fix: en.Fix, Doc: DocBase + "#" + en.Code, Exit: en.Exit}
+}
+
+// Wrap is New with an underlying error kept for errors.Is/As.
+func (en Entry) Wrap(err error, cause string, args ...any) *Error {
+	e := en.New(cause, args...)
+	e.Err = err
+	return e
+}
+
+// WithFix returns a copy of e with a more specific fix.
+func (e *Error) WithFix(fix string, args ...any) *Error {
+	c := *e
+	if len(args) > 0 {
+		fix = fmt.Sprintf(fix, args...)
+	}
+	c.Fix = fix
+	return &c
+}
+
+// Is matches by code, so errors.Is(err, catalog.RunNotFound.New("")) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// As returns the catalog error in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce, true
+	}
+	return nil, false
+}
+
+// Has reports whether err carries the catalog entry.
+func Has(err error, en Entry) bool {
+	ce, ok := As(err)
+	return ok && ce.Code == en.Code
+}
+
+// DocBase is where the docs anchors point (the README's error section).
+const DocBase = "https://github.com/agentrun/agentrun/blob/main/docs/errors.md"

@@ -1,0 +1,57 @@
+package catalog
+
+// The catalog. Codes are stable; add entries, never renumber or reuse.
+// docs/errors.md lists each code with its anchor.
+var (
+	// Usage and input.
+	Usage         = Entry{"usage", "invalid usage", "see the command's --help", ExitUsage}
+	EmptyTask     = Entry{"empty_task", "the task is empty", "give the task as an argument, on stdin with '-', or with --task-file", ExitUsage}
+	TaskFile      = Entry{"task_file", "cannot read the task file", "check the path given to --task-file", ExitUsage}
+	ConflictFlags = Entry{"conflicting_flags", "conflicting flags", "use only one of the flags named", ExitUsage}
+	BadCheck      = Entry{"bad_check", "invalid --check", "write checks as --check NAME=COMMAND, e.g. --check unit='go test ./...'", ExitUsage}
+	BadAttempts   = Entry{"bad_attempts", "invalid --attempts", "give --attempts a whole number of at least 1", ExitUsage}
+	BadDuration   = Entry{"bad_duration", "invalid duration", "write durations like 90s, 30m or 2h", ExitUsage}
+	BadEnv        = Entry{"bad_env", "invalid --env", "name a variable: --env NAME (its value is read from your environment)", ExitUsage}
+	UnknownAgent  = Entry{"unknown_agent", "unknown agent", "choose one of the profiles listed by 'agentrun submit --help', or run any command with --agent-cmd", ExitUsage}
+	NoAgent       = Entry{"no_agent", "no agent chosen", "pass --agent NAME or --agent-cmd CMD", ExitUsage}
+	BadConfig     = Entry{"bad_config", "cannot read the configuration", "fix or remove the config file named", ExitUsage}
+	BadAllow      = Entry{"bad_allow", "invalid --allow entry", "write HOST, HOST:PORT, *.DOMAIN, an IP, a CIDR or preset:NAME", ExitUsage}
+	BadNetwork    = Entry{"bad_network", "invalid --network", "use --network none or --network allowlist", ExitUsage}
+
+	// Repository.
+	RepoMissing = Entry{"repo_missing", "repository not found", "pass --repo with an existing directory", ExitUsage}
+	NotGitRepo  = Entry{"not_git_repo", "not a git repository", "run agentrun inside a git repository or pass --repo DIR", ExitUsage}
+	NoCommits   = Entry{"no_commits", "the repository has no commits", "make a first commit: git commit --allow-empty -m init", ExitUsage}
+	UnknownBase = Entry{"unknown_base", "unknown base ref", "pass --base with a branch, tag or commit that exists", ExitUsage}
+	DirtyRepo   = Entry{"dirty_repo", "the repository has uncommitted changes", "commit or stash them, or pass --include-dirty (the run still starts from the base commit, without them)", ExitUsage}
+	GitMissing  = Entry{"git_missing", "git is not installed", "install git (e.g. apt-get install git)", ExitUsage}
+
+	// Runs.
+	RunNotFound  = Entry{"run_not_found", "run not found", "list runs with 'agentrun list'", ExitNotFound}
+	AmbiguousID  = Entry{"ambiguous_id", "run id prefix matches several runs", "give more characters of the id", ExitNotFound}
+	BadID        = Entry{"bad_id", "invalid run id", "run ids are 10 characters of 0-9 and a-z; a prefix of 3 or more is accepted", ExitUsage}
+	RunDamaged   = Entry{"run_damaged", "the run record is damaged", "inspect or remove the run directory named; other runs are unaffected", ExitInternal}
+	RunActive    = Entry{"run_active", "the run is in progress", "cancel it first with 'agentrun cancel ID', or wait for it to end", ExitUsage}
+	NotResumable = Entry{"not_resumable", "the run cannot be resumed", "only interrupted or failed runs can be resumed", ExitUsage}
+	NotFinished  = Entry{"not_finished", "the run has not finished", "wait for it with 'agentrun logs -f ID'", ExitUsage}
+	BranchAhead  = Entry{"branch_ahead", "the branch has commits beyond the run's own", "keep it, or pass --force to delete it anyway", ExitUsage}
+	BadVerdict   = Entry{"bad_verdict", "invalid verdict", "use 'accept' or 'reject'", ExitUsage}
+	NoPatch      = Entry{"no_patch", "the run has no patch", "only runs that exported changes have a patch; see 'agentrun status ID'", ExitUsage}
+
+	// Sandbox.
+	NoSandbox        = Entry{"no_sandbox", "no sandbox backend chosen", "pass --sandbox host to run without isolation (explicit opt-in), or --sandbox native on Linux", ExitUsage}
+	UnknownSandbox   = Entry{"unknown_sandbox", "unknown sandbox backend", "choose one of: host, native, docker", ExitUsage}
+	SandboxPreflight = Entry{"sandbox_preflight", "the sandbox backend cannot run here", "follow the cause; agentrun never falls back to less isolation", ExitUsage}
+	SandboxStart     = Entry{"sandbox_start", "the sandbox did not start", "see the run's events with 'agentrun logs --events ID'", ExitRunFailed}
+
+	// Model providers (built-in agent).
+	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp) or pass --base-url", ExitUsage}
+	ModelAuth        = Entry{"model_auth", "the model server refused the API key", "set a valid key (OPENAI_API_KEY or ANTHROPIC_API_KEY, or api_key in the config)", ExitUsage}
+	ModelNotLoaded   = Entry{"model_not_loaded", "the model is not available on the server", "load the model on the server or pass --model with one it lists", ExitUsage}
+	ModelProtocol    = Entry{"model_protocol", "the model server answered something agentrun cannot read", "check --provider and --base-url point at a compatible API", ExitRunFailed}
+	NoModel          = Entry{"no_model", "no model chosen", "pass --model NAME (as the server lists it)", ExitUsage}
+
+	// Environment.
+	Home     = Entry{"home", "cannot use the data directory", "check AGENTRUN_HOME, or that ~/.local/share/agentrun is writable", ExitUsage}
+	Internal = Entry{"internal", "internal error", "report this with the command and output", ExitInternal}
+)

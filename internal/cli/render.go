@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// renderError is the one place that maps an error to its message and exit
+// code, as text on stderr or, under --json, as a JSON object on stdout.
+func (app *App) renderError(ctx context.Context, err error) int {
+	ce := toCatalog(ctx, err)
+	if app.JSON {
+		_ = writeJSON(app.Stdout, map[string]any{"error": ce})
+		return ce.Exit
+	}
+	fmt.Fprintf(app.Stderr, "error: %s\n", ce.Error())
+	if ce.Fix != "" {
+		fmt.Fprintf(app.Stderr, "  fix: %s\n", ce.Fix)
+	}
+	if ce.Doc != "" {
+		fmt.Fprintf(app.Stderr, "  see: %s\n", ce.Doc)
+	}
+	return ce.Exit
+}
+
+// toCatalog turns any error into a catalog error.
+func toCatalog(ctx context.Context, err error) *catalog.Error {
+	if ce, ok := catalog.As(err); ok {
+		return ce
+	}
+	switch {
+	case errors.Is(err, run.ErrNotFound):
+		return catalog.RunNotFound.Wrap(err, "%v", err)
+	case errors.Is(err, run.ErrAmbiguous):
+		return catalog.AmbiguousID.Wrap(err, "%v", err)
+	case errors.Is(err, run.ErrBadID):
+		return catalog.BadID.Wrap(err, "%v", err)
+	case errors.Is(err, run.ErrCorrupt):
+		return catalog.RunDamaged.Wrap(err, "%v", err)
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		e := catalog.Internal.Wrap(err, "interrupted")
+		e.Code, e.What, e.Fix, e.Exit = "interrupted", "interrupted", "", catalog.ExitInterrupted
+		return e
+	}
+	return catalog.Internal.Wrap(err, "%v", err)
+}
+
+// usageErr wraps a flag or argument error as a catalog usage error.
+func usageErr(err error) error {
+	if _, ok := catalog.As(err); ok {
+		return err
+	}
+	return catalog.Usage.Wrap(err, "%v", err)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,97 @@
+// Package cli is the agentrun command line: one file per command, each with
+// a constructor, an options struct with Validate, and a plain run function
+// that tests call directly. Errors are rendered, and mapped to exit codes,
+// only in render.go.
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// App is what every command shares: streams, output mode, data directory.
+type App struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	JSON   bool
+	// Getenv reads the environment (tests replace it).
+	Getenv func(string) string
+	// home is resolved lazily from --home/AGENTRUN_HOME/config.
+	env *Env
+}
+
+// exitStatus is appended to every command's long help.
+const exitStatus = `
+EXIT STATUS
+  0    success
+  1    the run ended other than succeeded (submit --wait, resume --wait)
+  2    usage or preflight error; nothing was created
+  3    run not found (or the id prefix is ambiguous)
+  70   internal error
+  130  interrupted (Ctrl-C)`
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return app.Execute(ctx, args)
+}
+
+// Execute runs one command line against app.
+func (app *App) Execute(ctx context.Context, args []string) int {
+	root := app.newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(app.Stdin)
+	root.SetOut(app.Stdout)
+	root.SetErr(app.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	return app.renderError(ctx, err)
+}
+
+func (app *App) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentrun",
+		Short: "Run coding-agent tasks as isolated, recoverable jobs",
+		Long: `agentrun runs a coding agent on its own copy of a repository inside a sandbox,
+checks the result, and hands back a branch agentrun/<id> and a patch to review.
+` + exitStatus,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.PersistentFlags().BoolVar(&app.JSON, "json", false, "print one JSON document on stdout (errors too)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
+	for _, c := range []*cobra.Command{
+		app.newSubmitCmd(),
+		app.newListCmd(),
+		app.newStatusCmd(),
+		app.newLogsCmd(),
+		app.newCancelCmd(),
+		app.newResultCmd(),
+		app.newDiffCmd(),
+		app.newResumeCmd(),
+		app.newCleanCmd(),
+		app.newVerdictCmd(),
+		app.newEgressCmd(),
+	} {
+		c.Long = c.Long + "\n" + exitStatus
+		if c.Args == nil {
+			c.Args = cobra.ArbitraryArgs
+		}
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
+var Version = "dev"

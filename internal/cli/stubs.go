@@ -1,0 +1,25 @@
+package cli
+
+// Temporary command stubs; each moves to its own file when implemented.
+
+import (
+	"errors"
+
+	"github.com/spf13/cobra"
+)
+
+func notYet(name string) *cobra.Command {
+	return &cobra.Command{Use: name, RunE: func(*cobra.Command, []string) error { return errors.New(name + ": not implemented") }}
+}
+
+func (app *App) newSubmitCmd() *cobra.Command  { return notYet("submit") }
+func (app *App) newListCmd() *cobra.Command    { return notYet("list") }
+func (app *App) newStatusCmd() *cobra.Command  { return notYet("status") }
+func (app *App) newLogsCmd() *cobra.Command    { return notYet("logs") }
+func (app *App) newCancelCmd() *cobra.Command  { return notYet("cancel") }
+func (app *App) newResultCmd() *cobra.Command  { return notYet("result") }
+func (app *App) newDiffCmd() *cobra.Command    { return notYet("diff") }
+func (app *App) newResumeCmd() *cobra.Command  { return notYet("resume") }
+func (app *App) newCleanCmd() *cobra.Command   { return notYet("clean") }
+func (app *App) newVerdictCmd() *cobra.Command { return notYet("verdict") }
+func (app *App) newEgressCmd() *cobra.Command  { return notYet("egress") }

@@ -1,0 +1,65 @@
+package run
+
+import "context"
+
+// Filter selects runs for List. Zero values select everything.
+type Filter struct {
+	States []State
+	Repo   string // absolute repository path
+}
+
+// Broken names a run whose record cannot be read. List reports it beside
+// the readable runs instead of failing as a whole.
+type Broken struct {
+	ID  string `json:"id"`
+	Err string `json:"error"`
+}
+
+// Store is the run store seam. Implementations: store/files (Lite),
+// SQL stores later. Every implementation passes store/storetest.
+//
+// All methods are safe for concurrent use by several goroutines and, for
+// stores shared by processes (files, SQL), by several processes.
+type Store interface {
+	// Create stores a new run. It assigns r.Seq (monotonic), sets Version to 1
+	// and CreatedAt/UpdatedAt when zero. ErrExists if the id is taken;
+	// ErrBadID if r.ID is not a valid id.
+	Create(ctx context.Context, r *Run) error
+
+	// Get returns the run with the full id. ErrNotFound, ErrBadID,
+	// ErrCorrupt (wrapped, naming the run).
+	Get(ctx context.Context, id string) (*Run, error)
+
+	// Resolve turns a unique prefix into a full id. ErrBadID for a malformed
+	// prefix, ErrNotFound, ErrAmbiguous.
+	Resolve(ctx context.Context, prefix string) (string, error)
+
+	// List returns the matching runs newest first (highest Seq first), and
+	// the runs that could not be read.
+	List(ctx context.Context, f Filter) ([]*Run, []Broken, error)
+
+	// Update reads the run, calls fn on a copy, and stores the copy
+	// atomically if fn returns nil, incrementing Version and setting
+	// UpdatedAt. The read-modify-write is atomic with respect to every other
+	// Update/Transition on the same run (across processes). fn's error is
+	// returned unchanged and nothing is stored.
+	Update(ctx context.Context, id string, fn func(r *Run) error) (*Run, error)
+
+	// Transition is a compare-and-set of the state: if the current state is
+	// one of from, it sets State, Reason and msg (and FinishedAt on a
+	// terminal state, StartedAt on first leaving queued), appends an
+	// EventState to the journal first, and stores the run. Otherwise it
+	// returns ErrConflict (wrapped, naming the current state) and changes
+	// nothing.
+	Transition(ctx context.Context, id string, from []State, to State, reason Reason, msg string) (*Run, error)
+
+	// AppendEvent appends e to the run's journal, assigning Seq (and Time if
+	// zero). Appends are durable and ordered.
+	AppendEvent(ctx context.Context, id string, e Event) (Event, error)
+
+	// Events returns the journal entries with Seq > after, in order.
+	Events(ctx context.Context, id string, after int64) ([]Event, error)
+
+	// Delete removes the run and everything stored for it. ErrNotFound.
+	Delete(ctx context.Context, id string) error
+}

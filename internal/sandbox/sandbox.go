@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentrun/agentrun/internal/runner"
+)
+
+// NetworkMode is what the sandbox may reach.
+type NetworkMode string
+
+const (
+	NetworkNone      NetworkMode = "none"      // loopback only
+	NetworkAllowlist NetworkMode = "allowlist" // loopback + relay to the egress proxy
+	NetworkHost      NetworkMode = "host"      // the host's network (host backend only)
+)
+
+// Spec describes one sandbox.
+type Spec struct {
+	RunID string
+	// Workspace is the host path of the agent's tree. It is the only
+	// host path the sandbox may write (besides its private Home and tmp).
+	Workspace string
+	// Home is a host directory (inside the run directory) used as HOME.
+	Home string
+	// StateDir is a host directory private to the sandbox backend (sockets,
+	// pid files). It is inside the run directory and removed by Destroy.
+	StateDir string
+	// Env is the complete base environment (KEY=VALUE) of processes inside;
+	// nothing of the supervisor's own environment leaks in.
+	Env []string
+	// Network and, for NetworkAllowlist, the host unix socket of the
+	// egress proxy that the in-sandbox relay forwards to.
+	Network     NetworkMode
+	ProxySocket string
+	// ReadOnlyPaths are extra host paths made visible read-only.
+	ReadOnlyPaths []string
+	Limits        Limits
+}
+
+// Limits bound the sandbox; zero means the backend's default.
+type Limits struct {
+	MemoryBytes   int64
+	Pids          int64
+	CPUs          float64
+	FileSizeBytes int64
+	OpenFiles     int64
+}
+
+// Backend is the sandbox backend seam. Implementations: host, native,
+// docker. Register them in sandbox/all. Every one passes sandboxtest.
+type Backend interface {
+	// Name is the --sandbox name.
+	Name() string
+	// Preflight checks that the backend can start sandboxes on this machine.
+	// It returns a catalog error saying what is missing and how to fix it.
+	// It never degrades to less isolation.
+	Preflight(ctx context.Context) error
+	// Start creates and starts a sandbox. On error nothing is left running.
+	Start(ctx context.Context, spec Spec) (Sandbox, error)
+}
+
+// Sandbox is one running sandbox.
+type Sandbox interface {
+	// Runner is the client to the runner serving inside this sandbox.
+	Runner() runner.Client
+	// WorkDir is the workspace path as processes inside see it.
+	WorkDir() string
+	// Enforced says, per isolation feature or limit, "enforced" or
+	// "unavailable: <why>". It never claims what is not in force.
+	Enforced() map[string]string
+	// Stop ends every process in the sandbox. Safe to call twice.
+	Stop(ctx context.Context) error
+	// Destroy stops the sandbox and removes what Start made (not the
+	// workspace). Safe to call twice and after Stop.
+	Destroy(ctx context.Context) error
+}
+
+// ErrUnavailable is wrapped by Preflight/Start errors when the backend
+// cannot run here.
+var ErrUnavailable = errors.New("sandbox backend unavailable")

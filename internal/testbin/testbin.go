@@ -1,0 +1,47 @@
+// Package testbin builds the agentrun binary once per test process, for
+// tests that need the real executable (supervisor, runner, sandbox init).
+package testbin
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+)
+
+// Agentrun returns the path of a freshly built agentrun binary (built with
+// CGO_ENABLED=0, so it runs in any sandbox without a libc). The build is
+// shared by every test in the process and removed by the OS temp cleaner.
+func Agentrun(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		var dir string
+		dir, err = os.MkdirTemp("", "agentrun-testbin-")
+		if err != nil {
+			return
+		}
+		path = filepath.Join(dir, "agentrun")
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/agentrun")
+		cmd.Dir = moduleRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err = cmd.CombinedOutput()
+	})
+	if err != nil {
+		t.Fatalf("build agentrun: %v\n%s", err, out)
+	}
+	return path
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}

@@ -1,0 +1,73 @@
+// Package workspace makes the agent's tree from the base commit, finds what
+// changed, and exports the validated changes as a commit on agentrun/<id>.
+//
+// Invariant: the host never runs git inside a workspace after the agent has
+// had it. Creation happens before the agent starts; the change scan reads
+// files with symlink-safe calls (never following links, refusing special
+// files, hard links, .git components and escapes, capping counts and
+// bytes); export runs git plumbing only in the user's repository with hooks,
+// fsmonitor and filters disabled.
+package workspace
+
+import (
+	"context"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// Provider makes and opens workspaces. Implementations: the plain checkout
+// now; copy-on-write later.
+type Provider interface {
+	// Create makes dir (which must not exist) as a checkout of commit from
+	// the repository repo, and records in stateDir (outside dir) what it
+	// needs to scan changes later. The result is a git repository whose HEAD
+	// is commit, so tools inside work.
+	Create(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error)
+	// Open returns an existing workspace made by Create.
+	Open(ctx context.Context, dir, stateDir string) (Workspace, error)
+}
+
+// Workspace is one agent tree.
+type Workspace interface {
+	Dir() string
+	// Scan lists what changed since Create, without running anything in the
+	// workspace. Entries it will not export are in ChangeSet.Refused.
+	// Exceeding the limits is an error (ErrTooLarge wrapped).
+	Scan(ctx context.Context, lim Limits) (*ChangeSet, error)
+}
+
+// Limits cap the export.
+type Limits struct {
+	MaxFiles int   // changed files; default 10000
+	MaxBytes int64 // total bytes of changed content; default 100 MiB
+	MaxFile  int64 // one file; default MaxBytes
+}
+
+// Change is one changed path.
+type Change struct {
+	Path    string // slash-separated, relative, validated
+	Kind    string // add | modify | delete
+	Mode    uint32 // 0100644, 0100755, 0120000 (symlink)
+	Content []byte // file content or symlink target; nil for delete
+}
+
+// ChangeSet is the outcome of a scan.
+type ChangeSet struct {
+	Changes []Change
+	Refused []run.Refusal
+}
+
+// ExportOptions say where and how the result commit is written.
+type ExportOptions struct {
+	Repo        string // user's repository
+	Base        string // base commit
+	Branch      string // e.g. agentrun/<id>
+	Message     string // full commit message
+	AuthorName  string
+	AuthorEmail string
+	PatchPath   string // where result.patch is written
+	// Force moves an existing branch (resume re-export); without it an
+	// existing branch that is not an ancestor-compatible previous result is
+	// an error.
+	Force bool
+}
