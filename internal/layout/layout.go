@@ -1,0 +1,73 @@
+// Package layout names every path under the agentrun data directory
+// (AGENTRUN_HOME). It only computes paths; it creates nothing. Ids must be
+// validated (run.ValidateID) before they are turned into paths.
+//
+//	$AGENTRUN_HOME/
+//	  runs/<id>/run.json            the run record (replaced atomically)
+//	  runs/<id>/events.jsonl        the append-only journal
+//	  runs/<id>/run.lock            flock for read-modify-write of run.json
+//	  runs/<id>/supervisor.lock     flock held by the live supervisor
+//	  runs/<id>/supervisor.log      the supervisor's own stderr
+//	  runs/<id>/task.txt            the task as given
+//	  runs/<id>/workspace/          the agent's tree
+//	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree)
+//	  runs/<id>/home/               HOME inside the sandbox
+//	  runs/<id>/sandbox/            sandbox backend state (sockets)
+//	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
+//	  runs/<id>/attempts/<n>/checks/<name>.log
+//	  runs/<id>/result.patch
+//	  queue.lock, slots/<k>.lock    the concurrency limit
+package layout
+
+import (
+	"path/filepath"
+	"strconv"
+)
+
+// Layout is rooted at the data directory.
+type Layout struct{ Home string }
+
+func (l Layout) Runs() string             { return filepath.Join(l.Home, "runs") }
+func (l Layout) RunDir(id string) string  { return filepath.Join(l.Home, "runs", id) }
+func (l Layout) RunJSON(id string) string { return filepath.Join(l.RunDir(id), "run.json") }
+func (l Layout) Events(id string) string  { return filepath.Join(l.RunDir(id), "events.jsonl") }
+func (l Layout) RunLock(id string) string { return filepath.Join(l.RunDir(id), "run.lock") }
+func (l Layout) SupervisorLock(id string) string {
+	return filepath.Join(l.RunDir(id), "supervisor.lock")
+}
+func (l Layout) SupervisorLog(id string) string  { return filepath.Join(l.RunDir(id), "supervisor.log") }
+func (l Layout) Task(id string) string           { return filepath.Join(l.RunDir(id), "task.txt") }
+func (l Layout) Workspace(id string) string      { return filepath.Join(l.RunDir(id), "workspace") }
+func (l Layout) WorkspaceState(id string) string { return filepath.Join(l.RunDir(id), "ws-state") }
+func (l Layout) SandboxHome(id string) string    { return filepath.Join(l.RunDir(id), "home") }
+func (l Layout) SandboxState(id string) string   { return filepath.Join(l.RunDir(id), "sandbox") }
+func (l Layout) Patch(id string) string          { return filepath.Join(l.RunDir(id), "result.patch") }
+func (l Layout) AttemptDir(id string, n int) string {
+	return filepath.Join(l.RunDir(id), "attempts", strconv.Itoa(n))
+}
+func (l Layout) AgentLog(id string, n int) string {
+	return filepath.Join(l.AttemptDir(id, n), "agent.log")
+}
+func (l Layout) Prompt(id string, n int) string {
+	return filepath.Join(l.AttemptDir(id, n), "prompt.txt")
+}
+func (l Layout) Transcript(id string, n int) string {
+	return filepath.Join(l.AttemptDir(id, n), "transcript.jsonl")
+}
+
+// CheckLog is the log of check name after attempt n. name must be a valid
+// check name (letters, digits, '-', '_', '.'; not starting with '.').
+func (l Layout) CheckLog(id string, n int, name string) string {
+	return filepath.Join(l.AttemptDir(id, n), "checks", name+".log")
+}
+
+// CheckLogRel is CheckLog relative to the run directory (stored in run.json).
+func CheckLogRel(n int, name string) string {
+	return filepath.Join("attempts", strconv.Itoa(n), "checks", name+".log")
+}
+
+func (l Layout) QueueLock() string { return filepath.Join(l.Home, "queue.lock") }
+func (l Layout) SlotLock(k int) string {
+	return filepath.Join(l.Home, "slots", strconv.Itoa(k)+".lock")
+}
+func (l Layout) Seq() string { return filepath.Join(l.Home, "seq") }
