@@ -1,7 +1,8 @@
 // Package provider is the model provider seam: one chat turn with tools.
 // Implementations: provider/openai (OpenAI-compatible chat completions) and
-// provider/anthropic (Messages API). Each passes the contract suite in
-// provider/providertest over recorded wire fixtures.
+// provider/anthropic (Messages API). Each is tested in its own package over
+// recorded wire fixtures served by httptest, through the real client code. fakemodel is a scripted OpenAI-compatible server for
+// end-to-end tests of the loop and the supervisor.
 //
 // API keys are held by the provider on the host; they never enter the
 // sandbox, the transcript or the logs.
@@ -98,4 +99,10 @@ type Provider interface {
 	// Models lists what the server offers (for context windows and errors);
 	// an empty list and nil error where the API has no such listing.
 	Models(ctx context.Context) ([]ModelInfo, error)
+}
+
+// ContextWindower is an optional capability: a provider that can ask its
+// server for a model's context window in tokens (0: the server does not say).
+type ContextWindower interface {
+	ContextWindow(ctx context.Context, model string) int
 }
