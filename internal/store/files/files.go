@@ -1,11 +1,19 @@
-// Package files is the Lite run store: one directory per run under
-// $AGENTRUN_HOME/runs, run.json replaced atomically (temp, fsync, rename)
-// under a flock, events.jsonl append-only.
 package files
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
@@ -14,31 +22,274 @@ import (
 // Store implements run.Store on the file system.
 type Store struct {
 	L layout.Layout
+
+	journal journalCache
 }
 
 var _ run.Store = (*Store)(nil)
 
-// Open returns the store rooted at home, creating home/runs if needed.
-func Open(home string) (*Store, error) { return &Store{L: layout.Layout{Home: home}}, nil }
+// Prefixes of the scratch directories in runs/. They start with '.', which
+// is outside run.IDAlphabet, so no run id can collide with them and every
+// listing skips them.
+const (
+	tmpPrefix = ".tmp-" // a run being created
+	delPrefix = ".del-" // a run being deleted
+)
 
-var errTODO = errors.New("files store: not implemented yet")
+// staleScratch is how old a scratch directory must be before Open removes
+// it as the leftover of a crashed Create or Delete.
+const staleScratch = time.Hour
 
-func (s *Store) Create(ctx context.Context, r *run.Run) error               { return errTODO }
-func (s *Store) Get(ctx context.Context, id string) (*run.Run, error)       { return nil, errTODO }
-func (s *Store) Resolve(ctx context.Context, prefix string) (string, error) { return "", errTODO }
-func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broken, error) {
-	return nil, nil, errTODO
+// Open returns the store rooted at home, creating home/runs if needed, and
+// removes scratch directories that crashed creates or deletes left behind.
+func Open(home string) (*Store, error) {
+	s := &Store{L: layout.Layout{Home: home}}
+	if err := os.MkdirAll(s.L.Runs(), 0o700); err != nil {
+		return nil, fmt.Errorf("open run store: %w", err)
+	}
+	s.sweepScratch(time.Now().Add(-staleScratch))
+	return s, nil
 }
-func (s *Store) Update(ctx context.Context, id string, fn func(*run.Run) error) (*run.Run, error) {
-	return nil, errTODO
+
+// RunDir is the directory of run id (which must be a valid id).
+func (s *Store) RunDir(id string) string { return s.L.RunDir(id) }
+
+// Create stores a new run; see run.Store.
+func (s *Store) Create(ctx context.Context, r *run.Run) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := run.ValidateID(r.ID); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(s.L.RunDir(r.ID)); err == nil {
+		return fmt.Errorf("create run %s: %w", r.ID, run.ErrExists)
+	}
+	seq, err := s.nextSeq(ctx)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	now := time.Now().UTC()
+	c := *r
+	c.Seq, c.Version = seq, 1
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	if c.UpdatedAt.IsZero() {
+		c.UpdatedAt = c.CreatedAt
+	}
+	data, err := encodeRun(&c)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if err := s.createDir(r.ID, data); err != nil {
+		return err
+	}
+	*r = c
+	return nil
 }
-func (s *Store) Transition(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string) (*run.Run, error) {
-	return nil, errTODO
+
+// createDir builds the run directory under a scratch name and renames it
+// into place, so the run appears whole or not at all.
+func (s *Store) createDir(id string, data []byte) error {
+	tmp := filepath.Join(s.L.Runs(), tmpPrefix+id+"-"+randomSuffix())
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("create run %s: %w", id, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	for _, name := range []string{filepath.Base(s.L.RunLock(id)), filepath.Base(s.L.Events(id))} {
+		f, err := os.OpenFile(filepath.Join(tmp, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("create run %s: %w", id, err)
+		}
+		f.Close()
+	}
+	if err := writeFileAtomic(filepath.Join(tmp, filepath.Base(s.L.RunJSON(id))), data); err != nil {
+		return fmt.Errorf("create run %s: %w", id, err)
+	}
+	if err := os.Rename(tmp, s.L.RunDir(id)); err != nil {
+		if errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
+			return fmt.Errorf("create run %s: %w", id, run.ErrExists)
+		}
+		return fmt.Errorf("create run %s: %w", id, err)
+	}
+	ok = true
+	if err := syncDir(s.L.Runs()); err != nil {
+		return fmt.Errorf("create run %s: %w", id, err)
+	}
+	return nil
 }
-func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
-	return e, errTODO
+
+// Get returns the run with the full id; see run.Store.
+func (s *Store) Get(ctx context.Context, id string) (*run.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return nil, err
+	}
+	return s.read(id)
 }
-func (s *Store) Events(ctx context.Context, id string, after int64) ([]run.Event, error) {
-	return nil, errTODO
+
+// read loads run.json of a validated id.
+func (s *Store) read(id string) (*run.Run, error) {
+	data, err := os.ReadFile(s.L.RunJSON(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, derr := os.Lstat(s.L.RunDir(id)); derr == nil {
+				return nil, fmt.Errorf("run %s: run.json is missing: %w", id, run.ErrCorrupt)
+			}
+			return nil, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return nil, fmt.Errorf("read run %s: %w", id, err)
+	}
+	return decodeRun(id, data)
 }
-func (s *Store) Delete(ctx context.Context, id string) error { return errTODO }
+
+func decodeRun(id string, data []byte) (*run.Run, error) {
+	r := new(run.Run)
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("run %s: run.json: %v: %w", id, err, run.ErrCorrupt)
+	}
+	if r.ID != id {
+		return nil, fmt.Errorf("run %s: run.json names run %q: %w", id, r.ID, run.ErrCorrupt)
+	}
+	return r, nil
+}
+
+func encodeRun(r *run.Run) ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode run: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Resolve turns a unique prefix into a full id; see run.Store.
+func (s *Store) Resolve(ctx context.Context, prefix string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := run.ValidatePrefix(prefix); err != nil {
+		return "", err
+	}
+	if len(prefix) == run.IDLength {
+		if _, err := os.Lstat(s.L.RunDir(prefix)); err == nil {
+			return prefix, nil
+		}
+		return "", fmt.Errorf("run %s: %w", prefix, run.ErrNotFound)
+	}
+	var match []string
+	for _, id := range s.runIDs() {
+		if strings.HasPrefix(id, prefix) {
+			match = append(match, id)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", fmt.Errorf("run %s: %w", prefix, run.ErrNotFound)
+	case 1:
+		return match[0], nil
+	}
+	slices.Sort(match)
+	return "", fmt.Errorf("%w: %q matches %s", run.ErrAmbiguous, prefix, strings.Join(match, ", "))
+}
+
+// runIDs lists the names in runs/ that are valid run ids, skipping scratch
+// directories and anything else.
+func (s *Store) runIDs() []string {
+	ents, err := os.ReadDir(s.L.Runs())
+	if err != nil {
+		return nil
+	}
+	ids := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if e.IsDir() && run.ValidateID(e.Name()) == nil {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// Delete removes the run and everything stored for it; see run.Store.
+// The run is first renamed out of runs/ under its lock, so it vanishes at
+// once for every reader; the removal that follows makes read-only
+// directories writable (never through a symlink).
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return err
+	}
+	lock, err := lockFile(ctx, s.L.RunLock(id), os.O_RDWR)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	gone := filepath.Join(s.L.Runs(), delPrefix+id+"-"+randomSuffix())
+	err = os.Rename(s.L.RunDir(id), gone)
+	lock.Close()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	s.journal.forget(id)
+	if err := syncDir(s.L.Runs()); err != nil {
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	if err := removeAll(gone); err != nil {
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	return nil
+}
+
+// sweepScratch removes scratch directories last modified before cutoff.
+func (s *Store) sweepScratch(cutoff time.Time) {
+	ents, err := os.ReadDir(s.L.Runs())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if !e.IsDir() || !(strings.HasPrefix(n, tmpPrefix) || strings.HasPrefix(n, delPrefix)) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+			removeAll(filepath.Join(s.L.Runs(), n))
+		}
+	}
+}
+
+// removeAll is os.RemoveAll that also removes trees holding read-only
+// directories: on failure it makes every directory (found by lstat, so
+// never a symlink's target) owner-writable and tries again.
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err == nil {
+		return nil
+	}
+	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			if fi, lerr := os.Lstat(p); lerr == nil && fi.IsDir() {
+				os.Chmod(p, fi.Mode().Perm()|0o700)
+			}
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,30 @@
+// Package files is the Lite run store: run.Store on the file system, one
+// directory per run under $AGENTRUN_HOME/runs (paths from internal/layout).
+//
+//	runs/<id>/run.json      the record; replaced atomically (temp file in the
+//	                        same directory, fsync, rename, fsync directory)
+//	runs/<id>/run.lock      exclusive flock held around every read-modify-write
+//	                        of run.json (Update, Transition, Delete)
+//	runs/<id>/events.jsonl  append-only JSON lines; each append holds an
+//	                        exclusive flock on the journal itself, assigns the
+//	                        next Seq, writes one line with O_APPEND and fsyncs
+//	seq                     the submission counter, updated under its own flock
+//
+// The flocks are taken on a fresh open file description per operation, so
+// they exclude goroutines of one process as well as other processes. Lock
+// order is run.lock, then the journal, then nothing: no method takes them
+// the other way round.
+//
+// Crash safety: Create builds a run in runs/.tmp-<id>-<random> and renames
+// the finished directory into place, so a crash never leaves a half-made
+// run that List shows; Delete renames the run away under its lock before
+// removing it. A torn last journal line (a crash mid-append) is skipped by
+// readers and terminated by the next append. A damaged run.json affects only
+// its own run: Get reports run.ErrCorrupt naming it, List reports it as a
+// run.Broken beside the readable runs.
+//
+// The store never turns an unvalidated string into a path: every id or
+// prefix passes run.ValidateID / run.ValidatePrefix first, and names found
+// in runs/ that are not valid ids are ignored. It never follows a symlink
+// when making files writable for removal.
+package files

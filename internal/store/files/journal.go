@@ -1,0 +1,228 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// The journal: one JSON object per line, each ending in '\n'. A line
+// without its '\n' at the end of the file is torn (a crash mid-append or an
+// append in progress) and is not an event; the next append first ends it
+// with '\n' so it stays a single unreadable line that readers skip.
+
+// AppendEvent appends e to the run's journal; see run.Store.
+func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return e, err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return e, err
+	}
+	return s.appendEvent(ctx, id, e)
+}
+
+// appendEvent appends to the journal of a validated id under the journal's
+// flock: find the last Seq, write one line with O_APPEND, fsync.
+func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	if e.Type == "" {
+		return e, fmt.Errorf("append event to run %s: event has no type", id)
+	}
+	path := s.L.Events(id)
+	if _, err := os.Lstat(s.L.RunDir(id)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return e, fmt.Errorf("append event to run %s: %w", id, err)
+	}
+	f, err := lockFile(ctx, path, os.O_RDWR|os.O_APPEND)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return e, fmt.Errorf("append event to run %s: %w", id, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return e, fmt.Errorf("append event to run %s: %w", id, err)
+	}
+	key := fileKey(fi)
+	last, ok := s.journal.get(id, key)
+	var line []byte
+	if !ok {
+		var torn bool
+		last, torn, err = lastSeq(f, fi.Size())
+		if err != nil {
+			return e, fmt.Errorf("append event to run %s: %w", id, err)
+		}
+		if torn {
+			line = append(line, '\n')
+		}
+	}
+	e.Seq = last + 1
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return e, fmt.Errorf("append event to run %s: encode: %w", id, err)
+	}
+	line = append(append(line, b...), '\n')
+	if _, err := f.Write(line); err != nil {
+		s.journal.forget(id)
+		return e, fmt.Errorf("append event to run %s: %w", id, err)
+	}
+	if err := f.Sync(); err != nil {
+		s.journal.forget(id)
+		return e, fmt.Errorf("append event to run %s: fsync: %w", id, err)
+	}
+	key.size = fi.Size() + int64(len(line))
+	s.journal.put(id, key, e.Seq)
+	return e, nil
+}
+
+// lastSeq finds the Seq of the last complete, readable line of a journal of
+// the given size, reading backwards from its end in chunks. torn reports a
+// last line without its '\n'.
+func lastSeq(f *os.File, size int64) (seq int64, torn bool, err error) {
+	const chunk = 32 << 10
+	var buf []byte // the file's bytes [pos, size)
+	pos := size
+	tried := size // lines starting at or after this offset failed to parse
+	for pos > 0 {
+		n := min(int64(chunk), pos)
+		pos -= n
+		b := make([]byte, n, n+int64(len(buf)))
+		if _, err := f.ReadAt(b, pos); err != nil && err != io.EOF {
+			return 0, false, err
+		}
+		buf = append(b, buf...)
+		if pos+n == size {
+			torn = buf[len(buf)-1] != '\n'
+		}
+		end := bytes.LastIndexByte(buf, '\n') + 1 // buf[:end] holds whole lines
+		for end > 0 {
+			start := bytes.LastIndexByte(buf[:end-1], '\n') + 1
+			if start == 0 && pos > 0 {
+				break // the line may begin before buf: read more
+			}
+			if pos+int64(start) < tried {
+				if s, ok := lineSeq(buf[start : end-1]); ok {
+					return s, torn, nil
+				}
+			}
+			end = start
+		}
+		tried = pos + int64(end)
+	}
+	return 0, torn, nil
+}
+
+func lineSeq(line []byte) (int64, bool) {
+	var v struct {
+		Seq int64 `json:"seq"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil || v.Seq <= 0 {
+		return 0, false
+	}
+	return v.Seq, true
+}
+
+// Events returns the journal entries with Seq > after; see run.Store.
+// Lines that cannot be read (a torn append) are skipped.
+func (s *Store) Events(ctx context.Context, id string, after int64) ([]run.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.L.Events(id))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, derr := os.Lstat(s.L.RunDir(id)); derr == nil {
+				return nil, nil // a run without a journal yet
+			}
+			return nil, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return nil, fmt.Errorf("read events of run %s: %w", id, err)
+	}
+	var out []run.Event
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break // torn last line
+		}
+		line := data[:i]
+		data = data[i+1:]
+		var e run.Event
+		if err := json.Unmarshal(line, &e); err != nil || e.Seq <= after {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// journalCache remembers, per run, the journal file (device, inode, size)
+// this process last appended to and the Seq it wrote, so an append does not
+// re-read the journal when nobody else wrote in between. Any change to the
+// file (another process appended, the run was recreated) misses the cache.
+type journalCache struct {
+	mu sync.Mutex
+	m  map[string]journalPos
+}
+
+type journalKey struct {
+	dev, ino uint64
+	size     int64
+}
+
+type journalPos struct {
+	key journalKey
+	seq int64
+}
+
+func fileKey(fi fs.FileInfo) journalKey {
+	k := journalKey{size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.dev, k.ino = uint64(st.Dev), uint64(st.Ino)
+	}
+	return k
+}
+
+func (c *journalCache) get(id string, k journalKey) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[id]
+	if !ok || p.key != k || k.ino == 0 {
+		return 0, false
+	}
+	return p.seq, true
+}
+
+func (c *journalCache) put(id string, k journalKey, seq int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]journalPos)
+	}
+	c.m[id] = journalPos{key: k, seq: seq}
+}
+
+func (c *journalCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}

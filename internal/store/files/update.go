@@ -1,0 +1,91 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// Update reads the run, calls fn on a copy and stores the copy; see
+// run.Store. ID, Seq and CreatedAt are kept from the stored record whatever
+// fn does to them; Version and UpdatedAt are set by the store.
+func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
+	return s.modify(ctx, id, func(r *run.Run, _ time.Time) error { return fn(r) })
+}
+
+// Transition is the compare-and-set of a run's state; see run.Store.
+//
+// The state machine it serves is drawn in package run. Transition does not
+// judge which edges are legal (callers name the states they expect in
+// from); it keeps the timestamps: StartedAt is set the first time the run
+// leaves queued for an active state (a run cancelled while queued never
+// started), FinishedAt is set on every terminal state and cleared when a
+// run leaves one (resume).
+func (s *Store) Transition(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string) (*run.Run, error) {
+	if !to.Valid() {
+		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
+	}
+	return s.modify(ctx, id, func(r *run.Run, now time.Time) error {
+		if !slices.Contains(from, r.State) {
+			return fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
+		}
+		e := run.Event{Time: now, Type: run.EventState, State: to, Reason: reason, Message: msg}
+		if _, err := s.appendEvent(ctx, id, e); err != nil {
+			return fmt.Errorf("transition run %s: %w", id, err)
+		}
+		if r.StartedAt == nil && r.State == run.StateQueued && to.Active() && to != run.StateQueued {
+			r.StartedAt = &now
+		}
+		if to.Terminal() {
+			r.FinishedAt = &now
+		} else {
+			r.FinishedAt = nil
+		}
+		r.State, r.Reason, r.Message = to, reason, msg
+		return nil
+	})
+}
+
+// modify is the locked read-modify-write behind Update and Transition.
+func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) error) (*run.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return nil, err
+	}
+	lock, err := lockFile(ctx, s.L.RunLock(id), os.O_RDWR)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+		}
+		return nil, fmt.Errorf("update run %s: %w", id, err)
+	}
+	defer lock.Close()
+	next, err := s.read(id) // freshly decoded: fn's private copy
+	if err != nil {
+		return nil, err
+	}
+	seq, created, version := next.Seq, next.CreatedAt, next.Version
+	now := time.Now().UTC()
+	if err := fn(next, now); err != nil {
+		return nil, err
+	}
+	next.ID, next.Seq, next.CreatedAt = id, seq, created
+	next.Version = version + 1
+	next.UpdatedAt = now
+	data, err := encodeRun(next)
+	if err != nil {
+		return nil, fmt.Errorf("update run %s: %w", id, err)
+	}
+	if err := writeFileAtomic(s.L.RunJSON(id), data); err != nil {
+		return nil, fmt.Errorf("update run %s: %w", id, err)
+	}
+	return next, nil
+}

@@ -1,0 +1,182 @@
+package storetest
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// at is a fixed time, whole microseconds in UTC (SQL stores keep microseconds).
+func at(minute int) time.Time {
+	return time.Date(2026, 3, 14, 15, minute, 26, 535897000, time.UTC)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// FullRun returns a run with every stored field set (checked by
+// requireFilled), so a round trip proves that each one survives.
+func FullRun(id string) *run.Run {
+	return &run.Run{
+		ID:        id,
+		CreatedAt: at(1),
+		UpdatedAt: at(2),
+		State:     run.StateRunning,
+		Reason:    run.ReasonCompleted,
+		Message:   "all good — ünïcode \"quoted\"\nsecond line",
+		Task:      "Fix the flaky auth tests\n\twith care",
+		Repo:      "/home/dev/src/app",
+		BaseRef:   "main",
+		Base:      "0123456789abcdef0123456789abcdef01234567",
+		Branch:    run.BranchName(id),
+		Commit:    "89abcdef0123456789abcdef0123456789abcdef",
+		Patch:     "/data/runs/" + id + "/result.patch",
+		Dirty:     true,
+		Agent: run.AgentSpec{
+			Name: "builtin", Command: "claude -p", Env: []string{"ANTHROPIC_API_KEY"},
+			Hosts: []string{"api.anthropic.com"}, Model: "m-1", Provider: "anthropic",
+			BaseURL: "http://127.0.0.1:1234/v1", MaxTurns: 40, ContextWindow: 32768,
+			Temperature: ptr(0.25),
+		},
+		Checks:      []run.CheckSpec{{Name: "unit", Command: "go test ./..."}, {Name: "vet", Command: "go vet ./..."}},
+		MaxAttempts: 3,
+		Timeout:     run.Duration(90 * time.Minute),
+		Sandbox: run.SandboxConfig{
+			Backend: "native", Network: "allowlist", Allow: []string{"proxy.golang.org:443"},
+			Limits:        run.Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1.5, FileSizeBytes: 1 << 28, OpenFiles: 1024},
+			ReadOnlyPaths: []string{"/usr/local/go"},
+		},
+		Export: run.ExportConfig{MaxFiles: 1000, MaxBytes: 10 << 20, AuthorName: "agentrun", AuthorEmail: "agentrun@localhost"},
+		Attempts: []run.Attempt{{
+			N: 1, StartedAt: at(3), FinishedAt: ptr(at(4)), ExitCode: ptr(2),
+			Outcome: run.ReasonChecksFailed, Message: "unit failed", Resumed: true,
+			Checks: []run.CheckResult{{
+				Name: "unit", ExitCode: 1, Passed: true, TimedOut: true,
+				Duration: run.Duration(1500 * time.Millisecond), Log: "attempts/1/checks/unit.log",
+			}},
+		}},
+		Supervisor:      &run.SupervisorInfo{PID: 4242, Host: "devbox", StartedAt: at(5)},
+		CancelRequested: true,
+		StartedAt:       ptr(at(6)),
+		FinishedAt:      ptr(at(7)),
+		Provenance: run.Provenance{
+			Version: "v0.1.0", Host: "devbox", Mode: "lite", Sandbox: "native",
+			BaseCommit: "0123456789abcdef0123456789abcdef01234567", AgentCommand: "claude -p",
+			PolicyDigest: "sha256:00ff", Enforced: map[string]string{"memory": "enforced", "pids": "unavailable: no cgroup"},
+		},
+		Result: &run.ExportResult{
+			Commit: "89abcdef0123456789abcdef0123456789abcdef", Branch: run.BranchName(id),
+			Patch: "result.patch", FilesChanged: 3, Insertions: 10, Deletions: 4,
+			Diffstat: " a.go | 2 +-", Refused: []run.Refusal{{Path: ".git/config", Reason: "git metadata"}},
+		},
+		Usage:   &run.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, Turns: 7},
+		Verdict: &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
+	}
+}
+
+// requireFilled fails the test if any stored field of v (recursively) is
+// the zero value: a field added to run.Run must be added to FullRun too.
+func requireFilled(t *testing.T, v any) {
+	t.Helper()
+	var walk func(path string, v reflect.Value)
+	walk = func(path string, v reflect.Value) {
+		if v.IsZero() {
+			t.Errorf("FullRun leaves %s zero: set it so the round trip covers it", path)
+			return
+		}
+		switch v.Kind() {
+		case reflect.Pointer:
+			walk(path, v.Elem())
+		case reflect.Slice:
+			if v.Type().Elem().Kind() != reflect.Uint8 {
+				walk(path+"[0]", v.Index(0))
+			}
+		case reflect.Struct:
+			if v.Type() == reflect.TypeOf(time.Time{}) {
+				return
+			}
+			for i := 0; i < v.NumField(); i++ {
+				f := v.Type().Field(i)
+				if !f.IsExported() || strings.HasPrefix(f.Tag.Get("json"), "-") {
+					continue
+				}
+				walk(path+"."+f.Name, v.Field(i))
+			}
+		}
+	}
+	walk("Run", reflect.ValueOf(v))
+}
+
+// requireSameRun compares two runs field by field through their JSON form
+// with times normalised to UTC, and names the first differing field.
+func requireSameRun(t *testing.T, want, got *run.Run) {
+	t.Helper()
+	w, g := normal(t, want), normal(t, got)
+	if !reflect.DeepEqual(w, g) {
+		for k := range w {
+			if !reflect.DeepEqual(w[k], g[k]) {
+				t.Errorf("field %q: want %v, got %v", k, w[k], g[k])
+			}
+		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				t.Errorf("field %q: want absent, got %v", k, g[k])
+			}
+		}
+	}
+}
+
+func normal(t *testing.T, r *run.Run) map[string]any {
+	t.Helper()
+	c := *r
+	utc := func(p *time.Time) {
+		*p = p.UTC()
+	}
+	utc(&c.CreatedAt)
+	utc(&c.UpdatedAt)
+	for _, p := range []**time.Time{&c.StartedAt, &c.FinishedAt} {
+		if *p != nil {
+			*p = ptr((*p).UTC())
+		}
+	}
+	c.Attempts = append([]run.Attempt(nil), c.Attempts...)
+	for i := range c.Attempts {
+		a := &c.Attempts[i]
+		utc(&a.StartedAt)
+		if a.FinishedAt != nil {
+			a.FinishedAt = ptr(a.FinishedAt.UTC())
+		}
+	}
+	if c.Supervisor != nil {
+		c.Supervisor = ptr(*c.Supervisor)
+		utc(&c.Supervisor.StartedAt)
+	}
+	if c.Verdict != nil {
+		c.Verdict = ptr(*c.Verdict)
+		utc(&c.Verdict.At)
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("bad json %s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
