@@ -182,7 +182,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			u = *rep.Usage
 		}
 		resp["usage"] = map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
-			"total_tokens": u.PromptTokens + u.CompletionTokens,
+			"total_tokens":          u.PromptTokens + u.CompletionTokens,
 			"prompt_tokens_details": map[string]any{"cached_tokens": u.CachedTokens}}
 	}
 	writeJSON(w, 200, resp)
