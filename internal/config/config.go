@@ -1,0 +1,172 @@
+// Package config reads agentrun's configuration file
+// ($XDG_CONFIG_HOME/agentrun/config.toml) and the environment variables that
+// override it, and resolves the effective settings with the precedence
+// flag > environment > config file > default.
+//
+// Contract: Load never creates files; a missing file is not an error, an
+// unreadable or malformed one (including unknown keys) is a catalog
+// BadConfig error naming the file. It never reads secrets: API keys are
+// read from the environment only where they are used, never stored here.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+// Defaults.
+const (
+	DefaultMaxParallel = 4
+	DefaultAttempts    = 2
+	DefaultTimeout     = time.Hour
+	DefaultMaxFiles    = 10000
+	DefaultMaxBytes    = 100 << 20
+)
+
+// Config is the file's content. Zero values mean "not set".
+type Config struct {
+	MaxParallel int    `toml:"max_parallel"`
+	Sandbox     string `toml:"sandbox"`
+	Attempts    int    `toml:"attempts"`
+	Timeout     string `toml:"timeout"`
+	AuthorName  string `toml:"author_name"`
+	AuthorEmail string `toml:"author_email"`
+	MaxFiles    int    `toml:"max_files"`
+	MaxBytes    int64  `toml:"max_bytes"`
+}
+
+// Settings are the resolved values before flags: environment over file
+// over default. Flags are applied by the command on top.
+type Settings struct {
+	MaxParallel int
+	Sandbox     string // "" = the platform default
+	Attempts    int
+	Timeout     time.Duration
+	AuthorName  string
+	AuthorEmail string
+	MaxFiles    int
+	MaxBytes    int64
+	// Path is the config file consulted (it may not exist).
+	Path string
+}
+
+// Path returns the config file path for the environment.
+func Path(getenv func(string) string) string {
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "agentrun", "config.toml")
+	}
+	return filepath.Join(getenv("HOME"), ".config", "agentrun", "config.toml")
+}
+
+// Read parses the config file at path; a missing file yields a zero Config.
+func Read(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, catalog.BadConfig.Wrap(err, "%s: %v", path, err)
+	}
+	md, err := toml.Decode(string(b), &c)
+	if err != nil {
+		return c, catalog.BadConfig.Wrap(err, "%s: %v", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return c, catalog.BadConfig.New("%s: unknown key %q", path, und[0].String())
+	}
+	return c, nil
+}
+
+// Load resolves Settings from the config file and the environment.
+// Environment variables: AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
+// AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
+// AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES.
+func Load(getenv func(string) string) (Settings, error) {
+	s := Settings{Path: Path(getenv)}
+	c, err := Read(s.Path)
+	if err != nil {
+		return s, err
+	}
+	src := func(key string) string { return s.Path + ": " + key }
+	// file over default
+	s.MaxParallel = pick(c.MaxParallel, DefaultMaxParallel)
+	s.Sandbox = c.Sandbox
+	s.Attempts = pick(c.Attempts, DefaultAttempts)
+	s.Timeout = DefaultTimeout
+	if c.Timeout != "" {
+		if s.Timeout, err = parseDuration(c.Timeout, src("timeout")); err != nil {
+			return s, err
+		}
+	}
+	s.AuthorName, s.AuthorEmail = c.AuthorName, c.AuthorEmail
+	s.MaxFiles = pick(c.MaxFiles, DefaultMaxFiles)
+	s.MaxBytes = pick(c.MaxBytes, DefaultMaxBytes)
+	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 {
+		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
+	}
+	// environment over file
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{"AGENTRUN_MAX_PARALLEL", &s.MaxParallel}, {"AGENTRUN_ATTEMPTS", &s.Attempts}, {"AGENTRUN_MAX_FILES", &s.MaxFiles}} {
+		if e := getenv(v.name); e != "" {
+			n, err := strconv.Atoi(e)
+			if err != nil || n < 1 {
+				return s, catalog.BadConfig.New("%s=%q: want a whole number of at least 1", v.name, e)
+			}
+			*v.dst = n
+		}
+	}
+	if e := getenv("AGENTRUN_MAX_BYTES"); e != "" {
+		n, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || n < 1 {
+			return s, catalog.BadConfig.New("AGENTRUN_MAX_BYTES=%q: want a whole number of at least 1", e)
+		}
+		s.MaxBytes = n
+	}
+	if e := getenv("AGENTRUN_TIMEOUT"); e != "" {
+		if s.Timeout, err = parseDuration(e, "AGENTRUN_TIMEOUT"); err != nil {
+			return s, err
+		}
+	}
+	if e := getenv("AGENTRUN_SANDBOX"); e != "" {
+		s.Sandbox = e
+	}
+	if e := getenv("AGENTRUN_AUTHOR_NAME"); e != "" {
+		s.AuthorName = e
+	}
+	if e := getenv("AGENTRUN_AUTHOR_EMAIL"); e != "" {
+		s.AuthorEmail = e
+	}
+	return s, nil
+}
+
+func parseDuration(v, where string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, catalog.BadConfig.New("%s: %q is not a duration like 90s, 30m or 2h", where, v)
+	}
+	return d, nil
+}
+
+func pick[T int | int64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// String is for debugging.
+func (s Settings) String() string {
+	return fmt.Sprintf("max_parallel=%d sandbox=%q attempts=%d timeout=%s", s.MaxParallel, s.Sandbox, s.Attempts, s.Timeout)
+}

@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"XDG_CONFIG_HOME": dir}
+	s, err := Load(envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxParallel != DefaultMaxParallel || s.Attempts != DefaultAttempts || s.Timeout != DefaultTimeout {
+		t.Fatalf("defaults: %v", s)
+	}
+	p := filepath.Join(dir, "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("max_parallel = 2\ntimeout = \"5m\"\nauthor_name = \"File\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Load(envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxParallel != 2 || s.Timeout != 5*time.Minute || s.AuthorName != "File" {
+		t.Fatalf("file: %v %q", s, s.AuthorName)
+	}
+	env["AGENTRUN_MAX_PARALLEL"] = "7"
+	env["AGENTRUN_AUTHOR_NAME"] = "Env"
+	s, err = Load(envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxParallel != 7 || s.AuthorName != "Env" || s.Timeout != 5*time.Minute {
+		t.Fatalf("env: %v %q", s, s.AuthorName)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for name, body := range map[string]string{
+		"syntax":   "max_parallel = = 2",
+		"unknown":  "max_paralel = 2",
+		"duration": "timeout = \"soon\"",
+		"negative": "attempts = -1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "agentrun", "config.toml")
+			_ = os.MkdirAll(filepath.Dir(p), 0o755)
+			_ = os.WriteFile(p, []byte(body), 0o644)
+			_, err := Load(envOf(map[string]string{"XDG_CONFIG_HOME": dir}))
+			if !catalog.Has(err, catalog.BadConfig) {
+				t.Fatalf("want BadConfig, got %v", err)
+			}
+		})
+	}
+	_, err := Load(envOf(map[string]string{"XDG_CONFIG_HOME": t.TempDir(), "AGENTRUN_MAX_PARALLEL": "x"}))
+	if !catalog.Has(err, catalog.BadConfig) {
+		t.Fatalf("env: want BadConfig, got %v", err)
+	}
+}

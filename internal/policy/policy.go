@@ -1,0 +1,103 @@
+// Package policy computes the effective policy of a run (everything that
+// decides what the agent may do: sandbox, network, allowlist, environment
+// variable names, limits, checks, attempts, timeout, agent) and its
+// canonical bytes and digest, recorded as provenance in run.json.
+//
+// Contract: Canonical is deterministic: the same effective settings always
+// give the same bytes (fields in a fixed order, set-like lists sorted and
+// deduplicated, no whitespace). It never includes secret values: only the
+// NAMES of environment variables.
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// Version is bumped when the canonical form changes.
+const Version = 1
+
+// Effective is the canonical policy document.
+type Effective struct {
+	Version       int             `json:"version"`
+	Sandbox       string          `json:"sandbox"`
+	Network       string          `json:"network"`
+	Allow         []string        `json:"allow"`
+	Env           []string        `json:"env"`
+	ReadOnlyPaths []string        `json:"read_only_paths"`
+	Limits        run.Limits      `json:"limits"`
+	Checks        []run.CheckSpec `json:"checks"`
+	Attempts      int             `json:"attempts"`
+	Timeout       string          `json:"timeout"`
+	Agent         Agent           `json:"agent"`
+	MaxFiles      int             `json:"max_files"`
+	MaxBytes      int64           `json:"max_bytes"`
+}
+
+// Agent is the part of the policy that names the agent.
+type Agent struct {
+	Name     string   `json:"name"`
+	Command  string   `json:"command"`
+	Hosts    []string `json:"hosts"`
+	Model    string   `json:"model,omitempty"`
+	Provider string   `json:"provider,omitempty"`
+	BaseURL  string   `json:"base_url,omitempty"`
+}
+
+// FromRun extracts the effective policy from a run record.
+func FromRun(r *run.Run) Effective {
+	checks := slices.Clone(r.Checks)
+	if checks == nil {
+		checks = []run.CheckSpec{}
+	}
+	return Effective{
+		Version:       Version,
+		Sandbox:       r.Sandbox.Backend,
+		Network:       r.Sandbox.Network,
+		Allow:         set(r.Sandbox.Allow),
+		Env:           set(r.Agent.Env),
+		ReadOnlyPaths: set(r.Sandbox.ReadOnlyPaths),
+		Limits:        r.Sandbox.Limits,
+		Checks:        checks,
+		Attempts:      r.MaxAttempts,
+		Timeout:       r.Timeout.String(),
+		Agent: Agent{Name: r.Agent.Name, Command: r.Agent.Command, Hosts: set(r.Agent.Hosts),
+			Model: r.Agent.Model, Provider: r.Agent.Provider, BaseURL: r.Agent.BaseURL},
+		MaxFiles: r.Export.MaxFiles,
+		MaxBytes: r.Export.MaxBytes,
+	}
+}
+
+// Canonical returns the canonical bytes of e.
+func (e Effective) Canonical() []byte {
+	e.Allow, e.Env, e.ReadOnlyPaths, e.Agent.Hosts = set(e.Allow), set(e.Env), set(e.ReadOnlyPaths), set(e.Agent.Hosts)
+	if e.Checks == nil {
+		e.Checks = []run.CheckSpec{}
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err) // plain data; cannot fail
+	}
+	return b
+}
+
+// Digest is "sha256:<hex>" of the canonical bytes.
+func (e Effective) Digest() string {
+	sum := sha256.Sum256(e.Canonical())
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// set returns a sorted, deduplicated, non-nil copy.
+func set(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}

@@ -1,0 +1,38 @@
+// Package all registers the sandbox backends explicitly, in this one file.
+// A new backend is one more line here; nothing registers itself.
+package all
+
+import (
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// Options configure the backends.
+type Options struct {
+	// Executable is the agentrun binary that backends run inside the
+	// sandbox (default: the running executable).
+	Executable string
+	// ReadOnlyPaths are extra host paths made visible read-only.
+	ReadOnlyPaths []string
+}
+
+// Backends returns every backend available in this build, by name.
+func Backends(opts Options) map[string]sandbox.Backend {
+	m := map[string]sandbox.Backend{}
+	for _, b := range backends(opts) {
+		m[b.Name()] = b
+	}
+	return m
+}
+
+// Names lists the backend names in a stable order (for help and errors).
+func Names(opts Options) []string {
+	var n []string
+	for _, b := range backends(opts) {
+		n = append(n, b.Name())
+	}
+	return n
+}
+
+// Default is the backend used when none is named ("" when there is none:
+// the host backend never becomes a default, since it does not isolate).
+func Default() string { return defaultBackend }

@@ -1,0 +1,128 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/store/files"
+	"golang.org/x/sys/unix"
+)
+
+// Inherited descriptors (see Spawn).
+const (
+	lockFD    = 3
+	handoffFD = 4
+)
+
+// Main is the `agentrun __supervise` entry point: it works on one run to
+// its end and returns the process exit code (0 when it ran the run to an
+// end state, whatever the state).
+func Main(args []string) int {
+	fs := flag.NewFlagSet("__supervise", flag.ContinueOnError)
+	home := fs.String("home", "", "data directory")
+	id := fs.String("id", "", "run id")
+	maxParallel := fs.Int("max-parallel", 1, "concurrency limit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := run.ValidateID(*id); err != nil || *home == "" {
+		fmt.Fprintln(os.Stderr, "supervise: need --home and a valid --id")
+		return 2
+	}
+	// The inherited lock and handoff must not leak into anything started
+	// from here (the sandbox, the agent): the lock would outlive us.
+	unix.CloseOnExec(lockFD)
+	unix.CloseOnExec(handoffFD)
+	lockFile := os.NewFile(lockFD, "supervisor.lock")
+	ho, err := readHandoff(os.NewFile(handoffFD, "handoff"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
+		return 1
+	}
+	st, err := files.Open(*home)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
+		return 1
+	}
+	l := layout.Layout{Home: *home}
+	ctx, stop := signalContext()
+	defer stop()
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	s := &Supervisor{Deps: DefaultDeps(st, l), ID: *id, MaxParallel: *maxParallel, Handoff: ho}
+	err = s.Run(ctx)
+	runtime.KeepAlive(lockFile) // the lock is released when the process exits
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
+		return 1
+	}
+	return 0
+}
+
+// errStopSignal is the cause of the supervisor's context when it is told
+// to stop (SIGTERM/SIGINT).
+var errStopSignal = errors.New("the supervisor was told to stop")
+
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		if _, ok := <-ch; ok {
+			cancel(errStopSignal)
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(ch); cancel(nil) }
+}
+
+func readHandoff(f *os.File) (Handoff, error) {
+	var h Handoff
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxHandoff+1))
+	if err != nil {
+		return h, fmt.Errorf("read handoff: %w", err)
+	}
+	if len(b) == 0 {
+		return h, nil
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("read handoff: %w", err)
+	}
+	return h, nil
+}
+
+// Supervisor works on one run.
+type Supervisor struct {
+	Deps
+	ID          string
+	MaxParallel int
+	Handoff     Handoff
+	// Poll is the queue polling interval (default 25ms).
+	Poll time.Duration
+}
+
+// Run drives the run to an end state. A panic ends the run failed with
+// reason internal_error. The returned error is for the supervisor log.
+func (s *Supervisor) Run(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg := fmt.Sprintf("internal error: %v", p)
+			fmt.Fprintf(os.Stderr, "panic: %v\n%s", p, debug.Stack())
+			s.finish(run.StateFailed, run.ReasonInternal, msg)
+			err = errors.New(msg)
+		}
+		s.clearSupervisor()
+	}()
+	return s.execute(ctx)
+}

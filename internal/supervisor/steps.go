@@ -1,0 +1,448 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
+)
+
+// runState is what the steps share for one supervisor's life.
+type runState struct {
+	r         *run.Run
+	ws        workspace.Workspace
+	sb        sandbox.Sandbox
+	stopProxy func(context.Context) error
+	cleanSock func()
+	resumed   bool
+}
+
+// prepare: workspace, egress proxy, sandbox.
+func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
+	r, l := rc.r, s.Layout
+	if err := s.prepareWorkspace(ctx, rc); err != nil {
+		return err
+	}
+	home := l.SandboxHome(r.ID)
+	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
+		return fmt.Errorf("sandbox home: %w", err)
+	}
+	spec := sandbox.Spec{
+		RunID:         r.ID,
+		Workspace:     rc.ws.Dir(),
+		Home:          home,
+		StateDir:      l.SandboxState(r.ID),
+		Env:           baseEnv(home),
+		Network:       sandbox.NetworkNone,
+		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
+		Limits:        sandbox.Limits(r.Sandbox.Limits),
+	}
+	if r.Sandbox.Network == string(sandbox.NetworkAllowlist) {
+		if s.StartEgress == nil {
+			return errMissing("the egress proxy")
+		}
+		sock, clean, err := proxySocket(l, r.ID)
+		if err != nil {
+			return fmt.Errorf("egress socket: %w", err)
+		}
+		rc.cleanSock = clean
+		stop, err := s.StartEgress(ctx, r, sock, func(rec egress.Record) {
+			s.event(run.NewEvent(run.EventEgress, "", rec))
+		})
+		if err != nil {
+			return fmt.Errorf("start egress proxy: %w", err)
+		}
+		rc.stopProxy = stop
+		spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, sock
+	}
+	b, ok := s.Backends[r.Sandbox.Backend]
+	if !ok {
+		return fmt.Errorf("sandbox backend %q is not available in this build", r.Sandbox.Backend)
+	}
+	if err := b.Preflight(ctx); err != nil {
+		return err
+	}
+	sb, err := b.Start(ctx, spec)
+	if err != nil {
+		return err
+	}
+	rc.sb = sb
+	enforced := sb.Enforced()
+	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(), "enforced": enforced, "network": spec.Network}))
+	_, err = s.Store.Update(ctx, r.ID, func(r *run.Run) error { r.Provenance.Enforced = enforced; return nil })
+	return err
+}
+
+// prepareWorkspace creates the workspace from the base commit, or opens
+// the one a previous supervisor made (resume).
+func (s *Supervisor) prepareWorkspace(ctx context.Context, rc *runState) error {
+	if s.Workspaces == nil {
+		return errMissing("the workspace provider")
+	}
+	r, l := rc.r, s.Layout
+	dir, state := l.Workspace(r.ID), l.WorkspaceState(r.ID)
+	var err error
+	if _, statErr := os.Lstat(dir); statErr == nil {
+		rc.ws, err = s.Workspaces.Open(ctx, dir, state)
+		rc.resumed = len(r.Attempts) > 0
+	} else {
+		rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state)
+	}
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
+}
+
+// baseEnv is the complete base environment inside the sandbox: nothing of
+// the supervisor's own environment except PATH.
+func baseEnv(home string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + filepath.Join(home, "tmp")}
+}
+
+// cleanup stops the sandbox, then the proxy. It never touches the workspace.
+func (s *Supervisor) cleanup(rc *runState) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rc.sb != nil {
+		if err := rc.sb.Destroy(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "supervise %s: destroy sandbox: %v\n", s.ID, err)
+		}
+		s.event(run.NewEvent(run.EventSandbox, "sandbox stopped", nil))
+	}
+	if rc.stopProxy != nil {
+		_ = rc.stopProxy(ctx)
+	}
+	if rc.cleanSock != nil {
+		rc.cleanSock()
+	}
+}
+
+// attempts runs agent attempts and checks until the checks pass or the
+// attempts are used up. ok means: go on to export.
+func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err error) {
+	r := rc.r
+	first := len(r.Attempts) + 1
+	prev := previousEnding(r, rc.resumed, s.Handoff.Note)
+	budget := max(r.MaxAttempts, 1)
+	ag, err := s.NewAgent(r, s.getenv)
+	if err != nil {
+		s.finish(run.StateFailed, run.ReasonAgentFailed, err.Error())
+		return false, err
+	}
+	for i := range budget {
+		n := first + i
+		last := i == budget-1
+		// The agent starts only from the running state: a cancel that wins
+		// this compare-and-set means it never starts.
+		if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StatePreparing, run.StateRunning, run.StateChecking},
+			run.StateRunning, run.ReasonNone, fmt.Sprintf("attempt %d", n)); err != nil {
+			if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
+				s.stopped(ctx, "")
+				return false, nil
+			}
+			return false, err
+		}
+		prompt := buildPrompt(r.Task, prev)
+		out, err := s.attempt(ctx, rc, ag, n, prompt, rc.resumed && i == 0)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.stopped(ctx, "")
+				return false, nil
+			}
+			s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
+			return false, err
+		}
+		if ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return false, nil
+		}
+		if out.Reason != run.ReasonCompleted {
+			prev = fmt.Sprintf("The previous attempt (%d) did not finish: %s.", n, describeOutcome(out))
+			if last {
+				s.finish(run.StateFailed, out.Reason, describeOutcome(out))
+				return false, nil
+			}
+			continue
+		}
+		if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StateRunning}, run.StateChecking, run.ReasonNone, ""); err != nil {
+			if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
+				s.stopped(ctx, "")
+				return false, nil
+			}
+			return false, err
+		}
+		results, err := s.checks(ctx, rc, n)
+		if ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return false, nil
+		}
+		if err != nil {
+			s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
+			return false, err
+		}
+		failed := failedChecks(s.Layout, r.ID, n, results)
+		if failed == "" {
+			return true, nil
+		}
+		prev = failed
+		if last {
+			s.finish(run.StateFailed, run.ReasonChecksFailed, checksSummary(results))
+			return false, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *Supervisor) getenv(k string) string { return s.Handoff.Env[k] }
+
+// attempt runs agent attempt n and records it.
+func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, n int, prompt string, resumed bool) (*agent.Outcome, error) {
+	r, l := rc.r, s.Layout
+	dir := l.AttemptDir(r.ID, n)
+	if err := os.MkdirAll(filepath.Join(dir, "checks"), 0o700); err != nil {
+		return nil, fmt.Errorf("attempt dir: %w", err)
+	}
+	if err := os.WriteFile(l.Prompt(r.ID, n), []byte(prompt), 0o600); err != nil {
+		return nil, fmt.Errorf("write prompt: %w", err)
+	}
+	logf, err := os.OpenFile(l.AgentLog(r.ID, n), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	defer logf.Close()
+	started := time.Now().UTC()
+	if _, err := s.Store.Update(ctx, r.ID, func(r *run.Run) error {
+		r.Attempts = append(r.Attempts, run.Attempt{N: n, StartedAt: started, Resumed: resumed})
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("record attempt: %w", err)
+	}
+	ev := run.NewEvent(run.EventAttempt, fmt.Sprintf("attempt %d started", n), nil)
+	ev.Attempt = n
+	s.event(ev)
+
+	out, err := ag.Attempt(ctx, agent.AttemptInput{
+		Run: r, N: n, Prompt: prompt, Resumed: resumed,
+		Runner: rc.sb.Runner(), WorkDir: rc.sb.WorkDir(), Env: s.agentEnv(r),
+		Dir: dir, RunDir: l.RunDir(r.ID), Output: logf,
+		Event: func(e run.Event) {
+			if e.Attempt == 0 {
+				e.Attempt = n
+			}
+			s.event(e)
+		},
+	})
+	if err == nil && out == nil {
+		err = errors.New("agent returned no outcome")
+	}
+	if err != nil {
+		out = &agent.Outcome{Reason: run.ReasonSandboxError, Message: err.Error()}
+		if ctx.Err() != nil {
+			out.Reason = run.ReasonCancelled
+		}
+	}
+	finished := time.Now().UTC()
+	s.recordAttempt(n, out, finished)
+	ev = run.NewEvent(run.EventAgentExit, fmt.Sprintf("attempt %d: %s", n, describeOutcome(out)), map[string]any{"exit_code": out.ExitCode, "outcome": out.Reason})
+	ev.Attempt = n
+	s.event(ev)
+	return out, err
+}
+
+func (s *Supervisor) recordAttempt(n int, out *agent.Outcome, finished time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = s.Store.Update(ctx, s.ID, func(r *run.Run) error {
+		for i := range r.Attempts {
+			if r.Attempts[i].N == n {
+				a := &r.Attempts[i]
+				a.FinishedAt, a.ExitCode, a.Outcome, a.Message = &finished, out.ExitCode, out.Reason, out.Message
+			}
+		}
+		if out.Usage != nil {
+			if r.Usage == nil {
+				r.Usage = &run.Usage{}
+			}
+			r.Usage.PromptTokens += out.Usage.PromptTokens
+			r.Usage.CompletionTokens += out.Usage.CompletionTokens
+			r.Usage.CachedTokens += out.Usage.CachedTokens
+			r.Usage.Turns += out.Usage.Turns
+		}
+		return nil
+	})
+}
+
+// agentEnv is KEY=VALUE for the variables the run names that are set in
+// the handed-off environment.
+func (s *Supervisor) agentEnv(r *run.Run) []string {
+	var env []string
+	for _, k := range r.Agent.Env {
+		if v, ok := s.Handoff.Env[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// checks runs every check in the sandbox after attempt n.
+func (s *Supervisor) checks(ctx context.Context, rc *runState, n int) ([]run.CheckResult, error) {
+	r, l := rc.r, s.Layout
+	var results []run.CheckResult
+	for _, c := range r.Checks {
+		res, err := s.check(ctx, rc, n, c)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, res)
+		ev := run.NewEvent(run.EventCheck, fmt.Sprintf("check %s: %s", c.Name, passFail(res.Passed)),
+			map[string]any{"name": c.Name, "exit_code": res.ExitCode, "passed": res.Passed, "duration": res.Duration, "log": res.Log})
+		ev.Attempt = n
+		s.event(ev)
+	}
+	_, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
+		for i := range r.Attempts {
+			if r.Attempts[i].N == n {
+				r.Attempts[i].Checks = results
+			}
+		}
+		return nil
+	})
+	_ = l
+	return results, err
+}
+
+func (s *Supervisor) check(ctx context.Context, rc *runState, n int, c run.CheckSpec) (run.CheckResult, error) {
+	r, l := rc.r, s.Layout
+	res := run.CheckResult{Name: c.Name, Log: layout.CheckLogRel(n, c.Name)}
+	logf, err := os.OpenFile(l.CheckLog(r.ID, n, c.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return res, fmt.Errorf("check log: %w", err)
+	}
+	defer logf.Close()
+	start := time.Now()
+	er, err := rc.sb.Runner().Exec(ctx, runner.ExecRequest{Shell: c.Command, Cwd: rc.sb.WorkDir()}, logf, logf)
+	res.Duration = run.Duration(time.Since(start))
+	switch {
+	case ctx.Err() != nil:
+		res.ExitCode = -1
+		return res, nil
+	case runner.IsCode(err, runner.CodeExec):
+		res.ExitCode = 127
+		fmt.Fprintf(logf, "agentrun: the check could not be started: %v\n", err)
+		return res, nil
+	case err != nil:
+		return res, fmt.Errorf("check %s: %w", c.Name, err)
+	}
+	res.ExitCode, res.TimedOut = er.ExitCode, er.TimedOut
+	res.Passed = er.ExitCode == 0 && !er.TimedOut
+	return res, nil
+}
+
+// export: scan the workspace, write the commit and the patch.
+func (s *Supervisor) export(ctx context.Context, rc *runState) error {
+	r, l := rc.r, s.Layout
+	if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StateChecking, run.StateRunning}, run.StateExporting, run.ReasonNone, ""); err != nil {
+		if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return nil
+		}
+		return err
+	}
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return nil
+		}
+		s.finish(run.StateFailed, run.ReasonExportFailed, err.Error())
+		return err
+	}
+	if s.Export == nil {
+		return fail(errMissing("export"))
+	}
+	cs, err := rc.ws.Scan(ctx, workspace.Limits{MaxFiles: r.Export.MaxFiles, MaxBytes: r.Export.MaxBytes})
+	if err != nil {
+		return fail(fmt.Errorf("scan workspace: %w", err))
+	}
+	for _, ref := range cs.Refused {
+		s.event(run.NewEvent(run.EventRefused, ref.Path+": "+ref.Reason, ref))
+	}
+	if len(cs.Changes) == 0 {
+		s.finishNoChanges(cs.Refused)
+		return nil
+	}
+	res, err := s.Export(ctx, cs, workspace.ExportOptions{
+		Repo: r.Repo, Base: r.Base, Branch: r.Branch,
+		Message:    CommitMessage(r.Task, r.ID),
+		AuthorName: r.Export.AuthorName, AuthorEmail: r.Export.AuthorEmail,
+		PatchPath: l.Patch(r.ID),
+		Force:     len(r.Attempts) > 0 && rc.resumed,
+	})
+	if isNoChanges(err) {
+		s.finishNoChanges(cs.Refused)
+		return nil
+	}
+	if err != nil {
+		return fail(fmt.Errorf("export: %w", err))
+	}
+	res.Refused = append(res.Refused, cs.Refused...)
+	if _, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
+		r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res
+		return nil
+	}); err != nil {
+		return fail(fmt.Errorf("record export: %w", err))
+	}
+	s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
+		map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused)}))
+	s.transition([]run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "")
+	return nil
+}
+
+func (s *Supervisor) finishNoChanges(refused []run.Refusal) {
+	msg := "the agent finished and the checks passed, but nothing changed"
+	if len(refused) > 0 {
+		msg = fmt.Sprintf("no exportable changes (%d refused)", len(refused))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = s.Store.Update(ctx, s.ID, func(r *run.Run) error {
+			r.Result = &run.ExportResult{Branch: r.Branch, Refused: refused}
+			return nil
+		})
+	}
+	s.transition([]run.State{run.StateExporting}, run.StateFailed, run.ReasonNoChanges, msg)
+}
+
+// CommitMessage is the result commit's message: the task's first line, a
+// blank line, and the Agentrun-Run trailer.
+func CommitMessage(task, id string) string {
+	first := strings.TrimSpace(strings.SplitN(strings.TrimSpace(task), "\n", 2)[0])
+	if len(first) > 200 {
+		first = first[:200]
+	}
+	if first == "" {
+		first = "agentrun " + id
+	}
+	return first + "\n\nAgentrun-Run: " + id + "\n"
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "passed"
+	}
+	return "failed"
+}
