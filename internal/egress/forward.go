@@ -1,0 +1,200 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// hopHeaders are removed in both directions, with every header the
+// Connection header names and every Proxy-* header.
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func stripHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "Proxy-") {
+			delete(h, k)
+		}
+	}
+}
+
+// forward serves one absolute-URI HTTP request: decide, dial the checked
+// address, send the request in origin form (hop-by-hop and Proxy-*
+// headers stripped, Connection: close upstream), stream the response
+// back. It reports whether the client connection may serve another
+// request.
+func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		why := "use CONNECT host:port or an absolute http:// URI"
+		if req.URL.Scheme == "https" {
+			why = "use CONNECT for https"
+		}
+		writeStatus(c, http.StatusBadRequest, "", why)
+		return false
+	}
+	port := 80
+	if ps := req.URL.Port(); ps != "" {
+		n, err := parsePort(ps)
+		if err != nil {
+			writeStatus(c, http.StatusBadRequest, "", "invalid port")
+			return false
+		}
+		port = n
+	}
+	host := req.URL.Hostname()
+	t, ok := p.decide(c, req.Method, host, port)
+	if !ok {
+		return false
+	}
+	u, err := p.dial(t)
+	if err != nil {
+		p.upstreamFailed(c, t.rec, err)
+		return false
+	}
+	defer p.untrack(u)
+
+	clientClose := req.Close
+	stripHop(req.Header)
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		req.Header.Del("Expect")
+		if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return false
+		}
+	}
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // do not add Go's default
+	}
+	req.Host = req.URL.Host
+	req.RequestURI = ""
+	req.Close = true
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{&idleReader{r: req.Body, c: c, idle: p.opts.IdleTimeout}, req.Body}
+	}
+
+	upW := &countWriter{w: u}
+	ubw := bufio.NewWriter(upW)
+	u.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
+	if err := req.Write(ubw); err == nil {
+		err = ubw.Flush()
+	}
+	if err != nil {
+		t.rec.BytesUp = upW.n
+		p.upstreamFailed(c, t.rec, fmt.Errorf("send request: %w", err))
+		return false
+	}
+	u.SetWriteDeadline(time.Time{})
+	t.rec.BytesUp = upW.n
+
+	ubr := bufio.NewReader(u)
+	u.SetReadDeadline(time.Now().Add(p.opts.ResponseHeaderTimeout))
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(ubr, req)
+		if err != nil {
+			p.upstreamFailed(c, t.rec, fmt.Errorf("read response: %w", err))
+			return false
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		resp.Body.Close() // drop other 1xx
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		p.upstreamFailed(c, t.rec, fmt.Errorf("upstream switched protocols; use CONNECT"))
+		return false
+	}
+	u.SetReadDeadline(time.Time{})
+	stripHop(resp.Header)
+	chunked := len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked"
+	closeDelimited := resp.ContentLength < 0 && !chunked && req.Method != http.MethodHead &&
+		resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified
+	resp.Close = clientClose || closeDelimited
+
+	dnW := &countWriter{w: &deadlineWriter{c: c, idle: p.opts.IdleTimeout}}
+	cbw := bufio.NewWriterSize(dnW, 32<<10)
+	if resp.Body != http.NoBody {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{&flushingReader{r: &idleReader{r: resp.Body, c: u, idle: p.opts.IdleTimeout}, w: cbw}, resp.Body}
+	}
+	if err = resp.Write(cbw); err == nil {
+		err = cbw.Flush()
+	}
+	t.rec.BytesDn = dnW.n
+	if err != nil && !p.isStopped() {
+		t.rec.Error = "stream response: " + err.Error()
+	}
+	p.emit(t.rec)
+	return err == nil && !resp.Close
+}
+
+// idleReader sets c's read deadline to now+idle before each read.
+type idleReader struct {
+	r    io.Reader
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.c.SetReadDeadline(time.Now().Add(r.idle))
+	return r.r.Read(b)
+}
+
+// deadlineWriter sets c's write deadline to now+idle before each write.
+type deadlineWriter struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.c.Write(b)
+}
+
+// flushingReader flushes w before each read of r, so that a streamed
+// response reaches the client whenever the upstream pauses.
+type flushingReader struct {
+	r io.Reader
+	w *bufio.Writer
+}
+
+func (f *flushingReader) Read(b []byte) (int, error) {
+	if f.w.Buffered() > 0 {
+		if err := f.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	return f.r.Read(b)
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (w *countWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	w.n += int64(n)
+	return n, err
+}
