@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"sort"
 	"strings"
@@ -241,13 +240,4 @@ func SpecialClass(addr netip.Addr) string {
 		}
 	}
 	return ""
-}
-
-// specialIP is SpecialClass for a net.IP.
-func specialIP(ip net.IP) string {
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok {
-		return "invalid"
-	}
-	return SpecialClass(a)
 }

@@ -27,15 +27,15 @@ type Decision struct {
 
 // Decision codes.
 const (
-	CodeAllowed    = "allowed"     // allowed by Rule
-	CodeNotListed  = "not_listed"  // the name is in no entry
-	CodePort       = "port"        // the name is listed, but not for this port
-	CodeIPLiteral  = "ip_literal"  // an IP literal no IP/CIDR entry covers
-	CodeSpecialIP  = "special_ip"  // the name resolves to a loopback/private/... address no entry names
-	CodeBadHost    = "bad_host"    // the host is not a valid name or address
-	CodeUnresolved = "unresolved"  // the name did not resolve (Decide got no IPs)
-	CodeResolve    = "resolve"     // the proxy could not resolve the name
-	CodeUpstream   = "upstream"    // allowed, but the proxy could not reach the upstream
+	CodeAllowed    = "allowed"    // allowed by Rule
+	CodeNotListed  = "not_listed" // the name is in no entry
+	CodePort       = "port"       // the name is listed, but not for this port
+	CodeIPLiteral  = "ip_literal" // an IP literal no IP/CIDR entry covers
+	CodeSpecialIP  = "special_ip" // the name resolves to a loopback/private/... address no entry names
+	CodeBadHost    = "bad_host"   // the host is not a valid name or address
+	CodeUnresolved = "unresolved" // the name did not resolve (Decide got no IPs)
+	CodeResolve    = "resolve"    // the proxy could not resolve the name
+	CodeUpstream   = "upstream"   // allowed, but the proxy could not reach the upstream
 )
 
 // Policy decides connections. Implementations must be safe for concurrent use.
