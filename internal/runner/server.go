@@ -1,0 +1,356 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ServerOptions configure Serve.
+type ServerOptions struct {
+	// Root is the workspace root: relative paths resolve here, file ops
+	// refuse paths that leave it (via "..", absolute paths or symlinks), and
+	// exec runs here unless the request names a cwd.
+	Root string
+	// Env is the complete base environment of executed commands. Nil means
+	// an empty environment: nothing is inherited implicitly.
+	Env []string
+	// StateDir, if set, holds the journal of started request ids, so that a
+	// restarted runner answers a resent id with CodeInterrupted instead of
+	// running it again.
+	StateDir string
+	// ProxySocket and ProxyListen, both set, start the egress bridge: a TCP
+	// listener on ProxyListen whose connections are relayed byte for byte
+	// to the unix socket ProxySocket.
+	ProxySocket string
+	ProxyListen string
+	// Ready, if set, is called once everything listens.
+	Ready func()
+}
+
+// Serve answers runner requests on connections accepted from ln until ctx
+// is done or ln is closed; it then kills every command still running and
+// returns nil. Any other accept error is returned.
+func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
+	s, err := newServer(opts)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.ProxySocket != "" && opts.ProxyListen != "" {
+		b, err := ListenBridge(opts.ProxyListen, opts.ProxySocket)
+		if err != nil {
+			return err
+		}
+		go b.Serve()
+		defer b.Close()
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	var acceptErr error
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				acceptErr = fmt.Errorf("runner accept: %w", err)
+			}
+			break
+		}
+		if !s.track(c) {
+			c.Close()
+			break
+		}
+		s.wg.Add(1)
+		go s.handle(ctx, c)
+	}
+	cancel()
+	s.shutdown()
+	s.wg.Wait()
+	return acceptErr
+}
+
+type server struct {
+	opts      ServerOptions
+	root      *os.Root
+	rootNames []string // absolute spellings of Root (as given, symlinks resolved)
+	instance  string
+
+	mu       sync.Mutex
+	inflight map[string]*execution
+	finished *resultCache
+	previous map[string]bool // ids started by an earlier instance
+	journal  *journal
+	conns    map[net.Conn]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+}
+
+func newServer(opts ServerOptions) (*server, error) {
+	if opts.Root == "" {
+		return nil, errors.New("runner: no root")
+	}
+	abs, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("runner root: %w", err)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("runner root: %w", err)
+	}
+	names := []string{filepath.Clean(abs)}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != names[0] {
+		names = append(names, real)
+	}
+	opts.Root = abs
+	s := &server{
+		opts:      opts,
+		root:      root,
+		rootNames: names,
+		instance:  randomID(8),
+		inflight:  map[string]*execution{},
+		finished:  newResultCache(defaultCacheEntries, defaultCacheBytes),
+		previous:  map[string]bool{},
+		conns:     map[net.Conn]struct{}{},
+	}
+	if opts.StateDir != "" {
+		j, prev, err := openJournal(opts.StateDir)
+		if err != nil {
+			root.Close()
+			return nil, err
+		}
+		s.journal, s.previous = j, prev
+	}
+	return s, nil
+}
+
+func (s *server) close() {
+	s.root.Close()
+	if s.journal != nil {
+		s.journal.close()
+	}
+}
+
+func (s *server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// shutdown closes every connection; running executions were cancelled by
+// the caller's context.
+func (s *server) shutdown() {
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+}
+
+// connWriter serialises frames on one connection.
+type connWriter struct {
+	mu sync.Mutex
+	c  net.Conn
+}
+
+func (w *connWriter) send(r *response) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := WriteFrame(w.c, b); err != nil {
+		w.c.Close()
+		return err
+	}
+	return nil
+}
+
+func (s *server) handle(ctx context.Context, c net.Conn) {
+	defer s.wg.Done()
+	defer s.untrack(c)
+	defer c.Close()
+	h, _ := json.Marshal(hello{Proto: ProtocolVersion, Instance: s.instance, PID: os.Getpid()})
+	if err := WriteFrame(c, h); err != nil {
+		return
+	}
+	w := &connWriter{c: c}
+	br := bufio.NewReaderSize(c, 64<<10)
+	for {
+		frame, err := ReadFrame(br)
+		if err != nil {
+			return
+		}
+		var req request
+		if err := json.Unmarshal(frame, &req); err != nil || req.ID == "" || req.Op == "" {
+			return // a bad frame closes the connection
+		}
+		if req.Op == opCancel {
+			s.cancel(req.ID)
+			continue
+		}
+		e := s.start(ctx, &req)
+		off := [2]int64{max(req.StdoutOff, 0), max(req.StderrOff, 0)}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			e.stream(w, off)
+		}()
+	}
+}
+
+// start returns the execution for req.ID: the running one, the finished
+// one, or a new one (started now). An id an earlier runner instance started
+// is answered with CodeInterrupted and never run.
+func (s *server) start(ctx context.Context, req *request) *execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.inflight[req.ID]; e != nil {
+		return e
+	}
+	if e := s.finished.get(req.ID); e != nil {
+		return e
+	}
+	if s.previous[req.ID] {
+		return doneExecution(req.ID, &OpError{Code: CodeInterrupted, Message: "the runner restarted while this request ran; it was not run again"})
+	}
+	if s.finished.forgotten(req.ID) {
+		return doneExecution(req.ID, &OpError{Code: CodeInterrupted, Message: "the result of this request is no longer kept; it was not run again"})
+	}
+	e := newExecution(req.ID, req.Op)
+	s.inflight[req.ID] = e
+	if s.journal != nil && mutating(req.Op) {
+		if err := s.journal.add(req.ID); err != nil {
+			delete(s.inflight, req.ID)
+			e.finish(&response{ID: req.ID, Done: true, Fail: "journal: " + err.Error()})
+			return e
+		}
+	}
+	ectx, cancel := context.WithCancel(ctx)
+	e.cancelFn = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		resp := s.do(ectx, e, req)
+		e.finish(resp)
+		s.mu.Lock()
+		delete(s.inflight, req.ID)
+		s.finished.put(e)
+		s.mu.Unlock()
+	}()
+	return e
+}
+
+func (s *server) cancel(id string) {
+	s.mu.Lock()
+	e := s.inflight[id]
+	s.mu.Unlock()
+	if e != nil {
+		e.cancel()
+	}
+}
+
+// do runs one op and makes its final response.
+func (s *server) do(ctx context.Context, e *execution, req *request) *response {
+	resp := &response{ID: req.ID, Done: true}
+	var (
+		res any
+		err error
+	)
+	switch req.Op {
+	case opExec:
+		var a ExecRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.exec(ctx, e, &a)
+		}
+	case opReadFile:
+		var a ReadFileRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.readFile(&a)
+		}
+	case opWriteFile:
+		var a WriteFileRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.writeFile(&a)
+		}
+	case opEditFile:
+		var a EditFileRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.editFile(&a)
+		}
+	case opListDir:
+		var a ListDirRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.listDir(&a)
+		}
+	case opGrep:
+		var a GrepRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.grep(ctx, &a)
+		}
+	case opStat:
+		var a StatRequest
+		if err = decodeArgs(req.Args, &a); err == nil {
+			res, err = s.stat(&a)
+		}
+	default:
+		err = &OpError{Code: CodeBadRequest, Message: "unknown op " + req.Op}
+	}
+	if err != nil {
+		var oe *OpError
+		if errors.As(err, &oe) {
+			resp.Error = oe
+		} else {
+			resp.Fail = err.Error()
+		}
+		return resp
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		resp.Fail = "encode result: " + err.Error()
+		return resp
+	}
+	resp.Result = b
+	return resp
+}
+
+func decodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return &OpError{Code: CodeBadRequest, Message: "bad arguments: " + err.Error()}
+	}
+	return nil
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

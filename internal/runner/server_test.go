@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testServer serves a runner in-process on a unix socket over root and
+// returns the socket path. The server stops at the end of the test.
+func testServer(t testing.TB, root string, opts ServerOptions) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Root = root
+	if opts.Env == nil {
+		opts.Env = []string{"PATH=" + os.Getenv("PATH")}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return sock
+}
+
+func testClient(t testing.TB, sock string) Client {
+	t.Helper()
+	c, err := Dial(context.Background(), sock, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestExecSmoke(t *testing.T) {
+	root := t.TempDir()
+	c := testClient(t, testServer(t, root, ServerOptions{}))
+	ctx := context.Background()
+	var out, errb bytes.Buffer
+	res, err := c.Exec(ctx, ExecRequest{Shell: "echo hi; echo err >&2; pwd; cat; exit 3", Stdin: []byte("in")}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "hi\n" + root + "\nin"
+	if out.String() != want || errb.String() != "err\n" || res.ExitCode != 3 || string(res.Stdout) != want {
+		t.Fatalf("out %q err %q res %+v", out.String(), errb.String(), res)
+	}
+}
+
+func TestFileSmoke(t *testing.T) {
+	root := t.TempDir()
+	c := testClient(t, testServer(t, root, ServerOptions{}))
+	ctx := context.Background()
+	w, err := c.WriteFile(ctx, WriteFileRequest{Path: "a/b/c.txt", Data: []byte("hello world\n")})
+	if err != nil || !w.Created {
+		t.Fatal(w, err)
+	}
+	if _, err := c.EditFile(ctx, EditFileRequest{Path: "a/b/c.txt", Old: "world", New: "there"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ReadFile(ctx, ReadFileRequest{Path: "a/b/c.txt"})
+	if err != nil || string(r.Data) != "hello there\n" || !r.EOF {
+		t.Fatal(r, err)
+	}
+	g, err := c.Grep(ctx, GrepRequest{Pattern: "th.re", Glob: "**/*.txt"})
+	if err != nil || len(g.Matches) != 1 || g.Matches[0].Path != "a/b/c.txt" {
+		t.Fatal(g, err)
+	}
+	l, err := c.ListDir(ctx, ListDirRequest{Path: ".", Recursive: true})
+	if err != nil || len(l.Entries) != 3 {
+		t.Fatal(l, err)
+	}
+	if _, err := c.ReadFile(ctx, ReadFileRequest{Path: "../x"}); !IsCode(err, CodeEscape) {
+		t.Fatal(err)
+	}
+	os.Symlink("/etc/passwd", filepath.Join(root, "link"))
+	if _, err := c.ReadFile(ctx, ReadFileRequest{Path: "link"}); !IsCode(err, CodeEscape) {
+		t.Fatal(err)
+	}
+	st, err := c.Stat(ctx, StatRequest{Path: "link"})
+	if err != nil || st.Type != "symlink" {
+		t.Fatal(st, err)
+	}
+	_ = strings.TrimSpace
+	_ = time.Second
+}
