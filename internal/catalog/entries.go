@@ -54,4 +54,9 @@ var (
 	// Environment.
 	Home     = Entry{"home", "cannot use the data directory", "check AGENTRUN_HOME, or that ~/.local/share/agentrun is writable", ExitUsage}
 	Internal = Entry{"internal", "internal error", "report this with the command and output", ExitInternal}
+
+	// Read-side commands (list, logs, clean).
+	BadStatus = Entry{"bad_status", "invalid --status", "use one of: queued, preparing, running, checking, exporting, succeeded, failed, cancelled, interrupted (comma-separated or repeated)", ExitUsage}
+	NoLog     = Entry{"no_log", "no such log", "see the run's attempts and checks with 'agentrun status ID'", ExitUsage}
+	NoTarget  = Entry{"no_target", "nothing chosen to clean", "name a run id, or pass --finished to clean every finished run", ExitUsage}
 )

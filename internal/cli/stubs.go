@@ -12,14 +12,8 @@ func notYet(name string) *cobra.Command {
 	return &cobra.Command{Use: name, RunE: func(*cobra.Command, []string) error { return errors.New(name + ": not implemented") }}
 }
 
-func (app *App) newSubmitCmd() *cobra.Command  { return notYet("submit") }
-func (app *App) newListCmd() *cobra.Command    { return notYet("list") }
-func (app *App) newStatusCmd() *cobra.Command  { return notYet("status") }
-func (app *App) newLogsCmd() *cobra.Command    { return notYet("logs") }
-func (app *App) newCancelCmd() *cobra.Command  { return notYet("cancel") }
-func (app *App) newResultCmd() *cobra.Command  { return notYet("result") }
-func (app *App) newDiffCmd() *cobra.Command    { return notYet("diff") }
-func (app *App) newResumeCmd() *cobra.Command  { return notYet("resume") }
-func (app *App) newCleanCmd() *cobra.Command   { return notYet("clean") }
-func (app *App) newVerdictCmd() *cobra.Command { return notYet("verdict") }
-func (app *App) newEgressCmd() *cobra.Command  { return notYet("egress") }
+func (app *App) newSubmitCmd() *cobra.Command { return notYet("submit") }
+func (app *App) newCancelCmd() *cobra.Command { return notYet("cancel") }
+func (app *App) newResumeCmd() *cobra.Command { return notYet("resume") }
+func (app *App) newCleanCmd() *cobra.Command  { return notYet("clean") }
+func (app *App) newEgressCmd() *cobra.Command { return notYet("egress") }

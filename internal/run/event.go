@@ -22,6 +22,7 @@ const (
 	EventWarning     = "warning"      // something the user should know
 	EventAgentOutput = "agent_output" // a line of agent output (only for --follow streams; not journaled)
 	EventTool        = "tool"         // built-in agent tool call summary
+	EventVerdict     = "verdict"      // a reviewer's verdict (Data: run.Verdict)
 )
 
 // Event is one line of the journal.

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+type listOptions struct {
+	Statuses []string // as given: names, possibly comma-separated
+	Repo     string   // as given: any directory inside the repository
+	Now      time.Time
+
+	states []run.State // parsed by Validate
+}
+
+// Validate parses the status filter.
+func (o *listOptions) Validate() error {
+	o.states = nil
+	for _, s := range o.Statuses {
+		for _, name := range strings.Split(s, ",") {
+			st := run.State(strings.ToLower(strings.TrimSpace(name)))
+			if !st.Valid() {
+				return catalog.BadStatus.New("unknown status %q", name)
+			}
+			o.states = append(o.states, st)
+		}
+	}
+	return nil
+}
+
+func (app *App) newListCmd() *cobra.Command {
+	var o listOptions
+	c := &cobra.Command{
+		Use:   "list [--status S] [--repo DIR]",
+		Short: "List runs, newest first",
+		Long: `List runs, newest first: id, status, age, repository, branch and the start of the task.
+
+A run whose record is damaged does not hide the others: it is named on stderr
+(and in the "broken" array under --json).
+
+  --status S   only runs in these states (repeat, or separate with commas):
+               queued, preparing, running, checking, exporting, succeeded,
+               failed, cancelled, interrupted
+  --repo DIR   only runs of the repository that contains DIR
+`,
+		Args: exactArgs(0, "list takes no arguments; filter with --status and --repo"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.Now = time.Now()
+			return runList(c.Context(), &o, app)
+		},
+	}
+	c.Flags().StringSliceVar(&o.Statuses, "status", nil, "only runs in these states")
+	c.Flags().StringVar(&o.Repo, "repo", "", "only runs of the repository containing `DIR`")
+	return c
+}
+
+// listItem is one run in `list --json` (documented in the README).
+type listItem struct {
+	ID         string     `json:"id"`
+	Status     run.State  `json:"status"`
+	Reason     run.Reason `json:"reason,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Repo       string     `json:"repo"`
+	Branch     string     `json:"branch"`
+	Commit     string     `json:"commit,omitempty"`
+	Agent      string     `json:"agent"`
+	Attempts   int        `json:"attempts"`
+	Verdict    string     `json:"verdict,omitempty"`
+	Task       string     `json:"task"`
+}
+
+type listOutput struct {
+	Runs   []listItem   `json:"runs"`
+	Broken []run.Broken `json:"broken"`
+}
+
+func runList(ctx context.Context, o *listOptions, app *App) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	var f run.Filter
+	if o.Repo != "" {
+		f.Repo = repoTop(o.Repo)
+	}
+	// The state filter applies after reconcile: a "running" run whose
+	// supervisor died is listed as interrupted.
+	runs, broken, err := env.Store.List(ctx, f)
+	if err != nil {
+		return fmt.Errorf("list runs: %w", err)
+	}
+	out := listOutput{Runs: []listItem{}, Broken: broken}
+	if out.Broken == nil {
+		out.Broken = []run.Broken{}
+	}
+	var shown []*run.Run
+	for _, r := range runs {
+		r = app.reconcile(ctx, env, r)
+		if len(o.states) > 0 && !containsState(o.states, r.State) {
+			continue
+		}
+		shown = append(shown, r)
+		out.Runs = append(out.Runs, toListItem(r))
+	}
+	if app.JSON {
+		return writeJSON(app.Stdout, out)
+	}
+	for _, b := range broken {
+		app.warn("run %s is damaged and not listed: %s", b.ID, oneLine(b.Err, 0))
+	}
+	if len(shown) == 0 {
+		if len(runs) == 0 && len(o.states) == 0 && o.Repo == "" {
+			fmt.Fprintln(app.Stdout, "no runs yet; start one with 'agentrun submit'")
+		} else {
+			fmt.Fprintln(app.Stdout, "no runs match")
+		}
+		return nil
+	}
+	col := app.colour()
+	t := table{header: []string{"ID", "STATUS", "AGE", "REPO", "BRANCH", "TASK"}, colour: col}
+	for _, r := range shown {
+		status := string(r.State)
+		if r.State.Terminal() && r.Reason != "" && r.Reason != run.ReasonCompleted {
+			status += " (" + string(r.Reason) + ")"
+		}
+		branch := "-"
+		if r.Commit != "" || r.Result != nil {
+			branch = r.Branch
+		}
+		t.add(r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt),
+			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50))
+	}
+	return t.write(app.Stdout)
+}
+
+func toListItem(r *run.Run) listItem {
+	it := listItem{
+		ID: r.ID, Status: r.State, Reason: r.Reason, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
+		Repo: r.Repo, Branch: r.Branch, Commit: r.Commit, Agent: r.Agent.Name,
+		Attempts: len(r.Attempts), Task: r.Task,
+	}
+	if it.Commit == "" && r.Result != nil {
+		it.Commit = r.Result.Commit
+	}
+	if r.Verdict != nil {
+		it.Verdict = r.Verdict.Value
+	}
+	return it
+}
+
+func containsState(states []run.State, s run.State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// repoTop turns a directory the user named into the repository top level
+// that runs record: absolute, symlinks resolved, and the nearest ancestor
+// holding a .git entry. It runs no git (the repository may be gone; the
+// runs of a deleted repository can still be listed by its path).
+func repoTop(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return abs
+		}
+	}
+}

@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/store/files"
+)
+
+// testHome is a real data directory with a real files store, and a way to
+// run commands against it.
+type testHome struct {
+	t   testing.TB
+	dir string
+	st  *files.Store
+	env map[string]string
+}
+
+func newTestHome(t testing.TB) *testHome {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := files.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testHome{t: t, dir: dir, st: st, env: map[string]string{
+		"AGENTRUN_HOME": dir,
+		"HOME":          t.TempDir(),
+		"USER":          "reviewer",
+	}}
+}
+
+// app returns an App writing into buffers.
+func (h *testHome) app() (*App, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+		Getenv: func(k string) string { return h.env[k] }}, &out, &errb
+}
+
+// exec runs one command line through app.Execute.
+func (h *testHome) exec(args ...string) (code int, stdout, stderr string) {
+	h.t.Helper()
+	app, out, errb := h.app()
+	code = app.Execute(context.Background(), args)
+	return code, out.String(), errb.String()
+}
+
+// add creates a run in the store; mut fills it in.
+func (h *testHome) add(mut func(r *run.Run)) *run.Run {
+	h.t.Helper()
+	id := run.NewID()
+	r := &run.Run{
+		ID: id, State: run.StateSucceeded, Reason: run.ReasonCompleted,
+		Task: "Fix the flaky auth tests", Repo: "/src/project", BaseRef: "HEAD",
+		Base: strings.Repeat("b", 40), Branch: run.BranchName(id), MaxAttempts: 1,
+		Agent:   run.AgentSpec{Name: "command", Command: "make fix"},
+		Sandbox: run.SandboxConfig{Backend: "host"},
+	}
+	if mut != nil {
+		mut(r)
+	}
+	if err := h.st.Create(context.Background(), r); err != nil {
+		h.t.Fatal(err)
+	}
+	got, err := h.st.Get(context.Background(), r.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return got
+}
+
+// holdSupervisor takes the run's supervisor lock as a live supervisor
+// does, so the run is not reconciled to interrupted.
+func (h *testHome) holdSupervisor(id string) {
+	h.t.Helper()
+	f, err := os.OpenFile(h.st.L.SupervisorLock(id), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { f.Close() })
+}
+
+// jsonErr decodes the error object printed under --json.
+func jsonErr(t testing.TB, stdout string) map[string]any {
+	t.Helper()
+	var doc struct {
+		Error map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc.Error == nil {
+		t.Fatalf("stdout is not a JSON error object: %v\n%s", err, stdout)
+	}
+	return doc.Error
+}
+
+// badIDCases are ids every command taking an ID must refuse.
+func badIDCases(t *testing.T, h *testHome, cmd ...string) {
+	t.Helper()
+	a := h.add(nil)
+	h.add(func(r *run.Run) { r.ID = a.ID[:5] + "zzzzz" })
+	for _, c := range []struct {
+		id   string
+		exit int
+		code string
+	}{
+		{"../../etc", 2, "bad_id"},
+		{"/etc/passwd", 2, "bad_id"},
+		{"AB", 2, "bad_id"},
+		{"zzzzzzzzzz", 3, "run_not_found"},
+		{a.ID[:4], 3, "ambiguous_id"},
+	} {
+		args := append(append([]string{}, cmd[:1]...), c.id)
+		args = append(args, cmd[1:]...)
+		args = append(args, "--json")
+		code, out, _ := h.exec(args...)
+		if code != c.exit {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, c.exit, out)
+			continue
+		}
+		if e := jsonErr(t, out); e["code"] != c.code {
+			t.Errorf("%v: code %v, want %s", args, e["code"], c.code)
+		}
+	}
+	code, _, stderr := h.exec(append([]string{cmd[0], a.ID[:4]}, cmd[1:]...)...)
+	if code != 3 {
+		t.Errorf("ambiguous prefix: exit %d, want 3", code)
+	}
+	if !strings.Contains(stderr, a.ID) || !strings.Contains(stderr, a.ID[:5]+"zzzzz") {
+		t.Errorf("ambiguous prefix: the candidates are not named:\n%s", stderr)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Minute, "just now"},
+		{time.Second, "just now"},
+		{42 * time.Second, "42s ago"},
+		{3*time.Minute + 10*time.Second, "3m ago"},
+		{5 * time.Hour, "5h ago"},
+		{47 * time.Hour, "47h ago"},
+		{72 * time.Hour, "3d ago"},
+	} {
+		if got := ago(now, now.Add(-c.d)); got != c.want {
+			t.Errorf("ago(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+	if ago(now, time.Time{}) != "-" {
+		t.Error("zero time")
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{850 * time.Millisecond, "850ms"},
+		{4230 * time.Millisecond, "4.2s"},
+		{63*time.Second + 400*time.Millisecond, "1m3s"},
+		{2*time.Hour + 5*time.Minute + 10*time.Second, "2h5m"},
+	} {
+		if got := humanDuration(c.d); got != c.want {
+			t.Errorf("humanDuration(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"fix it", 0, "fix it"},
+		{"first line\nsecond", 0, "first line …"},
+		{"bell\a and \x1b]0;title\a", 0, "bell\uFFFD and \uFFFD]0;title\uFFFD"},
+		{"tab\there", 0, "tab here"},
+		{"abcdefghijkl", 10, "abcdefghi…"},
+		{"abcdefghij", 10, "abcdefghij"},
+	} {
+		if got := oneLine(c.in, c.max); got != c.want {
+			t.Errorf("oneLine(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+}
+
+func TestTTYWriterNeutralisesEscapes(t *testing.T) {
+	in := "ok\tline\r\n\x1b]0;pwned\x07\x1b[2J\x7f\u009b31m é \u0085 end"
+	var b bytes.Buffer
+	w := &ttyWriter{w: &b}
+	// Byte by byte: sequences split across writes are still caught.
+	for i := 0; i < len(in); i++ {
+		if _, err := w.Write([]byte{in[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	want := "ok\tline\r\n^[]0;pwned^G^[[2J^?<U+009B>31m é <U+0085> end"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if strings.ContainsAny(got, "\x1b\x07\x7f") || strings.Contains(got, "\u009b") {
+		t.Error("a control character got through")
+	}
+}
+
+func TestTableAlignsColouredCells(t *testing.T) {
+	tb := table{header: []string{"ID", "STATUS", "TASK"}, colour: true}
+	tb.add("a", paint(true, sgrGreen, "succeeded"), "x")
+	tb.add("bbbb", paint(true, sgrRed, "failed"), "y")
+	var b bytes.Buffer
+	if err := tb.write(&b); err != nil {
+		t.Fatal(err)
+	}
+	var cols []int
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		plain := stripSGR(line)
+		cols = append(cols, strings.LastIndex(plain, " ")+1)
+	}
+	if cols[0] != cols[1] || cols[1] != cols[2] {
+		t.Errorf("last column not aligned: %v\n%s", cols, b.String())
+	}
+}
+
+func stripSGR(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b {
+			for i < len(s) && s[i] != 'm' {
+				i++
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// openPTY opens a real pseudo-terminal pair (Linux).
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("requirePTY: no /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		m.Close()
+		t.Skipf("requirePTY: unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		m.Close()
+		t.Skipf("requirePTY: ptsname: %v", err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Skipf("requirePTY: open slave: %v", err)
+	}
+	t.Cleanup(func() { s.Close(); m.Close() })
+	return m, s
+}
+
+func TestColourOnlyOnTTYAndNeverWithNoColor(t *testing.T) {
+	_, slave := openPTY(t)
+	env := map[string]string{"TERM": "xterm"}
+	app := &App{Stdout: slave, Getenv: func(k string) string { return env[k] }}
+	if !app.colour() {
+		t.Error("no colour on a terminal")
+	}
+	env["NO_COLOR"] = "1"
+	if app.colour() {
+		t.Error("colour with NO_COLOR set")
+	}
+	delete(env, "NO_COLOR")
+	app.JSON = true
+	if app.colour() {
+		t.Error("colour under --json")
+	}
+	app.JSON = false
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	app.Stdout = f
+	if app.colour() {
+		t.Error("colour into a regular file")
+	}
+	app.Stdout = &bytes.Buffer{}
+	if app.colour() {
+		t.Error("colour into a buffer")
+	}
+}

@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+type resultOptions struct {
+	ID    string
+	Patch bool // also print the patch
+	Now   time.Time
+}
+
+func (o *resultOptions) Validate() error { return nil }
+
+func (app *App) newResultCmd() *cobra.Command {
+	var o resultOptions
+	c := &cobra.Command{
+		Use:   "result ID [--patch]",
+		Short: "Show what a finished run produced",
+		Long: `Show what a finished run produced: status and reason, the branch and commit,
+the diffstat, the checks of the last attempt, durations, token usage (built-in
+agent), and the workspace entries that export refused (with why).
+
+  --patch   also print the patch (under --json: the "patch_text" field)
+
+A run still in progress is an error (not_finished); follow it with
+'agentrun logs -f ID'.
+`,
+		Args: exactArgs(1, "result needs one run ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			o.ID, o.Now = args[0], time.Now()
+			return runResult(c.Context(), &o, app)
+		},
+	}
+	c.Flags().BoolVar(&o.Patch, "patch", false, "also print the patch")
+	return c
+}
+
+// resultOutput is `result --json` (documented in the README). Its first
+// fields match `submit --json`.
+type resultOutput struct {
+	ID           string            `json:"id"`
+	Status       run.State         `json:"status"`
+	Reason       run.Reason        `json:"reason,omitempty"`
+	Message      string            `json:"message,omitempty"`
+	Branch       string            `json:"branch"` // empty when nothing was exported
+	Commit       string            `json:"commit"`
+	Patch        string            `json:"patch"` // path of result.patch; empty when none
+	RunDir       string            `json:"run_dir"`
+	FilesChanged int               `json:"files_changed"`
+	Insertions   int               `json:"insertions"`
+	Deletions    int               `json:"deletions"`
+	Diffstat     string            `json:"diffstat,omitempty"`
+	Checks       []run.CheckResult `json:"checks"` // of the last attempt
+	Attempts     []attemptResult   `json:"attempts"`
+	Duration     run.Duration      `json:"duration"` // started to finished; 0 if it never started
+	Usage        *run.Usage        `json:"usage,omitempty"`
+	Refused      []run.Refusal     `json:"refused"`
+	Verdict      *run.Verdict      `json:"verdict,omitempty"`
+	PatchText    *string           `json:"patch_text,omitempty"` // with --patch
+}
+
+type attemptResult struct {
+	N        int          `json:"n"`
+	Outcome  run.Reason   `json:"outcome,omitempty"`
+	ExitCode *int         `json:"exit_code,omitempty"`
+	Duration run.Duration `json:"duration"`
+}
+
+func runResult(ctx context.Context, o *resultOptions, app *App) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	env, r, err := app.lookupRun(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	if !r.State.Terminal() {
+		return catalog.NotFinished.New("run %s is %s", r.ID, r.State).
+			WithFix("follow it with 'agentrun logs -f %s', then ask again", r.ID)
+	}
+	out := resultOutput{
+		ID: r.ID, Status: r.State, Reason: r.Reason, Message: r.Message,
+		RunDir: env.Layout.RunDir(r.ID), Checks: []run.CheckResult{},
+		Attempts: []attemptResult{}, Usage: r.Usage, Refused: []run.Refusal{}, Verdict: r.Verdict,
+	}
+	if c := resultCommit(r); c != "" {
+		out.Branch, out.Commit = r.Branch, c
+	}
+	patchPath := env.Layout.Patch(r.ID)
+	if st, err := os.Stat(patchPath); err == nil && st.Size() > 0 {
+		out.Patch = patchPath
+	}
+	if res := r.Result; res != nil {
+		out.FilesChanged, out.Insertions, out.Deletions = res.FilesChanged, res.Insertions, res.Deletions
+		out.Diffstat = res.Diffstat
+		if res.Refused != nil {
+			out.Refused = res.Refused
+		}
+	}
+	if a := r.LastAttempt(); a != nil && a.Checks != nil {
+		out.Checks = a.Checks
+	}
+	for _, a := range r.Attempts {
+		ar := attemptResult{N: a.N, Outcome: a.Outcome, ExitCode: a.ExitCode}
+		if a.FinishedAt != nil {
+			ar.Duration = run.Duration(a.FinishedAt.Sub(a.StartedAt))
+		}
+		out.Attempts = append(out.Attempts, ar)
+	}
+	if d, ok := runDuration(o.Now, r); ok {
+		out.Duration = run.Duration(d)
+	}
+	if app.JSON {
+		if o.Patch {
+			text, err := readPatch(patchPath)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			out.PatchText = &text
+		}
+		return writeJSON(app.Stdout, out)
+	}
+	if err := app.printResult(r, &out); err != nil {
+		return err
+	}
+	if o.Patch && out.Patch != "" {
+		fmt.Fprintln(app.Stdout)
+		return app.copyPatch(patchPath)
+	}
+	return nil
+}
+
+func (app *App) printResult(r *run.Run, out *resultOutput) error {
+	col := app.colour()
+	var f fields
+	state := paint(col, stateColour(r.State), string(r.State))
+	if r.Reason != "" {
+		state += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" {
+		state += ": " + oneLine(r.Message, 0)
+	}
+	f.add("run", r.ID)
+	f.add("status", state)
+	if out.Commit != "" {
+		f.add("branch", out.Branch)
+		f.add("commit", out.Commit)
+	} else {
+		f.add("branch", "none (nothing was exported)")
+	}
+	if out.Patch != "" {
+		f.add("patch", out.Patch)
+	}
+	if out.FilesChanged > 0 {
+		f.add("changes", fmt.Sprintf("%d files, +%d -%d", out.FilesChanged, out.Insertions, out.Deletions))
+	}
+	var checks []string
+	for _, c := range out.Checks {
+		checks = append(checks, oneLine(c.Name, 30)+" "+checkMark(col, c))
+	}
+	f.add("checks", strings.Join(checks, ", "))
+	if len(out.Attempts) > 0 {
+		var parts []string
+		for _, a := range out.Attempts {
+			parts = append(parts, fmt.Sprintf("#%d %s", a.N, humanDuration(a.Duration.D())))
+		}
+		f.add("attempts", strings.Join(parts, ", "))
+	}
+	if out.Duration > 0 {
+		f.add("duration", humanDuration(out.Duration.D()))
+	}
+	if out.Usage != nil {
+		f.add("tokens", usageLine(out.Usage))
+	}
+	if out.Verdict != nil {
+		f.add("verdict", verdictLine(out.Verdict))
+	}
+	if err := f.write(app.Stdout); err != nil {
+		return err
+	}
+	if out.Diffstat != "" {
+		fmt.Fprintln(app.Stdout)
+		for _, line := range strings.Split(strings.TrimRight(out.Diffstat, "\n"), "\n") {
+			fmt.Fprintln(app.Stdout, " "+oneLine(line, 0))
+		}
+	}
+	if len(out.Refused) > 0 {
+		fmt.Fprintf(app.Stdout, "\nrefused by export (%d, not in the result):\n", len(out.Refused))
+		var t table
+		for _, x := range out.Refused {
+			t.add("  "+oneLine(x.Path, 60), oneLine(x.Reason, 60))
+		}
+		if err := t.write(app.Stdout); err != nil {
+			return err
+		}
+	}
+	if out.Commit != "" {
+		fmt.Fprintf(app.Stdout, "\nreview: git -C %s log -p %s..%s\n", shellQuote(r.Repo), shortCommit(r.Base), out.Branch)
+	}
+	return nil
+}
+
+// readPatch returns the whole patch ("" and fs.ErrNotExist when none).
+func readPatch(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// copyPatch streams the patch verbatim (neutralised on a terminal: it
+// holds what the agent wrote).
+func (app *App) copyPatch(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w, done := app.rawOut()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("print patch: %w", err)
+	}
+	return done()
+}
+
+// shellQuote quotes s for a command line a person may paste.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./~+@:=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

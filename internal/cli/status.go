@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+type statusOptions struct {
+	ID  string
+	Now time.Time
+}
+
+func (o *statusOptions) Validate() error { return nil }
+
+func (app *App) newStatusCmd() *cobra.Command {
+	var o statusOptions
+	return &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a run: state, reason, attempts, checks, timings, provenance",
+		Long: `Show a run: its state and why, the task, repository and base commit, every
+attempt with its checks, timings, the result branch, the reviewer's verdict,
+and provenance (agentrun version, host, sandbox backend, policy digest, and
+which isolation and limits were enforced).
+
+ID is a run id or a unique prefix of one (3 characters or more). A run whose
+supervisor died is shown (and recorded) as interrupted; resume it with
+'agentrun resume ID'.
+
+Under --json the run record itself is printed (its fields are documented in
+the README).
+`,
+		Args: exactArgs(1, "status needs one run ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			o.ID, o.Now = args[0], time.Now()
+			return runStatus(c.Context(), &o, app)
+		},
+	}
+}
+
+func runStatus(ctx context.Context, o *statusOptions, app *App) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	_, r, err := app.lookupRun(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	if app.JSON {
+		return writeJSON(app.Stdout, r)
+	}
+	col := app.colour()
+	var f fields
+	state := paint(col, stateColour(r.State), string(r.State))
+	if r.Reason != "" {
+		state += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" {
+		state += ": " + oneLine(r.Message, 0)
+	}
+	f.add("run", r.ID)
+	f.add("status", state)
+	f.add("task", oneLine(r.Task, 72))
+	f.add("repo", app.tildePath(r.Repo))
+	base := shortCommit(r.Base)
+	if r.BaseRef != "" && r.BaseRef != r.Base {
+		base = oneLine(r.BaseRef, 40) + " @ " + base
+	}
+	if r.Dirty {
+		base += " (uncommitted changes were not included)"
+	}
+	f.add("base", base)
+	f.add("agent", agentLine(r.Agent))
+	f.add("sandbox", sandboxLine(r.Sandbox))
+	f.add("created", r.CreatedAt.Local().Format(time.DateTime)+" ("+ago(o.Now, r.CreatedAt)+")")
+	if r.StartedAt != nil {
+		f.add("started", r.StartedAt.Local().Format(time.DateTime))
+	}
+	if d, ok := runDuration(o.Now, r); ok {
+		if r.FinishedAt != nil {
+			f.add("finished", r.FinishedAt.Local().Format(time.DateTime)+" (took "+humanDuration(d)+")")
+		} else {
+			f.add("running", humanDuration(d))
+		}
+	}
+	if r.Supervisor != nil && r.State.Active() {
+		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))
+	}
+	if r.CancelRequested && r.State.Active() {
+		f.add("cancel", "requested")
+	}
+	if c := resultCommit(r); c != "" {
+		f.add("branch", r.Branch)
+		f.add("commit", shortCommit(c))
+	}
+	if r.Result != nil && r.Result.FilesChanged > 0 {
+		f.add("changes", fmt.Sprintf("%d files, +%d -%d", r.Result.FilesChanged, r.Result.Insertions, r.Result.Deletions))
+	}
+	if r.Result != nil && len(r.Result.Refused) > 0 {
+		f.add("refused", fmt.Sprintf("%d entries (see 'agentrun result %s')", len(r.Result.Refused), r.ID))
+	}
+	if r.Usage != nil {
+		f.add("tokens", usageLine(r.Usage))
+	}
+	if r.Verdict != nil {
+		f.add("verdict", verdictLine(r.Verdict))
+	}
+	f.add("attempts", fmt.Sprintf("%d of %d", len(r.Attempts), r.MaxAttempts))
+	if err := f.write(app.Stdout); err != nil {
+		return err
+	}
+	for _, a := range r.Attempts {
+		fmt.Fprintln(app.Stdout, "  "+attemptLine(o.Now, &a))
+		if len(a.Checks) > 0 {
+			var t table
+			for _, c := range a.Checks {
+				t.add("    "+checkMark(col, c), oneLine(c.Name, 40), checkDetail(c))
+			}
+			if err := t.write(app.Stdout); err != nil {
+				return err
+			}
+		}
+	}
+	if len(r.Attempts) == 0 && len(r.Checks) > 0 {
+		names := make([]string, len(r.Checks))
+		for i, c := range r.Checks {
+			names[i] = oneLine(c.Name, 40)
+		}
+		fmt.Fprintln(app.Stdout, "checks    "+strings.Join(names, ", "))
+	}
+	fmt.Fprintln(app.Stdout, "provenance")
+	p := r.Provenance
+	var pf fields
+	pf.add("  version", p.Version)
+	pf.add("  host", p.Host)
+	pf.add("  mode", p.Mode)
+	pf.add("  sandbox", p.Sandbox)
+	pf.add("  agent", oneLine(p.AgentCommand, 72))
+	pf.add("  policy", p.PolicyDigest)
+	keys := make([]string, 0, len(p.Enforced))
+	for k := range p.Enforced {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		pf.add("  "+oneLine(k, 30), oneLine(p.Enforced[k], 72))
+	}
+	return pf.write(app.Stdout)
+}
+
+func agentLine(a run.AgentSpec) string {
+	s := a.Name
+	switch {
+	case a.Command != "":
+		s += ": " + oneLine(a.Command, 60)
+	case a.Model != "":
+		s += ": " + a.Model
+		if a.Provider != "" {
+			s += " via " + a.Provider
+		}
+	}
+	return s
+}
+
+func sandboxLine(s run.SandboxConfig) string {
+	out := s.Backend
+	if s.Backend == "host" {
+		out += " (no isolation)"
+	}
+	if s.Network != "" {
+		out += ", network " + s.Network
+	}
+	if len(s.Allow) > 0 {
+		out += " (" + oneLine(strings.Join(s.Allow, ", "), 60) + ")"
+	}
+	return out
+}
+
+func attemptLine(now time.Time, a *run.Attempt) string {
+	s := fmt.Sprintf("#%d", a.N)
+	if a.Resumed {
+		s += " (resumed)"
+	}
+	switch {
+	case a.FinishedAt != nil:
+		s += " " + humanDuration(a.FinishedAt.Sub(a.StartedAt))
+	case !a.StartedAt.IsZero():
+		s += " running for " + humanDuration(now.Sub(a.StartedAt))
+	}
+	if a.Outcome != "" {
+		s += " " + string(a.Outcome)
+	}
+	if a.ExitCode != nil {
+		s += fmt.Sprintf(" (agent exit %d)", *a.ExitCode)
+	}
+	if a.Message != "" {
+		s += ": " + oneLine(a.Message, 60)
+	}
+	return s
+}
+
+func checkMark(col bool, c run.CheckResult) string {
+	if c.Passed {
+		return paint(col, sgrGreen, "pass")
+	}
+	return paint(col, sgrRed, "FAIL")
+}
+
+func checkDetail(c run.CheckResult) string {
+	s := fmt.Sprintf("exit %d, %s", c.ExitCode, humanDuration(c.Duration.D()))
+	if c.TimedOut {
+		s += ", timed out"
+	}
+	return s
+}
+
+func usageLine(u *run.Usage) string {
+	s := fmt.Sprintf("%d prompt, %d completion", u.PromptTokens, u.CompletionTokens)
+	if u.CachedTokens > 0 {
+		s += fmt.Sprintf(", %d cached", u.CachedTokens)
+	}
+	if u.Turns > 0 {
+		s += fmt.Sprintf(", %d turns", u.Turns)
+	}
+	return s
+}
+
+func verdictLine(v *run.Verdict) string {
+	s := v.Value
+	if v.By != "" {
+		s += " by " + oneLine(v.By, 40)
+	}
+	if !v.At.IsZero() {
+		s += " at " + v.At.Local().Format(time.DateTime)
+	}
+	if v.Note != "" {
+		s += ": " + oneLine(v.Note, 60)
+	}
+	return s
+}
+
+// resultCommit is the run's exported commit, if any.
+func resultCommit(r *run.Run) string {
+	if r.Result != nil && r.Result.Commit != "" {
+		return r.Result.Commit
+	}
+	return r.Commit
+}
