@@ -14,6 +14,10 @@ import (
 // renderError is the one place that maps an error to its message and exit
 // code, as text on stderr or, under --json, as a JSON object on stdout.
 func (app *App) renderError(ctx context.Context, err error) int {
+	var rep *reported
+	if errors.As(err, &rep) {
+		return rep.exit
+	}
 	ce := toCatalog(ctx, err)
 	if app.JSON {
 		_ = writeJSON(app.Stdout, map[string]any{"error": ce})
@@ -28,6 +32,12 @@ func (app *App) renderError(ctx context.Context, err error) int {
 	}
 	return ce.Exit
 }
+
+// reported is returned by a command that has already printed its outcome
+// (e.g. submit --wait of a run that failed) and only sets the exit code.
+type reported struct{ exit int }
+
+func (r *reported) Error() string { return fmt.Sprintf("exit status %d", r.exit) }
 
 // toCatalog turns any error into a catalog error.
 func toCatalog(ctx context.Context, err error) *catalog.Error {
