@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,5 +309,54 @@ func TestColourOnlyOnTTYAndNeverWithNoColor(t *testing.T) {
 	app.Stdout = &bytes.Buffer{}
 	if app.colour() {
 		t.Error("colour into a buffer")
+	}
+}
+
+// addFinished creates a succeeded run of two attempts (the first failed
+// its check) with its logs, patch and provenance on disk.
+func (h *testHome) addFinished(mut func(r *run.Run)) *run.Run {
+	h.t.Helper()
+	start := time.Now().Add(-10 * time.Minute).UTC()
+	t1, t2, end := start.Add(time.Minute), start.Add(2*time.Minute), start.Add(3*time.Minute)
+	zero, one := 0, 1
+	r := h.add(func(r *run.Run) {
+		r.MaxAttempts = 3
+		r.CreatedAt = start
+		r.Checks = []run.CheckSpec{{Name: "unit", Command: "go test ./..."}}
+		r.StartedAt, r.FinishedAt = &start, &end
+		r.Commit = strings.Repeat("c", 40)
+		r.Attempts = []run.Attempt{
+			{N: 1, StartedAt: start, FinishedAt: &t1, ExitCode: &zero, Outcome: run.ReasonChecksFailed,
+				Checks: []run.CheckResult{{Name: "unit", ExitCode: 1, Duration: run.Duration(3 * time.Second)}}},
+			{N: 2, StartedAt: t2, FinishedAt: &end, ExitCode: &one, Outcome: run.ReasonCompleted,
+				Checks: []run.CheckResult{{Name: "unit", Passed: true, Duration: run.Duration(2 * time.Second)}}},
+		}
+		r.Result = &run.ExportResult{Commit: r.Commit, Branch: r.Branch, FilesChanged: 1, Insertions: 2,
+			Diffstat: " auth.go | 2 ++\n 1 file changed, 2 insertions(+)\n",
+			Refused:  []run.Refusal{{Path: "bin/tool", Reason: "special file"}}}
+		r.Usage = &run.Usage{PromptTokens: 1200, CompletionTokens: 300, Turns: 4}
+		r.Provenance = run.Provenance{Version: "v0.1.0", Host: "devbox", Mode: "lite", Sandbox: "host",
+			BaseCommit: r.Base, AgentCommand: "make fix", PolicyDigest: "sha256:abc",
+			Enforced: map[string]string{"network": "enforced", "memory": "unavailable: no cgroup"}}
+		if mut != nil {
+			mut(r)
+		}
+	})
+	l := h.st.L
+	for n, text := range map[int]string{1: "attempt one line 1\nattempt one line 2\n", 2: "attempt two\n"} {
+		h.write(l.AgentLog(r.ID, n), text)
+		h.write(l.CheckLog(r.ID, n, "unit"), "unit output of attempt "+strconv.Itoa(n)+"\n")
+	}
+	h.write(l.Patch(r.ID), "diff --git a/auth.go b/auth.go\n+fixed\n")
+	return r
+}
+
+func (h *testHome) write(path, text string) {
+	h.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -16,4 +16,3 @@ func (app *App) newSubmitCmd() *cobra.Command { return notYet("submit") }
 func (app *App) newCancelCmd() *cobra.Command { return notYet("cancel") }
 func (app *App) newResumeCmd() *cobra.Command { return notYet("resume") }
 func (app *App) newCleanCmd() *cobra.Command  { return notYet("clean") }
-func (app *App) newEgressCmd() *cobra.Command { return notYet("egress") }
