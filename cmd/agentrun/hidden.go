@@ -1,11 +1,15 @@
 package main
 
-import "github.com/agentrun/agentrun/internal/runner"
+import (
+	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
 
 // hidden are entry points that are not user commands: the detached
 // supervisor, the in-sandbox runner and the native sandbox's init. Each takes
 // its arguments and returns an exit code. They are dispatched before the CLI
 // so they start fast and print nothing of their own.
 var hidden = map[string]func(args []string) int{
-	"__runner": runner.Main,
+	"__runner":    runner.Main,
+	"__supervise": supervisor.Main,
 }

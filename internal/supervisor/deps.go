@@ -73,5 +73,4 @@ func proxySocket(l layout.Layout, id string) (path string, cleanup func(), err e
 	return filepath.Join(dir, "egress.sock"), func() { os.RemoveAll(dir) }, nil
 }
 
-
 func errMissing(what string) error { return fmt.Errorf("%s is not available in this build", what) }

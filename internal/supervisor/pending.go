@@ -27,3 +27,25 @@ func startEgress(ctx context.Context, r *run.Run, socket string, onRecord func(e
 }
 
 func isNoChanges(err error) bool { return false }
+
+// repoInfo is what submit needs to know about the user's repository.
+type repoInfo struct {
+	Path  string // top level
+	Base  string // resolved base commit
+	Dirty bool
+}
+
+func inspectRepo(ctx context.Context, dir, ref string) (repoInfo, error) {
+	return repoInfo{}, errMissing("repository inspection")
+}
+
+// canonicalAllow validates allowlist entries and returns their canonical
+// form (catalog.BadAllow for a bad entry).
+func canonicalAllow(entries []string) ([]string, error) {
+	return mergeNames(entries, nil), nil
+}
+
+// checkBuiltin validates the built-in agent's settings at submit time.
+func checkBuiltin(ctx context.Context, spec run.AgentSpec, getenv func(string) string) error {
+	return errMissing("the built-in agent")
+}

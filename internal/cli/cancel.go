@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+type cancelOptions struct {
+	ID     string
+	NoWait bool
+}
+
+func (o *cancelOptions) Validate() error {
+	if o.ID == "" {
+		return catalog.Usage.New("give the run id: agentrun cancel ID")
+	}
+	return nil
+}
+
+func (app *App) newCancelCmd() *cobra.Command {
+	o := &cancelOptions{}
+	c := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a run",
+		Long: `Cancel a run. A queued run never starts its agent. A running one's agent gets
+SIGTERM to its whole process group, SIGKILL after a grace period, and the run
+ends cancelled. The command waits for the run to end (unless --no-wait).
+Cancelling a run that has already ended changes nothing.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return catalog.Usage.New("give exactly one run id")
+			}
+			o.ID = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return app.runCancel(cmd.Context(), o)
+		},
+	}
+	c.Flags().BoolVar(&o.NoWait, "no-wait", false, "return once the cancel is requested")
+	return c
+}
+
+// cancelWait bounds how long cancel waits for the run to end.
+const cancelWait = 30 * time.Second
+
+func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	id, err := env.Store.Resolve(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	before, err := env.Store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	r, err := supervisor.Cancel(ctx, env.Store, env.Layout, id)
+	if err != nil {
+		return err
+	}
+	if !o.NoWait && !r.State.Terminal() {
+		wctx, cancel := context.WithTimeout(ctx, cancelWait)
+		defer cancel()
+		if nr, err := supervisor.WaitEnd(wctx, env.Store, env.Layout, id, 20*time.Millisecond); err == nil {
+			r = nr
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	already := before.State.Terminal()
+	if app.JSON {
+		return writeJSON(app.Stdout, map[string]any{"id": r.ID, "status": r.State, "reason": r.Reason, "already_ended": already})
+	}
+	switch {
+	case already:
+		fmt.Fprintf(app.Stdout, "run %s had already ended: %s\n", r.ID, r.State)
+	case r.State == run.StateCancelled:
+		fmt.Fprintf(app.Stdout, "run %s cancelled\n", r.ID)
+	case r.State.Terminal():
+		fmt.Fprintf(app.Stdout, "run %s ended %s before the cancel took effect\n", r.ID, r.State)
+	default:
+		fmt.Fprintf(app.Stdout, "cancel requested; run %s is still %s\n", r.ID, r.State)
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+type resumeOptions struct {
+	ID          string
+	Task        string
+	Wait        bool
+	Follow      bool
+	MaxParallel int
+}
+
+func (o *resumeOptions) Validate() error {
+	switch {
+	case o.ID == "":
+		return catalog.Usage.New("give the run id: agentrun resume ID")
+	case o.Wait && o.Follow:
+		return catalog.ConflictFlags.New("--wait and --follow")
+	case o.MaxParallel < 0:
+		return catalog.Usage.New("--max-parallel must be at least 1")
+	}
+	return nil
+}
+
+func (app *App) newResumeCmd() *cobra.Command {
+	o := &resumeOptions{}
+	c := &cobra.Command{
+		Use:   "resume ID [--task TEXT] [--wait | --follow]",
+		Short: "Continue an interrupted or failed run with a new attempt",
+		Long: `Continue an interrupted or failed run on its own workspace with new attempts
+(up to the run's --attempts again). The agent is told how the previous attempt
+ended; --task adds instructions.
+
+The values of the environment variables the run passes to its agent (its
+profile's and those named with --env at submit) were never stored: they are
+read again from this command's environment.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return catalog.Usage.New("give exactly one run id")
+			}
+			o.ID = args[0]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return app.runResume(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Task, "task", "", "additional instructions for the next attempt")
+	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit 1 if it did not succeed")
+	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
+	f.IntVar(&o.MaxParallel, "max-parallel", 0, "runs at once on this machine")
+	return c
+}
+
+func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	id, err := env.Store.Resolve(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	r, err := env.Store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r, err = supervisor.Reconcile(ctx, env.Store, env.Layout, r); err != nil {
+		return err
+	}
+	if r.State.Active() {
+		return catalog.RunActive.New("run %s is %s", r.ID, r.State)
+	}
+	maxParallel := env.Settings.MaxParallel
+	if o.MaxParallel > 0 {
+		maxParallel = o.MaxParallel
+	}
+	nr, err := supervisor.Resume(ctx, env.Store, env.Layout, r, o.Task, supervisor.StartOptions{
+		MaxParallel: maxParallel, Env: app.envValues(r.Agent.Env),
+	})
+	if err != nil {
+		return err
+	}
+	if !app.JSON {
+		fmt.Fprintf(app.Stderr, "run %s resumed (attempt %d next)\n", nr.ID, len(nr.Attempts)+1)
+	}
+	return app.afterStart(ctx, env, nr, o.Wait, o.Follow)
+}

@@ -1,0 +1,452 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+type submitOptions struct {
+	Repo         string
+	Base         string
+	Agent        string
+	AgentCmd     string
+	Checks       []string
+	Attempts     int
+	Timeout      string
+	Sandbox      string
+	Env          []string
+	IncludeDirty bool
+	Wait         bool
+	Follow       bool
+	TaskFile     string
+	Network      string
+	Allow        []string
+	MaxFiles     int
+	MaxBytes     int64
+	MaxParallel  int
+	Model        string
+	Provider     string
+	BaseURL      string
+	MaxTurns     int
+	Args         []string
+
+	set func(name string) bool // whether a flag was given
+}
+
+var (
+	checkNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$`)
+	envNameRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// Validate checks the flags' syntax and combinations; it reads nothing.
+func (o *submitOptions) Validate() error {
+	switch {
+	case o.Wait && o.Follow:
+		return catalog.ConflictFlags.New("--wait and --follow")
+	case o.Agent != "" && o.AgentCmd != "":
+		return catalog.ConflictFlags.New("--agent and --agent-cmd")
+	case o.Agent == "" && o.AgentCmd == "":
+		return catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
+	case len(o.Args) > 0 && o.TaskFile != "":
+		return catalog.ConflictFlags.New("a TASK argument and --task-file")
+	case len(o.Args) > 1:
+		return catalog.Usage.New("give the task as one argument (quote it), '-' for stdin, or --task-file")
+	case o.set("attempts") && o.Attempts < 1:
+		return catalog.BadAttempts.New("--attempts %d", o.Attempts)
+	case o.set("max-parallel") && o.MaxParallel < 1:
+		return catalog.Usage.New("--max-parallel must be at least 1")
+	case o.set("max-files") && o.MaxFiles < 1, o.set("max-bytes") && o.MaxBytes < 1:
+		return catalog.Usage.New("--max-files and --max-bytes must be at least 1")
+	case o.Network != "" && o.Network != "none" && o.Network != "allowlist":
+		return catalog.BadNetwork.New("%q", o.Network)
+	}
+	if o.Timeout != "" {
+		if d, err := time.ParseDuration(o.Timeout); err != nil || d < 0 {
+			return catalog.BadDuration.New("--timeout %q", o.Timeout)
+		}
+	}
+	if _, err := parseChecks(o.Checks); err != nil {
+		return err
+	}
+	for _, n := range o.Env {
+		if !envNameRe.MatchString(n) {
+			return catalog.BadEnv.New("%q is not a variable name", n)
+		}
+	}
+	return nil
+}
+
+func parseChecks(specs []string) ([]run.CheckSpec, error) {
+	var out []run.CheckSpec
+	seen := map[string]bool{}
+	for _, s := range specs {
+		name, cmd, ok := strings.Cut(s, "=")
+		switch {
+		case !ok:
+			return nil, catalog.BadCheck.New("%q has no '='", s)
+		case !checkNameRe.MatchString(name):
+			return nil, catalog.BadCheck.New("check name %q: use letters, digits, '-', '_' and '.', not starting with '.'", name)
+		case strings.TrimSpace(cmd) == "":
+			return nil, catalog.BadCheck.New("check %q has no command", name)
+		case seen[name]:
+			return nil, catalog.BadCheck.New("check %q is given twice", name)
+		}
+		seen[name] = true
+		out = append(out, run.CheckSpec{Name: name, Command: cmd})
+	}
+	return out, nil
+}
+
+func (app *App) newSubmitCmd() *cobra.Command {
+	o := &submitOptions{}
+	c := &cobra.Command{
+		Use:   "submit [flags] (TASK | - | --task-file F)",
+		Short: "Start a run: an agent works on a copy of the repository in a sandbox",
+		Long: `Start a run. The agent works on its own checkout of the base commit inside a
+sandbox; after each attempt the checks run in the same sandbox; a run whose
+checks all pass is exported as one commit on branch agentrun/<id> plus a patch.
+
+The task reaches the agent on stdin, never through a shell. It is the TASK
+argument, stdin with '-', or the file given with --task-file.
+
+Agents: --agent-cmd CMD runs any command (sh -c inside the sandbox, the task on
+stdin). --agent NAME picks a profile:
+` + profileHelp() + `  builtin    the built-in tool-use loop (--model, --provider, --base-url)
+
+Sandbox: --sandbox NAME (` + strings.Join(all.Names(all.Options{}), ", ") + `). 'host' does not isolate and is
+used only when named. Network: --network none|allowlist; --allow HOST[:PORT] or
+preset:NAME (repeatable). Defaults: an agent profile may reach its API hosts;
+--agent-cmd and builtin get no network unless --allow is given.
+
+Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR, plus the
+variables the agent profile names and those named with --env NAME. Their values
+are read from your environment now and handed to the run's supervisor over a
+pipe; they are never written to disk. 'agentrun resume' therefore needs them in
+its environment again.
+
+A repository with uncommitted changes is refused unless --include-dirty; either
+way the run starts from the base commit, without them.
+
+Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
+attempts, timeout, author_name, author_email, max_files, max_bytes); environment
+AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
+AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME, AGENTRUN_AUTHOR_EMAIL.
+Precedence: flag > environment > config file > default.
+
+--wait blocks until the run ends; --follow also streams its events and the
+agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Args = args
+			o.set = func(n string) bool { return cmd.Flags().Changed(n) }
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return app.runSubmit(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on")
+	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
+	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(external.Names(), supervisor.BuiltinAgent), ", "))
+	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
+	f.StringArrayVar(&o.Checks, "check", nil, "verify check NAME=COMMAND, run in the sandbox after each attempt (repeatable)")
+	f.IntVar(&o.Attempts, "attempts", 0, fmt.Sprintf("agent attempts at most (default %d)", config.DefaultAttempts))
+	f.StringVar(&o.Timeout, "timeout", "", fmt.Sprintf("time limit of the whole run (default %s; 0 = none)", config.DefaultTimeout))
+	f.StringVar(&o.Sandbox, "sandbox", "", "sandbox backend")
+	f.StringArrayVar(&o.Env, "env", nil, "pass this variable from your environment to the agent (repeatable)")
+	f.BoolVar(&o.IncludeDirty, "include-dirty", false, "accept a repository with uncommitted changes (they are not included)")
+	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit 1 if it did not succeed")
+	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
+	f.StringVar(&o.TaskFile, "task-file", "", "read the task from this file")
+	f.StringVar(&o.Network, "network", "", "none or allowlist")
+	f.StringArrayVar(&o.Allow, "allow", nil, "allow HOST, HOST:PORT, *.DOMAIN, IP, CIDR or preset:NAME (repeatable)")
+	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
+	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
+	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
+	f.StringVar(&o.Model, "model", "", "model (builtin agent)")
+	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
+	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent)")
+	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
+	return c
+}
+
+func profileHelp() string {
+	var b strings.Builder
+	for _, p := range external.Profiles() {
+		fmt.Fprintf(&b, "  %-10s %s\n", p.Name, p.Doc)
+	}
+	return b.String()
+}
+
+// submitOutput is submit's JSON document.
+type submitOutput struct {
+	ID     string     `json:"id"`
+	Status run.State  `json:"status"`
+	Reason run.Reason `json:"reason"`
+	Branch string     `json:"branch"`
+	Commit string     `json:"commit"`
+	Patch  string     `json:"patch"`
+	RunDir string     `json:"run_dir"`
+}
+
+func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
+	task, err := app.readTask(o)
+	if err != nil {
+		return err
+	}
+	s, err := config.Load(app.Getenv)
+	if err != nil {
+		return err
+	}
+	checks, _ := parseChecks(o.Checks)
+	req := supervisor.Request{
+		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
+		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns},
+		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
+		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, IncludeDirty: o.IncludeDirty,
+		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
+		Version: Version, Getenv: app.Getenv,
+	}
+	if o.set("attempts") {
+		req.Attempts = o.Attempts
+	}
+	if o.Timeout != "" {
+		req.Timeout, _ = time.ParseDuration(o.Timeout)
+	}
+	if o.Sandbox != "" {
+		req.Sandbox = o.Sandbox
+	}
+	if o.MaxFiles > 0 {
+		req.Export.MaxFiles = o.MaxFiles
+	}
+	if o.MaxBytes > 0 {
+		req.Export.MaxBytes = o.MaxBytes
+	}
+	maxParallel := s.MaxParallel
+	if o.MaxParallel > 0 {
+		maxParallel = o.MaxParallel
+	}
+	r, warnings, err := supervisor.Plan(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(app.Stderr, "warning: %s\n", w)
+	}
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
+		MaxParallel: maxParallel, Env: app.envValues(r.Agent.Env),
+	}); err != nil {
+		return err
+	}
+	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
+}
+
+// afterStart prints the run, or waits for / follows it.
+func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, follow bool) error {
+	if !wait && !follow {
+		if app.JSON {
+			return writeJSON(app.Stdout, toSubmitOutput(env, r))
+		}
+		fmt.Fprintf(app.Stdout, "run %s %s\nbranch %s (once it succeeds)\n", r.ID, r.State, r.Branch)
+		fmt.Fprintf(app.Stdout, "follow it with: agentrun logs -f %s\n", r.ID)
+		return nil
+	}
+	if !app.JSON && !follow {
+		fmt.Fprintf(app.Stderr, "run %s %s; waiting for it to end (Ctrl-C stops waiting, not the run)\n", r.ID, r.State)
+	}
+	end, err := app.awaitRun(ctx, env, r.ID, follow)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(app.Stderr, "stopped waiting; run %s goes on. Follow it again with: agentrun logs -f %s\n", r.ID, r.ID)
+		}
+		return err
+	}
+	if app.JSON {
+		if err := writeJSON(app.Stdout, toSubmitOutput(env, end)); err != nil {
+			return err
+		}
+	} else {
+		app.printEnd(end)
+	}
+	if end.State != run.StateSucceeded {
+		return &reported{exit: catalog.ExitRunFailed}
+	}
+	return nil
+}
+
+func toSubmitOutput(env *Env, r *run.Run) submitOutput {
+	return submitOutput{ID: r.ID, Status: r.State, Reason: r.Reason, Branch: r.Branch, Commit: r.Commit,
+		Patch: r.Patch, RunDir: env.Layout.RunDir(r.ID)}
+}
+
+func (app *App) printEnd(r *run.Run) {
+	line := fmt.Sprintf("run %s %s", r.ID, r.State)
+	if r.Reason != "" && r.Reason != run.ReasonCompleted {
+		line += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" && r.State != run.StateSucceeded {
+		line += ": " + r.Message
+	}
+	fmt.Fprintln(app.Stdout, line)
+	if r.State == run.StateSucceeded {
+		fmt.Fprintf(app.Stdout, "branch %s\ncommit %s\npatch  %s\n", r.Branch, r.Commit, r.Patch)
+	}
+}
+
+// readTask reads the task from the argument, stdin ('-') or --task-file.
+func (app *App) readTask(o *submitOptions) (string, error) {
+	var task string
+	switch {
+	case o.TaskFile != "":
+		b, err := os.ReadFile(o.TaskFile)
+		if err != nil {
+			return "", catalog.TaskFile.Wrap(err, "%v", err)
+		}
+		task = string(b)
+	case len(o.Args) == 1 && o.Args[0] == "-":
+		b, err := io.ReadAll(io.LimitReader(app.Stdin, 1<<20))
+		if err != nil {
+			return "", catalog.TaskFile.Wrap(err, "stdin: %v", err)
+		}
+		task = string(b)
+	case len(o.Args) == 1:
+		task = o.Args[0]
+	}
+	if strings.TrimSpace(task) == "" {
+		return "", catalog.EmptyTask.New("the task has no text")
+	}
+	return task, nil
+}
+
+// envValues reads the named variables from the submitting environment.
+func (app *App) envValues(names []string) map[string]string {
+	m := map[string]string{}
+	for _, n := range names {
+		if v := app.Getenv(n); v != "" {
+			m[n] = v
+		}
+	}
+	for _, n := range builtinEnv {
+		if v := app.Getenv(n); v != "" {
+			m[n] = v
+		}
+	}
+	return m
+}
+
+// builtinEnv are the variables the built-in agent reads in the supervisor
+// (never in the sandbox).
+var builtinEnv = []string{"OPENAI_API_KEY", "AGENTRUN_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTRUN_CONTEXT_WINDOW"}
+
+// awaitRun polls the run until it ends; with follow it prints the journal
+// and the agent's output as they come.
+func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) (*run.Run, error) {
+	var after int64
+	var logOff int64
+	attempt := 0
+	poll := 10 * time.Millisecond
+	for {
+		r, err := env.Store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r, err = supervisor.Reconcile(ctx, env.Store, env.Layout, r); err != nil {
+			return nil, err
+		}
+		if follow {
+			evs, err := env.Store.Events(ctx, id, after)
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range evs {
+				after = e.Seq
+				app.printEvent(e)
+				if e.Type == run.EventAttempt && e.Attempt > attempt {
+					attempt, logOff = e.Attempt, 0
+				}
+			}
+			if attempt > 0 {
+				logOff = app.copyLog(env.Layout.AgentLog(id, attempt), logOff)
+			}
+		}
+		if r.State.Terminal() {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+		poll = min(poll*2, 100*time.Millisecond)
+	}
+}
+
+func (app *App) printEvent(e run.Event) {
+	if app.JSON {
+		_ = writeJSONLineCompact(app.Stdout, e)
+		return
+	}
+	msg := e.Message
+	if e.Type == run.EventState {
+		msg = string(e.State)
+		if e.Reason != "" {
+			msg += " (" + string(e.Reason) + ")"
+		}
+		if e.Message != "" {
+			msg += ": " + e.Message
+		}
+	}
+	fmt.Fprintf(app.Stdout, "%s %-8s %s\n", e.Time.Local().Format("15:04:05"), e.Type, msg)
+}
+
+// copyLog prints what path has beyond off and returns the new offset.
+func (app *App) copyLog(path string, off int64) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return off
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, 1<<40))
+	if !app.JSON {
+		n, _ := app.Stdout.Write(b)
+		return off + int64(n)
+	}
+	// Under --json only whole lines, each as an agent_output event.
+	i := bytes.LastIndexByte(b, '\n')
+	if i < 0 {
+		return off
+	}
+	for _, line := range strings.Split(string(b[:i]), "\n") {
+		_ = writeJSONLineCompact(app.Stdout, run.Event{Time: time.Now().UTC(), Type: run.EventAgentOutput, Message: line})
+	}
+	return off + int64(i+1)
+}
+
+func writeJSONLineCompact(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

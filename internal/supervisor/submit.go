@@ -1,0 +1,266 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/policy"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/all"
+)
+
+// Request is a validated-syntax submit: flags parsed, task read. Plan
+// checks everything else against the machine and the repository.
+type Request struct {
+	Repo         string // directory inside the repository
+	BaseRef      string // default HEAD
+	Task         string
+	AgentName    string // profile name or "builtin"; "" with AgentCmd
+	AgentCmd     string
+	Builtin      run.AgentSpec // model settings for the built-in agent
+	EnvNames     []string      // --env
+	Checks       []run.CheckSpec
+	Attempts     int
+	Timeout      time.Duration
+	Sandbox      string // "" = default backend
+	Network      string // "" = the agent's default
+	Allow        []string
+	IncludeDirty bool
+	Export       run.ExportConfig
+	Version      string // agentrun version, for provenance
+	// Backends to choose from (default: all.Backends).
+	Backends map[string]sandbox.Backend
+	// Getenv reads the submitting environment (for builtin validation).
+	Getenv func(string) string
+}
+
+// Plan validates req against the repository and the machine and returns
+// the run record to create, plus warnings for the user. It creates
+// nothing. Errors are catalog errors.
+func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
+	var warnings []string
+	if strings.TrimSpace(req.Task) == "" {
+		return nil, nil, catalog.EmptyTask.New("the task has no text")
+	}
+	if req.Attempts < 1 {
+		return nil, nil, catalog.BadAttempts.New("--attempts %d", req.Attempts)
+	}
+	id := run.NewID()
+	r := &run.Run{
+		ID: id, State: run.StateQueued, Task: req.Task, BaseRef: req.BaseRef,
+		Branch: run.BranchName(id), Checks: req.Checks, MaxAttempts: req.Attempts,
+		Timeout: run.Duration(req.Timeout), Export: req.Export,
+	}
+	if r.BaseRef == "" {
+		r.BaseRef = "HEAD"
+	}
+	// Agent and network.
+	agentSpec, network, err := planAgent(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Agent = agentSpec
+	r.Sandbox.Network = network
+	if network == string(sandbox.NetworkAllowlist) {
+		allow := slices.Concat(agentSpec.Hosts, req.Allow)
+		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Sandbox backend: named, configured, or the platform default; never
+	// the host backend unless named.
+	backends := req.Backends
+	if backends == nil {
+		backends = all.Backends(all.Options{})
+	}
+	name := req.Sandbox
+	if name == "" {
+		name = all.Default()
+	}
+	if name == "" {
+		return nil, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
+	}
+	b, ok := backends[name]
+	if !ok {
+		return nil, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(sortedKeys(backends), ", "))
+	}
+	if err := b.Preflight(ctx); err != nil {
+		if _, ok := catalog.As(err); ok {
+			return nil, nil, err
+		}
+		return nil, nil, catalog.SandboxPreflight.Wrap(err, "%s: %v", name, err)
+	}
+	r.Sandbox.Backend = name
+	if name == "host" {
+		warnings = append(warnings, "--sandbox host does not isolate: the agent runs as you, with your files and your network")
+	}
+	// Repository.
+	info, err := inspectRepo(ctx, req.Repo, r.BaseRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Repo, r.Base = info.Path, info.Base
+	if info.Dirty {
+		if !req.IncludeDirty {
+			return nil, nil, catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)
+		}
+		r.Dirty = true
+		warnings = append(warnings, fmt.Sprintf("the repository has uncommitted changes; the run starts from %s without them", short(r.Base)))
+	}
+	host, _ := os.Hostname()
+	r.Provenance = run.Provenance{
+		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,
+		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
+	}
+	return r, warnings, nil
+}
+
+func planAgent(ctx context.Context, req Request) (run.AgentSpec, string, error) {
+	var spec run.AgentSpec
+	network := req.Network
+	switch {
+	case req.AgentName != "" && req.AgentCmd != "":
+		return spec, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
+	case req.AgentCmd != "":
+		spec = run.AgentSpec{Name: external.CommandName, Command: req.AgentCmd}
+		if network == "" {
+			network = string(sandbox.NetworkNone)
+			if len(req.Allow) > 0 {
+				network = string(sandbox.NetworkAllowlist)
+			}
+		}
+	case req.AgentName == BuiltinAgent:
+		spec = req.Builtin
+		spec.Name = BuiltinAgent
+		if err := checkBuiltin(ctx, spec, req.Getenv); err != nil {
+			return spec, "", err
+		}
+		if network == "" {
+			network = string(sandbox.NetworkNone)
+		}
+	case req.AgentName != "":
+		p, ok := external.Lookup(req.AgentName)
+		if !ok {
+			return spec, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(external.Names(), ", "), BuiltinAgent)
+		}
+		spec = run.AgentSpec{Name: p.Name, Command: p.Command, Env: p.Env, Hosts: p.Hosts}
+		if network == "" {
+			network = string(sandbox.NetworkAllowlist)
+		}
+	default:
+		return spec, "", catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
+	}
+	switch network {
+	case string(sandbox.NetworkNone):
+		if len(req.Allow) > 0 {
+			return spec, "", catalog.ConflictFlags.New("--allow with --network none")
+		}
+		spec.Hosts = nil
+	case string(sandbox.NetworkAllowlist):
+	default:
+		return spec, "", catalog.BadNetwork.New("%q", network)
+	}
+	spec.Env = mergeNames(spec.Env, req.EnvNames)
+	return spec, network, nil
+}
+
+func agentCommand(a run.AgentSpec) string {
+	if a.Name == BuiltinAgent {
+		return strings.Trim(fmt.Sprintf("builtin %s %s", a.Provider, a.Model), " ")
+	}
+	return a.Command
+}
+
+func mergeNames(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	slices.Sort(k)
+	return k
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// StartOptions say how Start spawns the supervisor.
+type StartOptions struct {
+	Executable  string
+	MaxParallel int
+	Env         map[string]string // values of the run's variables (never stored)
+}
+
+// Start stores the planned run (queued) and spawns its supervisor. If the
+// spawn fails, the run is marked failed so it is not left queued.
+func Start(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, o StartOptions) error {
+	if err := st.Create(ctx, r); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
+		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
+	return spawnFor(ctx, st, l, r.ID, o, Handoff{Env: o.Env})
+}
+
+func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, o StartOptions, h Handoff) error {
+	lk, err := TakeLock(l, id, 2*time.Second)
+	if err == nil {
+		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: h, Lock: lk})
+	}
+	if err != nil {
+		_, _ = st.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	return nil
+}
+
+// Resume queues an interrupted or failed run again and spawns a new
+// supervisor that continues it on its own workspace with new attempts.
+// note is added to the next prompt.
+func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note string, o StartOptions) (*run.Run, error) {
+	if !r.State.Resumable() {
+		return nil, catalog.NotResumable.New("run %s is %s", r.ID, r.State)
+	}
+	// Take the lock first: from the moment the run is queued again, its
+	// supervisor is alive as far as anyone can tell.
+	lk, err := TakeLock(l, r.ID, 2*time.Second)
+	if err != nil {
+		return nil, catalog.RunActive.New("run %s: %v", r.ID, err)
+	}
+	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
+	if err != nil {
+		lk.Close()
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if _, err := st.Update(ctx, r.ID, func(r *run.Run) error {
+		r.CancelRequested, r.Supervisor, r.FinishedAt = false, nil, nil
+		return nil
+	}); err != nil {
+		lk.Close()
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
+		Handoff: Handoff{Env: o.Env, Note: note}, Lock: lk})
+	if err != nil {
+		_, _ = st.Transition(context.WithoutCancel(ctx), r.ID, []run.State{run.StateQueued}, run.StateInterrupted, run.ReasonInterrupted, "the supervisor could not be started: "+err.Error())
+		return nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	return nr, nil
+}
