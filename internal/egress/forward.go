@@ -138,7 +138,9 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 			io.Closer
 		}{&flushingReader{r: &idleReader{r: resp.Body, c: u, idle: p.opts.IdleTimeout}, w: cbw}, resp.Body}
 	}
-	if err = resp.Write(cbw); err == nil {
+	// Write through a plain Writer: bufio.Writer's ReadFrom would read into
+	// the buffer that flushingReader flushes.
+	if err = resp.Write(struct{ io.Writer }{cbw}); err == nil {
 		err = cbw.Flush()
 	}
 	t.rec.BytesDn = dnW.n

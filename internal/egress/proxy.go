@@ -290,12 +290,12 @@ func (p *Proxy) handle(c net.Conn) {
 	for {
 		// Wait for the first byte of a request (idle between requests),
 		// then give the client HeaderTimeout to finish the headers.
+		lim.n, lim.exceeded = int64(p.opts.MaxHeaderBytes), false
 		c.SetReadDeadline(time.Now().Add(wait))
 		if _, err := br.Peek(1); err != nil {
 			return
 		}
 		c.SetReadDeadline(time.Now().Add(p.opts.HeaderTimeout))
-		lim.n = int64(p.opts.MaxHeaderBytes)
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			if lim.exceeded {
