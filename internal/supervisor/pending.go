@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/agentrun/agentrun/internal/agent"
-	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -22,9 +21,6 @@ func newBuiltin(r *run.Run, getenv func(string) string) (agent.Agent, error) {
 	return nil, errMissing("the built-in agent")
 }
 
-func startEgress(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
-	return nil, errMissing("the egress proxy")
-}
 
 func isNoChanges(err error) bool { return false }
 
@@ -39,11 +35,6 @@ func inspectRepo(ctx context.Context, dir, ref string) (repoInfo, error) {
 	return repoInfo{}, errMissing("repository inspection")
 }
 
-// canonicalAllow validates allowlist entries and returns their canonical
-// form (catalog.BadAllow for a bad entry).
-func canonicalAllow(entries []string) ([]string, error) {
-	return mergeNames(entries, nil), nil
-}
 
 // checkBuiltin validates the built-in agent's settings at submit time.
 func checkBuiltin(ctx context.Context, spec run.AgentSpec, getenv func(string) string) error {
