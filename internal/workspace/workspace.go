@@ -1,12 +1,3 @@
-// Package workspace makes the agent's tree from the base commit, finds what
-// changed, and exports the validated changes as a commit on agentrun/<id>.
-//
-// Invariant: the host never runs git inside a workspace after the agent has
-// had it. Creation happens before the agent starts; the change scan reads
-// files with symlink-safe calls (never following links, refusing special
-// files, hard links, .git components and escapes, capping counts and
-// bytes); export runs git plumbing only in the user's repository with hooks,
-// fsmonitor and filters disabled.
 package workspace
 
 import (

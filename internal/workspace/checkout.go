@@ -1,0 +1,237 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// NewCheckout returns the plain checkout Provider: each workspace is a new
+// git repository that holds only the objects of the base commit (a shallow
+// copy streamed from the user's repository: no hard links, no alternates),
+// with HEAD detached at the commit and the tree checked out.
+//
+// The checkout writes blob bytes as they are: the workspace's
+// .git/info/attributes turns off eol conversion, filters and ident for every
+// path, so "unchanged" means byte-identical to the base blob and the
+// export (which stores raw bytes) never records a conversion as a change.
+func NewCheckout() Provider { return checkoutProvider{} }
+
+type checkoutProvider struct{}
+
+// rawAttributes neutralizes checkout conversions in the workspace.
+const rawAttributes = "* -text -filter -ident -working-tree-encoding\n"
+
+// Create implements Provider.
+func (checkoutProvider) Create(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
+	if !isObjectID(commit) {
+		return nil, fmt.Errorf("create workspace: %q is not a full commit id", commit)
+	}
+	format := "sha1"
+	if len(commit) == 64 {
+		format = "sha256"
+	}
+	var err error
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	if stateDir, err = filepath.Abs(stateDir); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	if rel, err := filepath.Rel(dir, stateDir); err != nil || rel == "." || !strings.HasPrefix(rel, "..") {
+		return nil, fmt.Errorf("create workspace: state directory %s must be outside %s", stateDir, dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	if err := populate(ctx, repo, commit, format, dir); err != nil {
+		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+	}
+	m, err := recordManifest(ctx, dir, commit, format)
+	if err != nil {
+		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+	}
+	if err := writeManifest(stateDir, m); err != nil {
+		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+	}
+	return &checkoutWorkspace{dir: dir, m: m}, nil
+}
+
+// Open implements Provider.
+func (checkoutProvider) Open(_ context.Context, dir, stateDir string) (Workspace, error) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("open workspace: %s is not a directory", dir)
+	}
+	m, err := readManifest(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	return &checkoutWorkspace{dir: dir, m: m}, nil
+}
+
+// populate makes dir a repository with the commit's objects and checks it
+// out. It runs before the agent has the directory.
+func populate(ctx context.Context, repo, commit, format, dir string) error {
+	if _, err := git(ctx, dir, "-c", "init.defaultBranch=agentrun", "init", "-q", "--template=", "--object-format="+format); err != nil {
+		return err
+	}
+	gitDir := filepath.Join(dir, ".git")
+	if err := os.MkdirAll(filepath.Join(gitDir, "info"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "info", "attributes"), []byte(rawAttributes), 0o644); err != nil {
+		return err
+	}
+	if err := copyObjects(ctx, repo, commit, dir); err != nil {
+		return err
+	}
+	// The commit's parents are not copied: mark it shallow, detach HEAD.
+	if err := os.WriteFile(filepath.Join(gitDir, "shallow"), []byte(commit+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "HEAD"), []byte(commit+"\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := git(ctx, dir, "read-tree", "-u", "--reset", commit); err != nil {
+		return err
+	}
+	return nil
+}
+
+// copyObjects streams the objects of commit (not its history) from repo
+// into dir's object store: rev-list | pack-objects in repo, index-pack in
+// dir. New objects are not delta-compressed (local copy, speed first);
+// deltas already in repo's packs are reused.
+func copyObjects(ctx context.Context, repo, commit, dir string) error {
+	list := gitCmd{dir: repo, args: []string{"rev-list", "--objects", "--no-object-names", "-n", "1", commit}}.command(ctx)
+	pack := gitCmd{dir: repo, args: []string{"pack-objects", "--stdout", "-q", "--window=0", "--compression=1"}}.command(ctx)
+	index := gitCmd{dir: dir, args: []string{"index-pack", "--stdin"}}.command(ctx)
+	cmds := []*exec.Cmd{list, pack, index}
+
+	r1, w1, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		_ = r1.Close()
+		_ = w1.Close()
+		return err
+	}
+	list.Stdout, pack.Stdin = w1, r1
+	pack.Stdout, index.Stdin = w2, r2
+	stderrs := make([]bytes.Buffer, len(cmds))
+	for i, c := range cmds {
+		c.Stderr = &stderrs[i]
+	}
+	index.Stdout = &bytes.Buffer{}
+	started := 0
+	var startErr error
+	for _, c := range cmds {
+		if startErr = c.Start(); startErr != nil {
+			break
+		}
+		started++
+	}
+	for _, f := range []*os.File{r1, w1, r2, w2} {
+		_ = f.Close()
+	}
+	var errs []error
+	if startErr != nil {
+		errs = append(errs, startErr)
+	}
+	for i := range started {
+		if err := cmds[i].Wait(); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, &gitError{args: cmds[i].Args[len(safetyConfig)+1:], stderr: stderrs[i].String(), err: err})
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("copy objects of %s: %w", commit, errors.Join(errs...))
+	}
+	return nil
+}
+
+// recordManifest lists the checked-out index and stats every file. It runs
+// before the agent has the directory.
+func recordManifest(ctx context.Context, dir, commit, format string) (*manifest, error) {
+	out, err := gitCmd{dir: dir, args: []string{"ls-files", "-s", "-z"}}.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &manifest{format: format, commit: commit}
+	m.entries = make([]entry, 0, bytes.Count(out, []byte{0}))
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer func() { _ = unix.Close(root) }()
+	for len(out) > 0 {
+		rec, rest, ok := bytes.Cut(out, []byte{0})
+		if !ok {
+			return nil, fmt.Errorf("ls-files: truncated output")
+		}
+		out = rest
+		// "<mode> <object> <stage>\t<path>"
+		meta, path, ok := bytes.Cut(rec, []byte{'\t'})
+		f := strings.Fields(string(meta))
+		if !ok || len(f) != 3 {
+			return nil, fmt.Errorf("ls-files: unexpected record %q", rec)
+		}
+		mode, err := strconv.ParseUint(f[0], 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("ls-files: unexpected mode %q", f[0])
+		}
+		e := entry{path: string(path), mode: uint32(mode), blob: f[1]}
+		if e.mode != modeGitlink {
+			var st unix.Stat_t
+			if err := unix.Fstatat(root, e.path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return nil, fmt.Errorf("stat %s: %w", e.path, err)
+			}
+			fillStat(&e, &st)
+		}
+		m.entries = append(m.entries, e)
+	}
+	return m, nil
+}
+
+// fillStat copies the stat data Scan compares.
+func fillStat(e *entry, st *unix.Stat_t) {
+	e.size = st.Size
+	e.mtime = stamp{int64(st.Mtim.Sec), int64(st.Mtim.Nsec)}
+	e.ctime = stamp{int64(st.Ctim.Sec), int64(st.Ctim.Nsec)}
+	e.ino = uint64(st.Ino)
+}
+
+// checkoutWorkspace is a workspace made by the plain checkout.
+type checkoutWorkspace struct {
+	dir string
+	m   *manifest
+}
+
+func (w *checkoutWorkspace) Dir() string { return w.dir }
+
+// Scan implements Workspace.
+func (w *checkoutWorkspace) Scan(ctx context.Context, lim Limits) (*ChangeSet, error) {
+	return scan(ctx, w.dir, w.m, lim)
+}

@@ -1,0 +1,37 @@
+// Package workspace makes the agent's tree from the base commit, finds what
+// changed, and exports the validated changes as a commit on agentrun/<id>.
+//
+// The pieces:
+//
+//   - Repo (repo.go): the user's repository. OpenRepo, ResolveBase, Dirty and
+//     the branch helpers run git there, and only there.
+//   - Provider (checkout.go): NewCheckout makes a workspace as a fresh git
+//     repository holding only the objects of the base commit (copied by a
+//     pack stream, never hard-linked, no alternates), checked out detached,
+//     and records a manifest of the checked-out files in the state
+//     directory, outside the tree.
+//   - Scan (scan.go): walks the workspace from a root file descriptor with
+//     openat(O_NOFOLLOW), compares with the manifest and reads every changed
+//     file with symlink-safe calls. Entries it will not export become
+//     run.Refusal values; see validate.go for the rules.
+//   - Export (export.go): writes blobs, tree, commit and branch with git
+//     plumbing in the user's repository, then the patch and the diffstat.
+//
+// Invariant: the host never runs git inside a workspace after the agent has
+// had it. Creation happens before the agent starts; the change scan reads
+// files with symlink-safe calls (never following links, refusing special
+// files, hard links, .git components and escapes, capping counts and
+// bytes); export runs git plumbing only in the user's repository with hooks,
+// fsmonitor, filters, textconv and external diff disabled.
+//
+// Limits: one file over Limits.MaxFile is refused (reported, not exported,
+// the rest goes on); more changed entries than Limits.MaxFiles or more
+// changed bytes than Limits.MaxBytes fail the whole scan with ErrTooLarge,
+// because a partial export of a too-large change would mislead the
+// reviewer.
+//
+// This package must never: run git with the workspace as its repository or
+// work tree after Create returns, follow a symlink inside the workspace,
+// open a non-regular file from the workspace for reading, or read a path
+// outside the workspace on behalf of the export.
+package workspace

@@ -1,0 +1,195 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+// Repo is the user's repository. Every method runs git in it, with the
+// safety flags, and never in a workspace.
+type Repo struct {
+	path   string // top level of the work tree
+	format string // object format: sha1 or sha256
+}
+
+// OpenRepo resolves the repository containing dir. Catalog errors:
+// RepoMissing, NotGitRepo, NoCommits, GitMissing.
+func OpenRepo(ctx context.Context, dir string) (*Repo, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, catalog.GitMissing.Wrap(err, "git was not found on PATH")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, catalog.RepoMissing.Wrap(err, "%s does not exist", dir)
+		}
+		return nil, catalog.RepoMissing.Wrap(err, "%s: %v", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, catalog.RepoMissing.New("%s is not a directory", dir)
+	}
+	out, err := git(ctx, dir, "rev-parse", "--show-toplevel", "--show-object-format")
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, catalog.GitMissing.Wrap(err, "git was not found on PATH")
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, catalog.NotGitRepo.Wrap(err, "%s: %s", dir, gitMessage(err))
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) != 2 || lines[0] == "" {
+		return nil, catalog.NotGitRepo.New("%s has no work tree", dir)
+	}
+	r := &Repo{path: lines[0], format: lines[1]}
+	if _, err := git(ctx, r.path, "rev-parse", "--verify", "-q", "HEAD^{commit}"); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, catalog.NoCommits.Wrap(err, "%s has no commit at HEAD", r.path)
+	}
+	return r, nil
+}
+
+// gitMessage is the first line of git's complaint in err.
+func gitMessage(err error) string {
+	var ge *gitError
+	if errors.As(err, &ge) {
+		msg, _, _ := strings.Cut(strings.TrimSpace(ge.stderr), "\n")
+		msg = strings.TrimPrefix(msg, "fatal: ")
+		if msg != "" {
+			return msg
+		}
+	}
+	return err.Error()
+}
+
+// Path is the top level of the repository's work tree.
+func (r *Repo) Path() string { return r.path }
+
+// ObjectFormat is sha1 or sha256.
+func (r *Repo) ObjectFormat() string { return r.format }
+
+// ResolveBase resolves ref (default HEAD) to a full commit id. A ref that
+// does not name a commit, or starts with '-', is a catalog.UnknownBase
+// error.
+func (r *Repo) ResolveBase(ctx context.Context, ref string) (string, error) {
+	if ref == "" {
+		ref = "HEAD"
+	}
+	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, "\x00\n") {
+		return "", catalog.UnknownBase.New("%q is not a ref", ref)
+	}
+	out, err := git(ctx, r.path, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", catalog.UnknownBase.Wrap(err, "%q does not name a commit in %s", ref, r.path)
+	}
+	if !isObjectID(out) {
+		return "", fmt.Errorf("resolve %q: unexpected output %q", ref, out)
+	}
+	return out, nil
+}
+
+// Dirty reports uncommitted changes: tracked or untracked, ignoring
+// ignored files.
+func (r *Repo) Dirty(ctx context.Context) (bool, error) {
+	out, err := git(ctx, r.path, "--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none")
+	if err != nil {
+		return false, fmt.Errorf("status of %s: %w", r.path, err)
+	}
+	return out != "", nil
+}
+
+// BranchTip returns the commit at refs/heads/branch, and whether the
+// branch exists.
+func (r *Repo) BranchTip(ctx context.Context, branch string) (string, bool, error) {
+	if err := checkBranchName(branch); err != nil {
+		return "", false, err
+	}
+	return r.refTip(ctx, "refs/heads/"+branch)
+}
+
+func (r *Repo) refTip(ctx context.Context, ref string) (string, bool, error) {
+	out, err := git(ctx, r.path, "rev-parse", "--verify", "-q", "--end-of-options", ref)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false, ctx.Err()
+		}
+		if exitCode(err) == 1 {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("read %s: %w", ref, err)
+	}
+	return out, true, nil
+}
+
+// DeleteBranch deletes refs/heads/branch only if it still points at
+// expectTip: a branch that moved is kept and ErrBranchMoved is returned.
+// A branch that no longer exists is not an error.
+func (r *Repo) DeleteBranch(ctx context.Context, branch, expectTip string) error {
+	if err := checkBranchName(branch); err != nil {
+		return err
+	}
+	if !isObjectID(expectTip) {
+		return fmt.Errorf("delete branch %s: expected tip %q is not a full object id", branch, expectTip)
+	}
+	tip, ok, err := r.BranchTip(ctx, branch)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return nil
+	}
+	if tip != expectTip {
+		return fmt.Errorf("delete branch %s: at %s, expected %s: %w", branch, tip, expectTip, ErrBranchMoved)
+	}
+	if _, err := git(ctx, r.path, "update-ref", "-m", "agentrun: clean", "-d", "refs/heads/"+branch, expectTip); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("delete branch %s: %w (%w)", branch, err, ErrBranchMoved)
+	}
+	return nil
+}
+
+// checkBranchName refuses names git would read as options or that are not
+// valid branch names.
+func checkBranchName(branch string) error {
+	if branch == "" || strings.HasPrefix(branch, "-") || strings.HasPrefix(branch, "refs/") {
+		return fmt.Errorf("invalid branch name %q", branch)
+	}
+	for _, c := range []byte(branch) {
+		if c < 0x20 || c == 0x7f || c == ' ' || c == '~' || c == '^' || c == ':' || c == '?' || c == '*' || c == '[' || c == '\\' {
+			return fmt.Errorf("invalid branch name %q", branch)
+		}
+	}
+	if strings.Contains(branch, "..") || strings.Contains(branch, "@{") || strings.Contains(branch, "//") ||
+		strings.HasSuffix(branch, "/") || strings.HasSuffix(branch, ".") || strings.HasSuffix(branch, ".lock") ||
+		strings.HasPrefix(branch, "/") || strings.Contains(branch, "/.") || strings.HasPrefix(branch, ".") || branch == "@" {
+		return fmt.Errorf("invalid branch name %q", branch)
+	}
+	return nil
+}
+
+// isObjectID reports a full lowercase hex SHA-1 or SHA-256 id.
+func isObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

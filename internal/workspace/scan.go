@@ -1,0 +1,408 @@
+package workspace
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// Limit defaults.
+const (
+	DefaultMaxFiles = 10000
+	DefaultMaxBytes = 100 << 20
+	// maxDepth caps directory nesting; deeper directories are refused.
+	maxDepth = 512
+)
+
+// withDefaults fills zero limits.
+func (l Limits) withDefaults() Limits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxFile <= 0 || l.MaxFile > l.MaxBytes {
+		l.MaxFile = l.MaxBytes
+	}
+	return l
+}
+
+// Refusal reasons of the scan (paths and symlinks: validate.go).
+const (
+	reasonSpecial    = "not a regular file, directory or symlink"
+	reasonHardLink   = "hard link (more than one name for the file)"
+	reasonTooLarge   = "file larger than the per-file limit"
+	reasonDeep       = "directory nesting too deep"
+	reasonUnreadable = "cannot be read safely"
+	reasonSubmodule  = "inside a submodule (submodule contents are not exported)"
+)
+
+// scanner walks one workspace.
+type scanner struct {
+	ctx     context.Context
+	m       *manifest
+	lim     Limits
+	byPath  map[string]int
+	seen    []bool
+	newHash func() hash.Hash
+
+	changes  []Change
+	refused  []run.Refusal
+	refusedP map[string]bool // refused paths: the base keeps them
+	bytes    int64
+	visited  int
+	buf      []byte
+}
+
+// scan lists what changed in dir since the manifest m was recorded. It never
+// follows a symlink and never opens anything but directories (O_DIRECTORY)
+// and regular files (O_NOFOLLOW|O_NONBLOCK, checked with fstat on the fd).
+func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet, error) {
+	s := &scanner{
+		ctx:      ctx,
+		m:        m,
+		lim:      lim.withDefaults(),
+		byPath:   make(map[string]int, len(m.entries)),
+		seen:     make([]bool, len(m.entries)),
+		refusedP: map[string]bool{},
+		newHash:  sha1.New,
+	}
+	if m.format == "sha256" {
+		s.newHash = sha256.New
+	}
+	for i := range m.entries {
+		s.byPath[m.entries[i].path] = i
+	}
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", dir, err)
+	}
+	defer func() { _ = unix.Close(root) }()
+	if err := s.walk(root, "", 0); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", dir, err)
+	}
+	for i := range m.entries {
+		e := &m.entries[i]
+		if s.seen[i] || e.mode == modeGitlink || s.keptByRefusal(e.path) {
+			continue
+		}
+		if err := s.addChange(Change{Path: e.path, Kind: "delete", Mode: e.mode}); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", dir, err)
+		}
+	}
+	sort.Slice(s.changes, func(i, j int) bool { return s.changes[i].Path < s.changes[j].Path })
+	sort.Slice(s.refused, func(i, j int) bool { return s.refused[i].Path < s.refused[j].Path })
+	return &ChangeSet{Changes: s.changes, Refused: s.refused}, nil
+}
+
+// keptByRefusal reports a base path that is, or is under, a refused path.
+func (s *scanner) keptByRefusal(p string) bool {
+	if len(s.refusedP) == 0 {
+		return false
+	}
+	for {
+		if s.refusedP[p] {
+			return true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+	}
+}
+
+func (s *scanner) refuse(p, reason string) error {
+	s.refusedP[p] = true
+	s.refused = append(s.refused, run.Refusal{Path: displayPath(p), Reason: reason})
+	if len(s.refused) > s.lim.MaxFiles {
+		return fmt.Errorf("more than %d refused entries: %w", s.lim.MaxFiles, ErrTooLarge)
+	}
+	return nil
+}
+
+func (s *scanner) addChange(c Change) error {
+	s.changes = append(s.changes, c)
+	s.bytes += int64(len(c.Content))
+	if len(s.changes) > s.lim.MaxFiles {
+		return fmt.Errorf("more than %d changed files: %w", s.lim.MaxFiles, ErrTooLarge)
+	}
+	if s.bytes > s.lim.MaxBytes {
+		return fmt.Errorf("more than %d bytes of changes: %w", s.lim.MaxBytes, ErrTooLarge)
+	}
+	return nil
+}
+
+// displayPath makes a refused path printable.
+func displayPath(p string) string {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return strconv.Quote(p)
+	}
+	return p
+}
+
+// walk scans the directory open at fd, whose path is prefix (with a
+// trailing slash, or empty at the root).
+func (s *scanner) walk(fd int, prefix string, depth int) error {
+	names, err := readNames(fd)
+	if err != nil {
+		return fmt.Errorf("read directory %q: %w", prefix, err)
+	}
+	for _, name := range names {
+		if prefix == "" && name == ".git" {
+			continue // the workspace's own repository
+		}
+		s.visited++
+		if s.visited%256 == 0 && s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		p := prefix + name
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed while we looked
+			}
+			if err := s.refuse(p, reasonUnreadable); err != nil {
+				return err
+			}
+			continue
+		}
+		switch uint32(st.Mode) & unix.S_IFMT {
+		case unix.S_IFDIR:
+			err = s.dir(fd, name, p, depth)
+		case unix.S_IFREG:
+			err = s.file(fd, name, p, &st)
+		case unix.S_IFLNK:
+			err = s.symlink(fd, name, p, &st)
+		default:
+			err = s.refuse(p, reasonSpecial)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *scanner) dir(fd int, name, p string, depth int) error {
+	if i, ok := s.byPath[p]; ok && s.m.entries[i].mode == modeGitlink {
+		s.seen[i] = true
+		return s.submodule(fd, name, p)
+	}
+	if err := ValidatePath(p); err != nil {
+		return s.refuse(p, err.Error())
+	}
+	if depth+1 >= maxDepth {
+		return s.refuse(p, reasonDeep)
+	}
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return s.refuse(p, reasonUnreadable)
+	}
+	defer func() { _ = unix.Close(sub) }()
+	return s.walk(sub, p+"/", depth+1)
+}
+
+// submodule refuses anything the agent put in a submodule's directory.
+func (s *scanner) submodule(fd int, name, p string) error {
+	sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = unix.Close(sub) }()
+	names, err := readNames(sub)
+	if err == nil && len(names) > 0 {
+		return s.refuse(p, reasonSubmodule)
+	}
+	return nil
+}
+
+// unchanged reports stat data equal to the manifest entry's, outside the
+// racy window.
+func (s *scanner) unchanged(e *entry, st *unix.Stat_t, mode uint32) bool {
+	var cur entry
+	fillStat(&cur, st)
+	return e.mode == mode && cur.size == e.size && cur.mtime == e.mtime && cur.ctime == e.ctime &&
+		cur.ino == e.ino && !s.m.racy(e)
+}
+
+// lookup returns the manifest entry at p that a non-directory can match.
+func (s *scanner) lookup(p string) (*entry, int) {
+	i, ok := s.byPath[p]
+	if !ok {
+		return nil, -1
+	}
+	return &s.m.entries[i], i
+}
+
+func gitFileMode(st *unix.Stat_t) uint32 {
+	if uint32(st.Mode)&unix.S_IXUSR != 0 {
+		return modeExec
+	}
+	return modeFile
+}
+
+func (s *scanner) file(fd int, name, p string, st *unix.Stat_t) error {
+	e, i := s.lookup(p)
+	if e != nil && e.mode != modeGitlink {
+		s.seen[i] = true
+		if s.unchanged(e, st, gitFileMode(st)) {
+			return nil
+		}
+	}
+	if e != nil && e.mode == modeGitlink {
+		s.seen[i] = true
+		return s.refuse(p, reasonSubmodule)
+	}
+	if err := ValidatePath(p); err != nil {
+		return s.refuse(p, err.Error())
+	}
+	if st.Nlink > 1 {
+		return s.refuse(p, reasonHardLink)
+	}
+	if st.Size > s.lim.MaxFile {
+		return s.refuse(p, reasonTooLarge)
+	}
+	content, mode, reason := s.readFile(fd, name)
+	if reason != "" {
+		return s.refuse(p, reason)
+	}
+	return s.record(e, p, mode, content)
+}
+
+// readFile opens name under fd without following a symlink and without
+// blocking, checks on the open fd that it is a regular file with one link
+// within the size limit, and reads it. reason is set when it refuses.
+func (s *scanner) readFile(dirfd int, name string) (content []byte, mode uint32, reason string) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, 0, reasonUnreadable
+	}
+	defer func() { _ = unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, reasonUnreadable
+	}
+	switch {
+	case uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG:
+		return nil, 0, reasonSpecial
+	case st.Nlink > 1:
+		return nil, 0, reasonHardLink
+	case st.Size > s.lim.MaxFile:
+		return nil, 0, reasonTooLarge
+	}
+	// Read to EOF but never past the limit: the file may grow.
+	content = make([]byte, 0, st.Size)
+	for {
+		if int64(len(content)) > s.lim.MaxFile {
+			return nil, 0, reasonTooLarge
+		}
+		if len(content) == cap(content) {
+			content = append(content, 0)[:len(content)]
+		}
+		n, err := unix.Read(fd, content[len(content):cap(content)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, 0, reasonUnreadable
+		}
+		if n == 0 {
+			break
+		}
+		content = content[:len(content)+n]
+	}
+	if int64(len(content)) > s.lim.MaxFile {
+		return nil, 0, reasonTooLarge
+	}
+	return content, gitFileMode(&st), ""
+}
+
+func (s *scanner) symlink(fd int, name, p string, st *unix.Stat_t) error {
+	e, i := s.lookup(p)
+	if e != nil {
+		s.seen[i] = true
+		if e.mode == modeGitlink {
+			return s.refuse(p, reasonSubmodule)
+		}
+		if s.unchanged(e, st, modeSymlink) {
+			return nil
+		}
+	}
+	if err := ValidatePath(p); err != nil {
+		return s.refuse(p, err.Error())
+	}
+	if len(s.buf) < maxPathLen+1 {
+		s.buf = make([]byte, maxPathLen+1)
+	}
+	n, err := unix.Readlinkat(fd, name, s.buf)
+	if err != nil {
+		return s.refuse(p, reasonUnreadable)
+	}
+	if n > maxPathLen {
+		return s.refuse(p, errLinkLong.Error())
+	}
+	target := string(s.buf[:n])
+	if err := ValidateSymlink(p, target); err != nil {
+		return s.refuse(p, err.Error())
+	}
+	return s.record(e, p, modeSymlink, []byte(target))
+}
+
+// record adds an add or modify change unless the content and mode equal
+// the manifest entry's.
+func (s *scanner) record(e *entry, p string, mode uint32, content []byte) error {
+	if e != nil && e.mode == mode && blobID(s.newHash(), content) == e.blob {
+		return nil
+	}
+	kind := "add"
+	if e != nil {
+		kind = "modify"
+	}
+	if content == nil {
+		content = []byte{}
+	}
+	return s.addChange(Change{Path: p, Kind: kind, Mode: mode, Content: content})
+}
+
+// blobID is git's object id of a blob with content.
+func blobID(h hash.Hash, content []byte) string {
+	h.Write([]byte("blob " + strconv.Itoa(len(content)) + "\x00"))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// readNames lists the directory open at fd (without "." and "..").
+func readNames(fd int) ([]string, error) {
+	buf := make([]byte, 32<<10)
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}

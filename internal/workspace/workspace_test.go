@@ -1,0 +1,373 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCreateIsStandaloneCheckout(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	_, dir := newWorkspace(t, repo, base)
+
+	// Tools inside work: HEAD is the base, status is clean, diff works.
+	if got := tgit(t, dir, "rev-parse", "HEAD"); got != base {
+		t.Fatalf("HEAD = %s, want %s", got, base)
+	}
+	if st := tgit(t, dir, "status", "--porcelain"); st != "" {
+		t.Fatalf("fresh workspace not clean:\n%s", st)
+	}
+	writeFile(t, filepath.Join(dir, "notes.txt"), "changed\n", 0o644)
+	if d := tgit(t, dir, "diff", "--stat"); !strings.Contains(d, "notes.txt") {
+		t.Fatalf("git diff in workspace: %q", d)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "readme-link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("symlink not checked out as a symlink: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "scripts", "run.sh")); err != nil || fi.Mode()&0o100 == 0 {
+		t.Fatalf("exec bit lost: %v", err)
+	}
+
+	// No sharing with the user's object store: no alternates, no hard links.
+	if _, err := os.Stat(filepath.Join(dir, ".git", "objects", "info", "alternates")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("alternates file present: %v", err)
+	}
+	err := filepath.Walk(filepath.Join(dir, ".git", "objects"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Nlink != 1 {
+			t.Errorf("%s has %d links", p, st.Nlink)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the base commit was copied, not its history.
+	writeFile(t, filepath.Join(repo, "second.txt"), "2\n", 0o644)
+	tgit(t, repo, "add", "second.txt")
+	tgit(t, repo, "commit", "-q", "-m", "second")
+	base2 := tgit(t, repo, "rev-parse", "HEAD")
+	_, dir2 := newWorkspace(t, repo, base2)
+	if n := tgit(t, dir2, "rev-list", "--count", "HEAD"); n != "1" {
+		t.Fatalf("workspace history has %s commits, want 1 (shallow)", n)
+	}
+	if _, err := tgitErr(dir2, "cat-file", "-e", base+"^{commit}"); err == nil {
+		t.Fatal("parent commit copied into the workspace")
+	}
+}
+
+func TestCreateRefusesExistingDirAndInsideState(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	root := t.TempDir()
+	p := NewCheckout()
+	if _, err := p.Create(context.Background(), repo, base, root, filepath.Join(t.TempDir(), "s")); err == nil {
+		t.Fatal("Create into an existing directory succeeded")
+	}
+	ws := filepath.Join(root, "ws")
+	if _, err := p.Create(context.Background(), repo, base, ws, filepath.Join(ws, "state")); err == nil {
+		t.Fatal("Create with the state directory inside the workspace succeeded")
+	}
+	if _, err := p.Create(context.Background(), repo, "HEAD", filepath.Join(root, "ws2"), filepath.Join(root, "s2")); err == nil {
+		t.Fatal("Create with a symbolic ref succeeded; want a full commit id")
+	}
+}
+
+func TestScanNoChanges(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	ws, dir := newWorkspace(t, repo, base)
+	// Touching files without changing them (new ctime, same bytes) is not
+	// a change.
+	now := time.Now()
+	for _, f := range []string{"README.md", "src/main.go"} {
+		if err := os.Chtimes(filepath.Join(dir, f), now, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := scanWS(t, ws, Limits{})
+	if len(cs.Changes) != 0 || len(cs.Refused) != 0 {
+		t.Fatalf("changes on an untouched workspace: %+v", cs)
+	}
+	_, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/none"))
+	if !errors.Is(err, ErrNoChanges) {
+		t.Fatalf("Export of nothing: %v, want ErrNoChanges", err)
+	}
+	if _, ok, _ := mustRepo(t, repo).BranchTip(context.Background(), "agentrun/none"); ok {
+		t.Fatal("branch created for an empty export")
+	}
+}
+
+func TestScanSeesForgedTimes(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	ws, dir := newWorkspace(t, repo, base)
+	p := filepath.Join(dir, "notes.txt")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same size, mtime put back: only ctime (which the agent cannot set)
+	// tells.
+	writeFile(t, p, "SOME NOTES\n", 0o644)
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	cs := scanWS(t, ws, Limits{})
+	if got := kinds(cs); got["notes.txt"] != "modify 100644" || len(got) != 1 {
+		t.Fatalf("changes = %v, want notes.txt modified", got)
+	}
+}
+
+func TestScanAfterOpen(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	root := t.TempDir()
+	dir, state := filepath.Join(root, "ws"), filepath.Join(root, "state")
+	if _, err := NewCheckout().Create(context.Background(), repo, base, dir, state); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "new.txt"), "new\n", 0o644)
+	ws, err := NewCheckout().Open(context.Background(), dir, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(scanWS(t, ws, Limits{})); got["new.txt"] != "add 100644" || len(got) != 1 {
+		t.Fatalf("changes after Open = %v", got)
+	}
+	if _, err := NewCheckout().Open(context.Background(), dir, t.TempDir()); !errors.Is(err, ErrNoManifest) {
+		t.Fatalf("Open without manifest: %v, want ErrNoManifest", err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"sha1", "sha256"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			roundTrip(t, format)
+		})
+	}
+}
+
+func roundTrip(t *testing.T, format string) {
+	ctx := context.Background()
+	repo, base := newRepo(t, "--object-format="+format)
+	ws, dir := newWorkspace(t, repo, base)
+
+	binary := []byte{0, 1, 2, 0xff, 0xfe, 0, '\n', 0x80}
+	writeFile(t, filepath.Join(dir, "README.md"), "# project\n\nline two changed\nline three\n", 0o644) // modify
+	writeFile(t, filepath.Join(dir, "deep", "new", "dir", "file.txt"), "nested\n", 0o644)               // add in new dirs
+	writeFile(t, filepath.Join(dir, "data.bin"), string(binary), 0o644)                                 // binary
+	if err := os.Remove(filepath.Join(dir, "src", "main.go")); err != nil {                             // delete
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "notes.txt"), 0o755); err != nil { // exec bit
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "src", "util.go"), filepath.Join(dir, "src", "helper.go")); err != nil { // rename
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../README.md", filepath.Join(dir, "deep", "readme")); err != nil { // symlink inside
+		t.Fatal(err)
+	}
+
+	cs := scanWS(t, ws, Limits{})
+	want := map[string]string{
+		"README.md":             "modify 100644",
+		"deep/new/dir/file.txt": "add 100644",
+		"data.bin":              "add 100644",
+		"src/main.go":           "delete 100644",
+		"notes.txt":             "modify 100755",
+		"src/util.go":           "delete 100644",
+		"src/helper.go":         "add 100644",
+		"deep/readme":           "add 120000",
+	}
+	got := kinds(cs)
+	for _, k := range sortedKeys(want) {
+		if got[k] != want[k] {
+			t.Errorf("%s: got %q, want %q", k, got[k], want[k])
+		}
+	}
+	if len(got) != len(want) || len(cs.Refused) != 0 {
+		t.Fatalf("changes = %v, refused = %v", got, cs.Refused)
+	}
+
+	opts := exportOpts(t, repo, base, "agentrun/abc1234567")
+	res, err := Export(ctx, cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Branch != opts.Branch || res.Patch != opts.PatchPath {
+		t.Fatalf("result = %+v", res)
+	}
+	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
+		t.Fatalf("branch at %s, result commit %s", tip, res.Commit)
+	}
+	if parent := tgit(t, repo, "rev-parse", res.Commit+"^"); parent != base {
+		t.Fatalf("parent = %s, want base %s", parent, base)
+	}
+	if n := tgit(t, repo, "rev-list", "--count", "--parents", res.Commit+"^@"); n != "1" {
+		t.Fatalf("result commit has other parents: %s", n)
+	}
+	msg := tgit(t, repo, "log", "-1", "--format=%B", res.Commit)
+	if !strings.HasPrefix(msg, "Fix the thing\n\n") || !strings.Contains(msg, "Agentrun-Run: abc1234567") {
+		t.Fatalf("message = %q", msg)
+	}
+	if tr := tgit(t, repo, "log", "-1", "--format=%(trailers:key=Agentrun-Run,valueonly)", res.Commit); tr != "abc1234567" {
+		t.Fatalf("trailer = %q", tr)
+	}
+	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", res.Commit); who != "Test User <test@example.com>|Test User <test@example.com>" {
+		t.Fatalf("identity = %q (want the configured one)", who)
+	}
+	// The committed content is the workspace's bytes.
+	if b := tgitBytes(t, repo, "cat-file", "blob", res.Commit+":data.bin"); !bytes.Equal(b, binary) {
+		t.Fatalf("binary blob = %v", b)
+	}
+	if m := tgit(t, repo, "ls-tree", res.Commit, "notes.txt"); !strings.HasPrefix(m, "100755 ") {
+		t.Fatalf("notes.txt mode: %s", m)
+	}
+	if m := tgit(t, repo, "ls-tree", res.Commit, "deep/readme"); !strings.HasPrefix(m, "120000 ") {
+		t.Fatalf("symlink mode: %s", m)
+	}
+	if res.FilesChanged != 7 || res.Insertions == 0 || res.Deletions == 0 || !strings.Contains(res.Diffstat, "README.md") {
+		t.Fatalf("stats = %d files +%d -%d\n%s", res.FilesChanged, res.Insertions, res.Deletions, res.Diffstat)
+	}
+	// The user's work tree, index and HEAD are untouched.
+	if st := tgit(t, repo, "status", "--porcelain"); st != "" {
+		t.Fatalf("user repo changed:\n%s", st)
+	}
+	if head := tgit(t, repo, "rev-parse", "HEAD"); head != base {
+		t.Fatal("user HEAD moved")
+	}
+
+	// The patch applies cleanly on the base and gives the same tree.
+	clone := filepath.Join(t.TempDir(), "clone")
+	tgit(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	tgit(t, clone, "apply", "--index", "--binary", opts.PatchPath)
+	if tree, want := tgit(t, clone, "write-tree"), tgit(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
+		t.Fatalf("patched tree %s, commit tree %s", tree, want)
+	}
+	tgit(t, repo, "worktree", "remove", "--force", clone)
+
+	// Exporting the same result again is idempotent; a different one is
+	// refused without Force, and moves the branch with Force.
+	again, err := Export(ctx, cs, opts)
+	if err != nil || again.Commit != res.Commit {
+		t.Fatalf("re-export: %v, commit %v (want %s)", err, again, res.Commit)
+	}
+	writeFile(t, filepath.Join(dir, "more.txt"), "more\n", 0o644)
+	cs2 := scanWS(t, ws, Limits{})
+	if _, err := Export(ctx, cs2, opts); !errors.Is(err, ErrBranchExists) {
+		t.Fatalf("export over an existing branch: %v, want ErrBranchExists", err)
+	}
+	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
+		t.Fatal("existing branch overwritten without Force")
+	}
+	opts.Force = true
+	opts.AuthorName, opts.AuthorEmail = "Someone", "someone@example.org"
+	res2, err := Export(ctx, cs2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res2.Commit || res2.Commit == res.Commit {
+		t.Fatalf("Force did not move the branch: %s", tip)
+	}
+	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>", res2.Commit); who != "Someone <someone@example.org>" {
+		t.Fatalf("author = %q", who)
+	}
+}
+
+func TestExportFallbackIdentity(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	// A repository-level config without identity wins nothing; empty
+	// values fall back to agentrun.
+	tgit(t, repo, "config", "user.name", "")
+	tgit(t, repo, "config", "user.email", "")
+	cs := &ChangeSet{Changes: []Change{{Path: "x.txt", Kind: "add", Mode: modeFile, Content: []byte("x\n")}}}
+	res, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/ident"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>", res.Commit); who != "agentrun <agentrun@localhost>" {
+		t.Fatalf("author = %q", who)
+	}
+}
+
+func TestExportFileBecomesDirectory(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	ws, dir := newWorkspace(t, repo, base)
+	// notes.txt becomes a directory; scripts/ becomes a file.
+	if err := os.Remove(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "notes.txt", "a.txt"), "a\n", 0o644)
+	if err := os.RemoveAll(filepath.Join(dir, "scripts")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "scripts"), "now a file\n", 0o644)
+	cs := scanWS(t, ws, Limits{})
+	res, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/shape"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := tgit(t, repo, "ls-tree", "-r", "--name-only", res.Commit)
+	for _, want := range []string{"notes.txt/a.txt", "scripts"} {
+		if !strings.Contains("\n"+ls+"\n", "\n"+want+"\n") {
+			t.Fatalf("tree lacks %s:\n%s", want, ls)
+		}
+	}
+}
+
+func TestExportRejectsInvalidChangeSet(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	bad := []Change{
+		{Path: ".git/config", Kind: "add", Mode: modeFile, Content: []byte("x")},
+		{Path: "../x", Kind: "add", Mode: modeFile},
+		{Path: "l", Kind: "add", Mode: modeSymlink, Content: []byte("/etc/passwd")},
+		{Path: "g", Kind: "add", Mode: modeGitlink, Content: []byte(base)},
+		{Path: "k", Kind: "rename", Mode: modeFile},
+	}
+	for _, c := range bad {
+		cs := &ChangeSet{Changes: []Change{c}}
+		if _, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/bad")); err == nil {
+			t.Errorf("Export accepted %+v", c)
+		}
+	}
+	cs := &ChangeSet{Changes: []Change{{Path: "x", Kind: "add", Mode: modeFile}}}
+	for _, branch := range []string{"-f", "--force", "a..b", "refs/heads/x", "a b", ""} {
+		if _, err := Export(context.Background(), cs, exportOpts(t, repo, base, branch)); err == nil {
+			t.Errorf("Export accepted branch %q", branch)
+		}
+	}
+}
+
+func tgitBytes(t testing.TB, dir string, args ...string) []byte {
+	t.Helper()
+	out, err := tgitErr(dir, args...)
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return []byte(out)
+}
+
+func mustRepo(t testing.TB, dir string) *Repo {
+	t.Helper()
+	r, err := OpenRepo(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
