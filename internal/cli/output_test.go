@@ -81,7 +81,7 @@ func (h *testHome) add(mut func(r *run.Run)) *run.Run {
 
 // holdSupervisor takes the run's supervisor lock as a live supervisor
 // does, so the run is not reconciled to interrupted.
-func (h *testHome) holdSupervisor(id string) {
+func (h *testHome) holdSupervisor(id string) *os.File {
 	h.t.Helper()
 	f, err := os.OpenFile(h.st.L.SupervisorLock(id), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -91,6 +91,7 @@ func (h *testHome) holdSupervisor(id string) {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // jsonErr decodes the error object printed under --json.
