@@ -59,6 +59,9 @@ func fsErr(p string, err error) error {
 		return &OpError{Code: CodeSymlink, Message: p + ": is a symlink"}
 	case errors.Is(err, fs.ErrPermission):
 		return &OpError{Code: CodePermission, Message: p + ": permission denied"}
+	case strings.HasSuffix(err.Error(), ": not a directory"):
+		// os.Root's own refusal to open a non-directory as a root.
+		return &OpError{Code: CodeNotDir, Message: p + ": not a directory"}
 	case strings.Contains(err.Error(), "path escapes from parent"):
 		return &OpError{Code: CodeEscape, Message: p + ": outside the workspace"}
 	}
@@ -150,6 +153,10 @@ func (s *server) writeFile(req *WriteFileRequest) (*WriteFileResult, error) {
 	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := s.root.MkdirAll(dir, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				// A component of the parent is a file.
+				return nil, &OpError{Code: CodeNotDir, Message: req.Path + ": a parent is not a directory"}
+			}
 			return nil, fsErr(req.Path, err)
 		}
 	}
