@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
@@ -11,5 +12,6 @@ import (
 // so they start fast and print nothing of their own.
 var hidden = map[string]func(args []string) int{
 	"__runner":    runner.Main,
+	"__sandbox":   native.Main,
 	"__supervise": supervisor.Main,
 }

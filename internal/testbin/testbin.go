@@ -21,8 +21,13 @@ var (
 // Agentrun returns the path of a freshly built agentrun binary (built with
 // CGO_ENABLED=0, so it runs in any sandbox without a libc). The build is
 // shared by every test in the process and removed by the OS temp cleaner.
+// If AGENTRUN_TEST_BIN is set, that prebuilt binary is used instead (for
+// test binaries run by a user without a writable Go build cache).
 func Agentrun(t testing.TB) string {
 	t.Helper()
+	if p := os.Getenv("AGENTRUN_TEST_BIN"); p != "" {
+		return p
+	}
 	once.Do(func() {
 		var dir string
 		dir, err = os.MkdirTemp("", "agentrun-testbin-")

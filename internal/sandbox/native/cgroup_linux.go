@@ -1,0 +1,265 @@
+package native
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// cgroups are the per-sandbox cgroup directories made on the host.
+type cgroups struct {
+	dirs []string
+}
+
+// cgLimits are the resolved limits put in cgroups.
+type cgLimits struct {
+	Memory int64
+	Pids   int64
+	CPUs   float64
+}
+
+// cgMount is one mounted hierarchy with this process's place in it.
+type cgMount struct {
+	dir   string // host directory of this process's cgroup
+	v2    bool
+	ctrls map[string]bool
+}
+
+// findCgroups maps each controller (and "" for the v2 unified tree) to
+// this process's cgroup directory.
+func findCgroups() (v1 map[string]string, v2 string) {
+	v1 = map[string]string{}
+	own := map[string]string{} // hierarchy key -> path
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return v1, ""
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) == 3 {
+			own[parts[1]] = parts[2]
+		}
+	}
+	f.Close()
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return v1, ""
+	}
+	defer mi.Close()
+	sc = bufio.NewScanner(mi)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || len(fields) < sep+4 || len(fields) < 5 {
+			continue
+		}
+		root, mnt, fstype, opts := fields[3], fields[4], fields[sep+1], fields[sep+3]
+		rel := func(p string) (string, bool) {
+			r, err := filepath.Rel(root, p)
+			if err != nil || strings.HasPrefix(r, "..") {
+				return "", false
+			}
+			return filepath.Join(mnt, r), true
+		}
+		switch fstype {
+		case "cgroup2":
+			if p, ok := own[""]; ok {
+				if d, ok := rel(p); ok {
+					v2 = d
+				}
+			}
+		case "cgroup":
+			var ctrls []string
+			for _, o := range strings.Split(opts, ",") {
+				switch o {
+				case "memory", "pids", "cpu":
+					ctrls = append(ctrls, o)
+				}
+			}
+			for key, p := range own {
+				keyCtrls := strings.Split(key, ",")
+				for _, c := range ctrls {
+					for _, k := range keyCtrls {
+						if k == c {
+							if d, ok := rel(p); ok {
+								v1[c] = d
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return v1, v2
+}
+
+// setupCgroups makes a cgroup per controller for one sandbox and writes
+// its limits. What cannot be done is reported, never pretended.
+func setupCgroups(name string, lim cgLimits) (*cgroups, map[string]string) {
+	cg := &cgroups{}
+	out := map[string]string{}
+	v1, v2 := findCgroups()
+	files := map[string]map[string]string{
+		"memory": {"memory.limit_in_bytes": strconv.FormatInt(lim.Memory, 10), "memory.memsw.limit_in_bytes": strconv.FormatInt(lim.Memory, 10)},
+		"pids":   {"pids.max": strconv.FormatInt(lim.Pids, 10)},
+		"cpu":    {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": strconv.FormatInt(int64(lim.CPUs*100000), 10)},
+	}
+	optional := map[string]bool{"memory.memsw.limit_in_bytes": true}
+	var v2Want []string
+	for _, ctrl := range []string{"memory", "pids", "cpu"} {
+		base, ok := v1[ctrl]
+		if !ok {
+			v2Want = append(v2Want, ctrl)
+			continue
+		}
+		dir := filepath.Join(base, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			out[ctrl] = fmt.Sprintf("unavailable: cannot create cgroup v1 %s: %v", dir, errors.Unwrap(err))
+			continue
+		}
+		cg.dirs = append(cg.dirs, dir)
+		if err := writeFiles(dir, files[ctrl], optional); err != nil {
+			out[ctrl] = "unavailable: " + err.Error()
+			continue
+		}
+		out[ctrl] = "enforced"
+	}
+	if len(v2Want) > 0 {
+		cg.setupV2(v2, name, v2Want, lim, out)
+	}
+	return cg, out
+}
+
+func (cg *cgroups) setupV2(base, name string, want []string, lim cgLimits, out map[string]string) {
+	unavailable := func(why string) {
+		for _, c := range want {
+			out[c] = "unavailable: " + why
+		}
+	}
+	if base == "" {
+		unavailable("no cgroup v2 hierarchy and no v1 controller for it")
+		return
+	}
+	have := readSet(filepath.Join(base, "cgroup.controllers"))
+	enabled := readSet(filepath.Join(base, "cgroup.subtree_control"))
+	var missing []string
+	for _, c := range want {
+		if !have[c] {
+			missing = append(missing, c)
+		} else if !enabled[c] {
+			// Works only if the cgroup is delegated to us and holds no
+			// processes of its own (the no-internal-process rule).
+			if os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+"+c), 0) != nil {
+				missing = append(missing, c)
+			}
+		}
+	}
+	for _, c := range missing {
+		out[c] = fmt.Sprintf("unavailable: cgroup v2 controller %s is not delegated to %s", c, base)
+	}
+	if len(missing) == len(want) {
+		return
+	}
+	dir := filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		for _, c := range want {
+			if _, done := out[c]; !done {
+				out[c] = fmt.Sprintf("unavailable: cannot create cgroup v2 %s: %v", dir, errors.Unwrap(err))
+			}
+		}
+		return
+	}
+	cg.dirs = append(cg.dirs, dir)
+	files := map[string]map[string]string{
+		"memory": {"memory.max": strconv.FormatInt(lim.Memory, 10), "memory.swap.max": "0"},
+		"pids":   {"pids.max": strconv.FormatInt(lim.Pids, 10)},
+		"cpu":    {"cpu.max": fmt.Sprintf("%d 100000", int64(lim.CPUs*100000))},
+	}
+	for _, c := range want {
+		if _, done := out[c]; done {
+			continue
+		}
+		if err := writeFiles(dir, files[c], map[string]bool{"memory.swap.max": true}); err != nil {
+			out[c] = "unavailable: " + err.Error()
+			continue
+		}
+		out[c] = "enforced"
+	}
+}
+
+func readSet(p string) map[string]bool {
+	m := map[string]bool{}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return m
+	}
+	for _, f := range strings.Fields(string(b)) {
+		m[f] = true
+	}
+	return m
+}
+
+func writeFiles(dir string, files map[string]string, optional map[string]bool) error {
+	// Deterministic order: a memsw limit must not be set below the memory
+	// limit, so memory.limit_in_bytes goes first.
+	keys := make([]string, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	if len(keys) == 2 && keys[0] > keys[1] {
+		keys[0], keys[1] = keys[1], keys[0]
+	}
+	for _, k := range keys {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(files[k]), 0); err != nil {
+			if optional[k] {
+				continue
+			}
+			return fmt.Errorf("write %s: %w", filepath.Join(dir, k), errors.Unwrap(err))
+		}
+	}
+	return nil
+}
+
+// add puts pid in every cgroup.
+func (cg *cgroups) add(pid int) error {
+	for _, d := range cg.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// remove deletes the cgroups; their processes must be gone (it waits a
+// little for exiting ones). Safe to call twice.
+func (cg *cgroups) remove() error {
+	var errs []error
+	for _, d := range cg.dirs {
+		var err error
+		for i := 0; i < 50; i++ {
+			err = os.Remove(d)
+			if err == nil || errors.Is(err, os.ErrNotExist) {
+				err = nil
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+		}
+	}
+	cg.dirs = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,66 @@
+package native
+
+// Paths as processes inside the sandbox see them.
+const (
+	WorkDir      = "/workspace"
+	homeDir      = "/home/agent"
+	innerDir     = "/.agentrun"
+	innerExe     = innerDir + "/agentrun"
+	innerProxy   = innerDir + "/proxy.sock"
+	sandboxHost  = "agentrun"
+	proxyPort    = 3128
+	entryName    = "__sandbox"
+	defaultPath  = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+	statusOK     = "ok"
+	modeServe    = "serve"
+	modeExec     = "exec"
+	modeProbe    = "probe"
+	roleInit     = "init"
+	roleServe    = "serve"
+	cfgFD        = 3 // the init's config pipe
+	statusFD     = 4 // the init's status pipe
+	listenerFD   = 5 // the runner's listening socket (serve mode)
+	serveCfgFD   = 3 // the serve child's config pipe
+	serveListFD  = 4 // the serve child's listening socket
+	maxConfigLen = 1 << 20
+)
+
+// config is what the host tells the init, as JSON on fd 3.
+type config struct {
+	Mode string   `json:"mode"`
+	Argv []string `json:"argv,omitempty"` // modeExec
+
+	UID int `json:"uid"` // the uid/gid processes run as inside
+	GID int `json:"gid"`
+	// Root is a host directory (inside the state dir) the new root's tmpfs
+	// is mounted on, in the sandbox's mount namespace only.
+	Root        string   `json:"root"`
+	Workspace   string   `json:"workspace"`
+	Home        string   `json:"home,omitempty"` // empty: a private tmpfs
+	Executable  string   `json:"executable"`
+	ProxySocket string   `json:"proxy_socket,omitempty"`
+	ReadOnly    []string `json:"read_only,omitempty"`
+	Env         []string `json:"env"`
+
+	FileSize  int64 `json:"file_size"`
+	OpenFiles int64 `json:"open_files"`
+	Nproc     int64 `json:"nproc"` // 0: not set (root shares the host count)
+}
+
+// status is the init's one-line answer on fd 4: ready, or why not.
+type status struct {
+	OK       bool              `json:"ok"`
+	Error    string            `json:"error,omitempty"`
+	Step     string            `json:"step,omitempty"`
+	Enforced map[string]string `json:"enforced,omitempty"`
+}
+
+// serveConfig is what the init tells the serve child on its fd 3.
+type serveConfig struct {
+	Env         []string `json:"env"`
+	ProxySocket string   `json:"proxy_socket,omitempty"`
+	ProxyListen string   `json:"proxy_listen,omitempty"`
+}
+
+// stateDir inside holds the runner's request journal (a private tmpfs).
+const stateDir = innerDir + "/state"

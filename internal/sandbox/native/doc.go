@@ -1,0 +1,33 @@
+// Package native is the Linux sandbox backend: a run is isolated with
+// nothing to install and no daemon.
+//
+// Start launches the agentrun binary itself as the hidden "__sandbox"
+// entry point in new user (when not root), mount, pid, net, ipc and uts
+// namespaces. That process becomes pid 1 of the sandbox (the init): it
+// builds a new root on a tmpfs from read-only binds of what toolchains need
+// (/usr, /bin, /lib*, /sbin, a curated /etc, extra read-only paths), binds
+// the workspace read-write at /workspace, mounts private tmpfs /tmp (and
+// HOME when the spec has none), a fresh /proc and a minimal /dev, and
+// pivots into it. It then confines the thread that forks the sandboxed
+// program: rlimits, every capability dropped, no_new_privs, Landlock when
+// the kernel has it, and a seccomp filter denying what a coding agent never
+// needs. The sandboxed program is the runner (runner.Serve over a
+// listening socket the host made and passed in) or, for one-shot use,
+// a plain command. The init reaps every orphan and never waits for the
+// runner's own children, so the runner's exec.Cmd waits are never stolen.
+//
+// Memory, pids and cpu limits are cgroups set up from the host before the
+// init runs anything (v1 as root, v2 when a delegated subtree is writable)
+// and removed by Destroy. Enforced reports per feature "enforced" or
+// "unavailable: why"; nothing is claimed that is not in force.
+//
+// Contract: the sandbox dies with its supervisor (the init has
+// Pdeathsig SIGKILL; when pid 1 dies the kernel kills the whole pid
+// namespace), and nothing stays mounted on the host: every mount lives in
+// the sandbox's own mount namespace.
+//
+// It must never: fall back to less isolation when the kernel refuses a
+// namespace or seccomp (Preflight and Start fail with a catalog error),
+// let anything of the supervisor's environment into the sandbox, or give
+// the sandbox a network other than its own loopback.
+package native

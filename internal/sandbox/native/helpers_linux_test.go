@@ -1,0 +1,139 @@
+package native_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
+	"github.com/agentrun/agentrun/internal/testbin"
+)
+
+// requireCap skips (or, with AGENTRUN_REQUIRE_CAPS=1, fails) a test that
+// needs a capability this machine lacks.
+func requireCap(t testing.TB, name, why string) {
+	t.Helper()
+	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		t.Fatalf("required capability %s missing: %s", name, why)
+	}
+	t.Skipf("needs %s: %s", name, why)
+}
+
+var (
+	preflightOnce sync.Once
+	preflightErr  error
+)
+
+// requireNative skips unless the native sandbox can run here: user
+// namespaces when not root, seccomp, mounts.
+func requireNative(t testing.TB) *native.Backend {
+	t.Helper()
+	b := backend(t)
+	preflightOnce.Do(func() { preflightErr = b.Preflight(context.Background()) })
+	if preflightErr != nil {
+		requireCap(t, "native sandbox", preflightErr.Error())
+	}
+	return b
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		requireCap(t, "root", "the test needs root")
+	}
+}
+
+func requireNonRoot(t testing.TB) {
+	t.Helper()
+	if os.Getuid() == 0 {
+		t.Skip("needs an unprivileged user (CI runs this package again as one)")
+	}
+}
+
+func backend(t testing.TB) *native.Backend {
+	t.Helper()
+	var ro []string
+	if _, err := os.Stat("/usr/local/go"); err == nil {
+		ro = append(ro, "/usr/local/go")
+	}
+	return native.New(native.Options{Executable: testbin.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
+}
+
+// newSpec makes a workspace (a git repository with one commit), a home and
+// a state dir under a fresh temp dir.
+func newSpec(t testing.TB) sandbox.Spec {
+	t.Helper()
+	dir := t.TempDir()
+	// Let an unprivileged sandbox user reach it when tests run as another
+	// user than the temp dir's owner is not a concern: all are ours.
+	ws := filepath.Join(dir, "workspace")
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sandbox.Spec{
+		RunID:     "test",
+		Workspace: ws,
+		Home:      home,
+		StateDir:  filepath.Join(dir, "state"),
+		Env:       []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C"},
+		Network:   sandbox.NetworkNone,
+	}
+}
+
+func gitInit(t testing.TB, dir string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "init"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+	enforced       map[string]string
+}
+
+// sh runs a shell script in a fresh sandbox made from spec.
+func sh(t testing.TB, b *native.Backend, spec sandbox.Spec, script string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code, enf, err := b.Command(ctx, spec, []string{"/bin/sh", "-c", script}, nil, &out, &errb)
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String(), enforced: enf}
+}
+
+func (r result) String() string {
+	return "exit " + itoa(r.code) + "\nstdout: " + strings.TrimSpace(r.stdout) + "\nstderr: " + strings.TrimSpace(r.stderr)
+}
+
+func itoa(n int) string {
+	if n < 0 {
+		return "-" + itoa(-n)
+	}
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}

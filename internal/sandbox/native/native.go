@@ -1,0 +1,34 @@
+package native
+
+import (
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// Name is the backend's --sandbox name.
+const Name = "native"
+
+// Options configure the backend.
+type Options struct {
+	// Executable is the agentrun binary run inside as the init and the
+	// runner (bind-mounted read-only). Default: os.Executable().
+	Executable string
+	// ReadOnlyPaths are host paths made visible read-only at the same path
+	// in every sandbox (e.g. /usr/local/go, /opt). Missing ones are
+	// skipped; Spec.ReadOnlyPaths, in contrast, must exist.
+	ReadOnlyPaths []string
+}
+
+// Backend is the native backend. Use New; it is a sandbox.Backend.
+type Backend struct {
+	opts Options
+}
+
+// New returns the native backend. It registers nothing.
+func New(opts Options) sandbox.Backend {
+	return &Backend{opts: opts}
+}
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return Name }
+
+var _ sandbox.Backend = (*Backend)(nil)

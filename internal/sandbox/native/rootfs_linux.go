@@ -1,0 +1,355 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// systemPaths are bound read-only (or recreated as the same symlink, on a
+// merged /usr) when they exist on the host.
+var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// etcPaths is the curated /etc: what toolchains, TLS and name lookups
+// read. passwd, group, hosts and hostname are generated instead.
+var etcPaths = []string{
+	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
+	"crypto-policies", "debian_version", "gai.conf", "gitconfig", "host.conf",
+	"inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+	"lsb-release", "mime.types", "nsswitch.conf", "os-release", "perl", "pki",
+	"profile", "profile.d", "protocols", "resolv.conf", "services", "ssl",
+	"terminfo", "timezone",
+}
+
+// devNodes are bound from the host's /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// procMasked are made read-only inside the fresh /proc.
+var procMasked = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+
+// procHidden are covered with /dev/null.
+var procHidden = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms"}
+
+// reservedTargets may not be replaced by an extra read-only path.
+var reservedTargets = []string{"/proc", "/dev", WorkDir, "/tmp", homeDir, innerDir, "/etc"}
+
+// checkReadOnlyTarget refuses extra paths that would cover the sandbox's
+// own mounts.
+func checkReadOnlyTarget(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("read-only path %q is not absolute", p)
+	}
+	c := filepath.Clean(p)
+	if c == "/" {
+		return fmt.Errorf("read-only path %q would cover the whole root", p)
+	}
+	for _, r := range reservedTargets {
+		if c == r || strings.HasPrefix(c, r+"/") || strings.HasPrefix(r, c+"/") {
+			return fmt.Errorf("read-only path %q overlaps the sandbox's %s", p, r)
+		}
+	}
+	return nil
+}
+
+// buildRoot makes the sandbox's root on a tmpfs at c.Root and pivots into
+// it. It runs as pid 1 of the new namespaces, before any confinement.
+func buildRoot(c *config) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	r := c.Root
+	if err := unix.Mount("tmpfs", r, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=4m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	for _, p := range systemPaths {
+		if err := systemPath(r, p); err != nil {
+			return err
+		}
+	}
+	if err := buildEtc(r, c); err != nil {
+		return err
+	}
+	for _, p := range c.ReadOnly {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("read-only path: %w", err)
+		}
+		if err := bind(p, r+filepath.Clean(p), !fi.IsDir(), true); err != nil {
+			return err
+		}
+	}
+	if err := bind(c.Workspace, r+WorkDir, false, false); err != nil {
+		return err
+	}
+	if c.Home != "" {
+		if err := bind(c.Home, r+homeDir, false, false); err != nil {
+			return err
+		}
+	} else if err := tmpfs(r+homeDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)); err != nil {
+		return err
+	}
+	if err := tmpfs(r+"/tmp", "mode=1777"); err != nil {
+		return err
+	}
+	if err := tmpfs(r+stateDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)); err != nil {
+		return err
+	}
+	if err := bind(c.Executable, r+innerExe, true, true); err != nil {
+		return err
+	}
+	if c.ProxySocket != "" {
+		if err := bind(c.ProxySocket, r+innerProxy, true, true); err != nil {
+			return err
+		}
+	}
+	if err := buildDev(r); err != nil {
+		return err
+	}
+	if err := buildProc(r); err != nil {
+		return err
+	}
+	if err := pivot(r); err != nil {
+		return err
+	}
+	// The root tmpfs and /dev hold only mount points now: read-only.
+	for _, p := range []string{"/", "/dev"} {
+		if err := setattr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func systemPath(r, p string) error {
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(p)
+		if err != nil {
+			return fmt.Errorf("read link %s: %w", p, err)
+		}
+		if err := os.Symlink(target, r+p); err != nil {
+			return fmt.Errorf("link %s: %w", p, err)
+		}
+		return nil
+	}
+	return bind(p, r+p, false, true)
+}
+
+func buildEtc(r string, c *config) error {
+	etc := r + "/etc"
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return fmt.Errorf("make /etc: %w", err)
+	}
+	for _, name := range etcPaths {
+		src := "/etc/" + name
+		fi, err := os.Stat(src)
+		if err != nil {
+			continue // absent (or a dangling link): nothing to show
+		}
+		if err := bind(src, etc+"/"+name, !fi.IsDir(), true); err != nil {
+			return err
+		}
+	}
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	group := "root:x:0:\n"
+	if c.UID != 0 {
+		passwd += fmt.Sprintf("agent:x:%d:%d:agent:%s:/bin/sh\n", c.UID, c.GID, homeDir)
+	} else {
+		passwd = "root:x:0:0:root:" + homeDir + ":/bin/sh\n"
+	}
+	if c.GID != 0 {
+		group += fmt.Sprintf("agent:x:%d:\n", c.GID)
+	}
+	passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group += "nogroup:x:65534:\n"
+	files := map[string]string{
+		"passwd":   passwd,
+		"group":    group,
+		"hostname": sandboxHost + "\n",
+		"hosts":    "127.0.0.1\tlocalhost " + sandboxHost + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(etc+"/"+name, []byte(data), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func buildDev(r string) error {
+	d := r + "/dev"
+	if err := os.Mkdir(d, 0o755); err != nil {
+		return fmt.Errorf("make /dev: %w", err)
+	}
+	if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		if err := touch(d + "/" + n); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, d+"/"+n, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+		if err := setattr(d+"/"+n, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(d+"/pts", 0o755); err != nil {
+		return fmt.Errorf("make /dev/pts: %w", err)
+	}
+	// devpts is a convenience (terminals for interactive tools); a kernel
+	// that refuses it leaves /dev/pts empty.
+	if unix.Mount("devpts", d+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620") == nil {
+		if err := os.Symlink("pts/ptmx", d+"/ptmx"); err != nil {
+			return fmt.Errorf("link /dev/ptmx: %w", err)
+		}
+	}
+	if err := tmpfs(d+"/shm", "mode=1777"); err != nil {
+		return err
+	}
+	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}
+	for name, target := range links {
+		if err := os.Symlink(target, d+"/"+name); err != nil {
+			return fmt.Errorf("link /dev/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func buildProc(r string) error {
+	p := r + "/proc"
+	if err := os.Mkdir(p, 0o555); err != nil {
+		return fmt.Errorf("make /proc: %w", err)
+	}
+	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, name := range procMasked {
+		q := p + "/" + name
+		if _, err := os.Lstat(q); err != nil {
+			continue
+		}
+		if err := unix.Mount(q, q, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /proc/%s: %w", name, err)
+		}
+		if err := setattr(q, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
+			return err
+		}
+	}
+	for _, name := range procHidden {
+		q := p + "/" + name
+		if _, err := os.Lstat(q); err != nil {
+			continue
+		}
+		if err := unix.Mount(r+"/dev/null", q, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("hide /proc/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func pivot(r string) error {
+	if err := os.Chdir(r); err != nil {
+		return fmt.Errorf("enter new root: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	// The old root is now stacked on "/": detach it.
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Chdir("/"); err != nil {
+		return fmt.Errorf("enter /: %w", err)
+	}
+	return nil
+}
+
+// bind mounts src on dst (created in the new root as a file or a
+// directory), nosuid and nodev, read-only when ro.
+func bind(src, dst string, file, ro bool) error {
+	if file {
+		if err := touch(dst); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", dst, err)
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if ro {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	return setattr(dst, attr, true)
+}
+
+// setattr adds mount attributes to the mount at p (and below when rec).
+func setattr(p string, set uint64, rec bool) error {
+	flags := uint(0)
+	if rec {
+		flags = unix.AT_RECURSIVE
+	}
+	if err := unix.MountSetattr(unix.AT_FDCWD, p, flags, &unix.MountAttr{Attr_set: set}); err != nil {
+		return fmt.Errorf("set mount attributes of %s: %w", p, err)
+	}
+	return nil
+}
+
+func tmpfs(dst, opts string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", dst, err)
+	}
+	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", dst, err)
+	}
+	return nil
+}
+
+func touch(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", filepath.Dir(p), err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return f.Close()
+}
+
+// setupNet brings the loopback interface up and names the host.
+func setupNet() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	if err := unix.Sethostname([]byte(sandboxHost)); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	return nil
+}

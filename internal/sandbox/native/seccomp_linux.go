@@ -1,0 +1,128 @@
+package native
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Seccomp return values (linux/seccomp.h).
+const (
+	retKillProcess = 0x80000000
+	retErrno       = 0x00050000
+	retAllow       = 0x7fff0000
+)
+
+// Offsets in struct seccomp_data.
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16 // low 32 bits on little-endian machines
+	offArg1 = 24
+)
+
+// nsFlags are the clone flags that make namespaces; the sandbox may not
+// make any (new user namespaces above all).
+const nsFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+// deniedCommon are denied with EPERM on every architecture: what a coding
+// agent never needs and what helps escape or attack the kernel.
+var deniedCommon = []uintptr{
+	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
+	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
+	unix.SYS_FSOPEN, unix.SYS_FSCONFIG, unix.SYS_FSMOUNT, unix.SYS_FSPICK,
+	unix.SYS_MOVE_MOUNT, unix.SYS_OPEN_TREE, unix.SYS_MOUNT_SETATTR,
+	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_REBOOT,
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN,
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE,
+	unix.SYS_SETNS, unix.SYS_UNSHARE,
+	unix.SYS_SWAPON, unix.SYS_SWAPOFF,
+	unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_NAME_TO_HANDLE_AT,
+	unix.SYS_USERFAULTFD,
+	unix.SYS_ACCT, unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD, unix.SYS_SYSLOG,
+	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
+	unix.SYS_SETHOSTNAME, unix.SYS_SETDOMAINNAME, unix.SYS_VHANGUP,
+	unix.SYS_PIDFD_GETFD, unix.SYS_FANOTIFY_INIT, unix.SYS_LOOKUP_DCOOKIE,
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
+}
+
+// deniedIoctls inject input into a terminal.
+var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// filterProgram assembles the sandbox's seccomp filter: a foreign
+// architecture kills the process; denied calls fail with EPERM; clone3
+// fails with ENOSYS (so libcs fall back to clone, whose flags a classic
+// filter can read); clone with namespace flags fails with EPERM.
+func filterProgram() ([]bpf.RawInstruction, error) {
+	if auditArch == 0 {
+		return nil, fmt.Errorf("no seccomp filter for this architecture")
+	}
+	p := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: offArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: auditArch, SkipTrue: 1},
+		bpf.RetConstant{Val: retKillProcess},
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+	}
+	if x32Bit != 0 {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: x32Bit, SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
+		)
+	}
+	deny := func(nr uintptr, errno unix.Errno) {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(errno)},
+		)
+	}
+	for _, nr := range deniedCommon {
+		deny(nr, unix.EPERM)
+	}
+	for _, nr := range deniedArch {
+		deny(nr, unix.EPERM)
+	}
+	deny(unix.SYS_CLONE3, unix.ENOSYS)
+	// clone: flags are the first argument on every architecture here.
+	p = append(p,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(unix.SYS_CLONE), SkipFalse: 4},
+		bpf.LoadAbsolute{Off: offArg0, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: nsFlags, SkipFalse: 1},
+		bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
+		bpf.RetConstant{Val: retAllow},
+	)
+	// ioctl: the request is the second argument.
+	p = append(p,
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(unix.SYS_IOCTL), SkipFalse: uint8(2 + 2*len(deniedIoctls))},
+		bpf.LoadAbsolute{Off: offArg1, Size: 4},
+	)
+	for _, req := range deniedIoctls {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: req, SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
+		)
+	}
+	p = append(p, bpf.RetConstant{Val: retAllow}, bpf.RetConstant{Val: retAllow})
+	return bpf.Assemble(p)
+}
+
+// loadSeccomp installs the filter on the calling thread (no_new_privs
+// must be set). Children forked from this thread inherit it.
+func loadSeccomp() error {
+	raw, err := filterProgram()
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, ins := range raw {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		return fmt.Errorf("load seccomp filter: %w", errno)
+	}
+	return nil
+}

@@ -1,0 +1,520 @@
+package native
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// Defaults for zero limits.
+const (
+	defaultPids      = 4096
+	defaultFileSize  = 16 << 30
+	defaultOpenFiles = 8192
+	stopGrace        = 3 * time.Second
+	readyTimeout     = 30 * time.Second
+)
+
+// proc is one started init (pid 1 of a sandbox).
+type proc struct {
+	cmd      *exec.Cmd
+	done     chan struct{}
+	cg       *cgroups
+	enforced map[string]string
+}
+
+func (p *proc) wait() { <-p.done }
+
+// kill ends the whole sandbox: SIGKILL to pid 1 kills its pid namespace,
+// and the kernel reaps every process in it before pid 1's wait returns.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Kill()
+	}
+	<-p.done
+}
+
+func (b *Backend) executable() (string, error) {
+	exe := b.opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("find the agentrun executable: %w", err)
+		}
+	}
+	exe, err := filepath.Abs(exe)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return "", fmt.Errorf("agentrun executable: %w", err)
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("agentrun executable %s is not an executable file", exe)
+	}
+	return exe, nil
+}
+
+func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits, error) {
+	var lim cgLimits
+	exe, err := b.executable()
+	if err != nil {
+		return nil, lim, err
+	}
+	for _, p := range []struct{ name, path string }{{"workspace", spec.Workspace}, {"state dir", spec.StateDir}} {
+		if p.path == "" || !filepath.IsAbs(p.path) {
+			return nil, lim, fmt.Errorf("the %s must be an absolute path, got %q", p.name, p.path)
+		}
+	}
+	if fi, err := os.Stat(spec.Workspace); err != nil || !fi.IsDir() {
+		return nil, lim, fmt.Errorf("workspace %s is not a directory", spec.Workspace)
+	}
+	c := &config{
+		Mode:       mode,
+		UID:        os.Getuid(),
+		GID:        os.Getgid(),
+		Root:       filepath.Join(spec.StateDir, "root"),
+		Workspace:  spec.Workspace,
+		Home:       spec.Home,
+		Executable: exe,
+	}
+	if spec.Home != "" {
+		if fi, err := os.Stat(spec.Home); err != nil || !fi.IsDir() {
+			return nil, lim, fmt.Errorf("home %s is not a directory", spec.Home)
+		}
+	}
+	for _, p := range b.opts.ReadOnlyPaths {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if err := checkReadOnlyTarget(p); err != nil {
+			return nil, lim, err
+		}
+		c.ReadOnly = append(c.ReadOnly, filepath.Clean(p))
+	}
+	for _, p := range spec.ReadOnlyPaths {
+		if err := checkReadOnlyTarget(p); err != nil {
+			return nil, lim, err
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, lim, fmt.Errorf("read-only path: %w", err)
+		}
+		c.ReadOnly = append(c.ReadOnly, filepath.Clean(p))
+	}
+	switch spec.Network {
+	case sandbox.NetworkNone, "":
+	case sandbox.NetworkAllowlist:
+		if spec.ProxySocket == "" {
+			return nil, lim, errors.New("network allowlist needs the egress proxy's socket")
+		}
+		fi, err := os.Stat(spec.ProxySocket)
+		if err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, lim, fmt.Errorf("egress proxy socket %s is not a unix socket", spec.ProxySocket)
+		}
+		c.ProxySocket = spec.ProxySocket
+	default:
+		return nil, lim, fmt.Errorf("network %q is not supported by the native sandbox (use none or allowlist)", spec.Network)
+	}
+	c.Env = sandboxEnv(spec.Env, c.ProxySocket != "")
+	l := spec.Limits
+	c.FileSize = orDefault(l.FileSizeBytes, defaultFileSize)
+	c.OpenFiles = orDefault(l.OpenFiles, defaultOpenFiles)
+	lim.Pids = orDefault(l.Pids, defaultPids)
+	if c.UID != 0 {
+		c.Nproc = lim.Pids
+	}
+	lim.Memory = l.MemoryBytes
+	if lim.Memory <= 0 {
+		var si unix.Sysinfo_t
+		if unix.Sysinfo(&si) == nil {
+			lim.Memory = int64(si.Totalram) * int64(si.Unit) / 2
+		}
+	}
+	lim.CPUs = l.CPUs
+	if lim.CPUs <= 0 {
+		lim.CPUs = float64(runtime.NumCPU())
+	}
+	return c, lim, nil
+}
+
+func orDefault(v, d int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+// sandboxEnv is the spec's environment with HOME, TMPDIR and PATH set for
+// the inside, and the proxy variables when egress goes through the bridge.
+func sandboxEnv(base []string, proxy bool) []string {
+	env := make([]string, 0, len(base)+8)
+	set := map[string]string{"HOME": homeDir, "TMPDIR": "/tmp"}
+	if proxy {
+		u := fmt.Sprintf("http://127.0.0.1:%d", proxyPort)
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
+			set[k] = u
+		}
+		set["NO_PROXY"] = "localhost,127.0.0.1,::1"
+		set["no_proxy"] = set["NO_PROXY"]
+	}
+	hasPath := false
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, over := set[k]; over {
+			continue
+		}
+		hasPath = hasPath || k == "PATH"
+		env = append(env, kv)
+	}
+	if !hasPath {
+		env = append(env, "PATH="+defaultPath)
+	}
+	for _, k := range []string{"HOME", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"} {
+		if v, ok := set[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func cloneFlags() uintptr {
+	f := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if os.Getuid() != 0 {
+		f |= unix.CLONE_NEWUSER
+	}
+	return f
+}
+
+func namespacesEnforced() map[string]string {
+	m := map[string]string{"namespaces": "enforced"}
+	if os.Getuid() != 0 {
+		m["userns"] = "enforced"
+	} else {
+		m["userns"] = "unavailable: started as root, the sandbox runs as root with every capability dropped"
+	}
+	return m
+}
+
+// launch starts an init for spec with the given stdio and extra files
+// (from fd 5), waits until it is ready and returns it. On error nothing is
+// left running.
+func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (_ *proc, err error) {
+	if err := os.MkdirAll(c.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("make sandbox root: %w", err)
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer stR.Close()
+	defer stW.Close()
+
+	cmd := exec.Command(c.Executable, entryName, roleInit)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.ExtraFiles = append([]*os.File{cfgR, stW}, extra...)
+	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags(), Pdeathsig: syscall.SIGKILL, Setsid: true}
+	if os.Getuid() != 0 {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: c.UID, HostID: c.UID, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: c.GID, HostID: c.GID, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// The init runs as the user's own uid inside; these survive its
+		// exec so it can build the root. confine drops them all before the
+		// sandboxed program starts.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+	}
+	cmd.SysProcAttr = attr
+
+	name := "agentrun-" + safeName(spec.RunID) + "-" + randomHex(4)
+	cg, cgEnforced := setupCgroups(name, lim)
+	if err := cmd.Start(); err != nil {
+		cg.remove()
+		return nil, fmt.Errorf("start the sandbox init: %w", err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	defer func() {
+		if err != nil {
+			p.kill()
+			cg.remove()
+		}
+	}()
+	cfgR.Close()
+	stW.Close()
+	if err := cg.add(cmd.Process.Pid); err != nil {
+		return nil, err
+	}
+	b2, _ := json.Marshal(c)
+	if _, err := cfgW.Write(b2); err != nil {
+		return nil, fmt.Errorf("send the sandbox config: %w", err)
+	}
+	cfgW.Close()
+
+	type answer struct {
+		st  status
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(io.LimitReader(stR, maxConfigLen)).ReadBytes('\n')
+		if err != nil && len(line) == 0 {
+			ch <- answer{err: errors.New("the sandbox init exited before it was ready")}
+			return
+		}
+		var st status
+		if err := json.Unmarshal(line, &st); err != nil {
+			ch <- answer{err: fmt.Errorf("read the sandbox init's status: %w", err)}
+			return
+		}
+		ch <- answer{st: st}
+	}()
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(readyTimeout):
+		return nil, errors.New("the sandbox init was not ready in time")
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	if !a.st.OK {
+		return nil, &setupError{Step: a.st.Step, Msg: a.st.Error}
+	}
+	p.enforced = namespacesEnforced()
+	for k, v := range cgEnforced {
+		p.enforced[k] = v
+	}
+	for k, v := range a.st.Enforced {
+		p.enforced[k] = v
+	}
+	return p, nil
+}
+
+// setupError is a step of the inside setup that the kernel refused.
+type setupError struct {
+	Step string
+	Msg  string
+}
+
+func (e *setupError) Error() string { return e.Step + ": " + e.Msg }
+
+func safeName(id string) string {
+	var sb strings.Builder
+	for _, r := range id {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			sb.WriteRune(r)
+		}
+	}
+	if sb.Len() == 0 || sb.Len() > 40 {
+		return "run"
+	}
+	return sb.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startError is the catalog error for a sandbox that did not start.
+func startError(err error) error {
+	if _, ok := catalog.As(err); ok {
+		return err
+	}
+	return catalog.SandboxStart.Wrap(err, "native sandbox: %v", err)
+}
+
+// Command runs argv in a fresh sandbox made from spec, without a runner,
+// with the given stdio, and returns its exit code (128+signal when
+// killed) and what was enforced. The sandbox is gone when it returns; the
+// state dir is left for the caller. For one-shot use and tests.
+func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, map[string]string, error) {
+	if len(argv) == 0 {
+		return -1, nil, errors.New("no command")
+	}
+	c, lim, err := b.makeConfig(spec, modeExec)
+	if err != nil {
+		return -1, nil, startError(err)
+	}
+	c.Argv = argv
+	p, err := b.launch(ctx, spec, c, lim, stdin, stdout, stderr, nil)
+	if err != nil {
+		return -1, nil, startError(err)
+	}
+	defer p.cg.remove()
+	stop := context.AfterFunc(ctx, p.kill)
+	defer stop()
+	p.wait()
+	code := p.cmd.ProcessState.ExitCode()
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	return code, p.enforced, ctx.Err()
+}
+
+// Start implements sandbox.Backend.
+func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	c, lim, err := b.makeConfig(spec, modeServe)
+	if err != nil {
+		return nil, startError(err)
+	}
+	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
+		return nil, startError(fmt.Errorf("make state dir: %w", err))
+	}
+	dir, err := os.Open(spec.StateDir)
+	if err != nil {
+		return nil, startError(err)
+	}
+	sock := filepath.Join(spec.StateDir, "runner.sock")
+	if len(sock) >= 100 {
+		// Too long for sun_path: reach it through the held directory.
+		sock = fmt.Sprintf("/proc/self/fd/%d/runner.sock", dir.Fd())
+	}
+	os.Remove(sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		dir.Close()
+		return nil, startError(fmt.Errorf("listen for the runner: %w", err))
+	}
+	ln.SetUnlinkOnClose(false)
+	lf, err := ln.File()
+	ln.Close()
+	if err != nil {
+		dir.Close()
+		return nil, startError(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(spec.StateDir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		lf.Close()
+		dir.Close()
+		return nil, startError(err)
+	}
+	p, err := b.launch(ctx, spec, c, lim, nil, logf, logf, []*os.File{lf})
+	lf.Close()
+	logf.Close()
+	if err != nil {
+		dir.Close()
+		return nil, startError(err)
+	}
+	s := &sbox{p: p, stateDir: spec.StateDir, dir: dir}
+	dctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	cl, err := runner.Dial(dctx, sock, runner.DialOptions{Wait: readyTimeout})
+	stop()
+	cancel()
+	if err != nil {
+		s.Destroy(context.Background())
+		return nil, startError(fmt.Errorf("connect to the runner: %w", err))
+	}
+	s.client = cl
+	return s, nil
+}
+
+// sbox is a running native sandbox.
+type sbox struct {
+	p        *proc
+	client   runner.Client
+	stateDir string
+	dir      *os.File
+
+	mu        sync.Mutex
+	destroyed bool
+}
+
+func (s *sbox) Runner() runner.Client { return s.client }
+func (s *sbox) WorkDir() string       { return WorkDir }
+
+func (s *sbox) Enforced() map[string]string {
+	m := make(map[string]string, len(s.p.enforced))
+	for k, v := range s.p.enforced {
+		m[k] = v
+	}
+	return m
+}
+
+// Stop asks the runner to end (SIGTERM: it kills its commands), then
+// kills the pid namespace after a grace period or when ctx ends.
+func (s *sbox) Stop(ctx context.Context) error {
+	select {
+	case <-s.p.done:
+		return nil
+	default:
+	}
+	s.p.cmd.Process.Signal(unix.SIGTERM)
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-s.p.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	s.p.kill()
+	return nil
+}
+
+// Destroy stops the sandbox, closes the client, removes the cgroups and
+// the state dir.
+func (s *sbox) Destroy(ctx context.Context) error {
+	s.Stop(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return nil
+	}
+	s.destroyed = true
+	if s.client != nil {
+		s.client.Close()
+	}
+	var errs []error
+	if err := s.p.cg.remove(); err != nil {
+		errs = append(errs, err)
+	}
+	s.dir.Close()
+	if err := os.RemoveAll(s.stateDir); err != nil {
+		errs = append(errs, fmt.Errorf("remove sandbox state: %w", err))
+	}
+	return errors.Join(errs...)
+}
