@@ -271,21 +271,28 @@ func (s *Store) sweepScratch(cutoff time.Time) {
 }
 
 // removeAll is os.RemoveAll that also removes trees holding read-only
-// directories: on failure it makes every directory (found by lstat, so
-// never a symlink's target) owner-writable and tries again.
+// directories: on failure it makes the tree writable and tries again.
 func removeAll(path string) error {
 	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			if fi, lerr := os.Lstat(p); lerr == nil && fi.IsDir() {
-				os.Chmod(p, fi.Mode().Perm()|0o700)
-			}
+	makeWritable(path)
+	return os.RemoveAll(path)
+}
+
+// makeWritable makes every directory under root owner-writable and
+// searchable. Directories are found by lstat and changed only after a
+// second lstat, so a symlink's target is never touched.
+func makeWritable(root string) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if d == nil || !d.IsDir() {
+			return nil
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+			os.Chmod(p, fi.Mode().Perm()|0o700)
 		}
 		return nil
 	})
-	return os.RemoveAll(path)
 }
 
 func randomSuffix() string {

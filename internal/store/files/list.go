@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -22,10 +25,12 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 	if f.Repo != "" {
 		repo = filepath.Clean(f.Repo)
 	}
+	ids := s.runIDs()
+	recs, errs := s.readAll(ids)
 	var runs []*run.Run
 	var broken []run.Broken
-	for _, id := range s.runIDs() {
-		r, err := s.read(id)
+	for i, id := range ids {
+		r, err := recs[i], errs[i]
 		if err != nil {
 			if errors.Is(err, run.ErrNotFound) {
 				continue
@@ -52,4 +57,29 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 	})
 	slices.SortFunc(broken, func(a, b run.Broken) int { return strings.Compare(a.ID, b.ID) })
 	return runs, broken, nil
+}
+
+// readAll reads the records of ids with a few goroutines: reading is file
+// system calls plus JSON decoding, and both spread over cores.
+func (s *Store) readAll(ids []string) ([]*run.Run, []error) {
+	recs := make([]*run.Run, len(ids))
+	errs := make([]error, len(ids))
+	workers := min(runtime.GOMAXPROCS(0)*2, len(ids)/32+1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(ids) {
+					return
+				}
+				recs[k], errs[k] = s.read(ids[k])
+			}
+		}()
+	}
+	wg.Wait()
+	return recs, errs
 }
