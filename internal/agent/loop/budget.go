@@ -235,7 +235,7 @@ func (a *Agent) compact(ctx context.Context, msgs []provider.Message, b budget, 
 	// starting at an assistant message so no tool result is orphaned.
 	res.method = "trim"
 	keep := []provider.Message{first, {Role: provider.RoleUser, Content: trimmedPrefix}}
-	target := b.limit() / 2
+	target := b.limit() * 6 / 10
 	start := len(msgs)
 	for i := len(msgs) - 1; i >= 1; i-- {
 		if msgs[i].Role != provider.RoleAssistant {
