@@ -25,8 +25,9 @@ type Deps struct {
 	Export     func(ctx context.Context, cs *workspace.ChangeSet, opts workspace.ExportOptions) (*run.ExportResult, error)
 	Backends   map[string]sandbox.Backend
 	// NewAgent makes the agent for the run; getenv reads the handed-off
-	// environment (secrets stay in the supervisor).
-	NewAgent func(r *run.Run, getenv func(string) string) (agent.Agent, error)
+	// environment (secrets stay in the supervisor); warn journals a
+	// warning for the user.
+	NewAgent func(r *run.Run, getenv func(string) string, warn func(string)) (agent.Agent, error)
 	// StartEgress starts the egress proxy for the run on a unix socket and
 	// returns a stop function.
 	StartEgress func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
@@ -46,9 +47,9 @@ func DefaultDeps(st run.Store, l layout.Layout) Deps {
 }
 
 // newAgent picks the agent implementation for the run.
-func newAgent(r *run.Run, getenv func(string) string) (agent.Agent, error) {
+func newAgent(r *run.Run, getenv func(string) string, warn func(string)) (agent.Agent, error) {
 	if r.Agent.Name == BuiltinAgent {
-		return newBuiltin(r, getenv)
+		return newBuiltin(r, getenv, warn)
 	}
 	return external.New(r.Agent)
 }

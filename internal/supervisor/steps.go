@@ -140,7 +140,7 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 	first := len(r.Attempts) + 1
 	prev := previousEnding(r, rc.resumed, s.Handoff.Note)
 	budget := max(r.MaxAttempts, 1)
-	ag, err := s.NewAgent(r, s.getenv)
+	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) })
 	if err != nil {
 		s.finish(run.StateFailed, run.ReasonAgentFailed, err.Error())
 		return false, err

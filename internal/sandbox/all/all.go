@@ -3,7 +3,11 @@
 package all
 
 import (
+	"runtime"
+
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
 )
 
 // Options configure the backends.
@@ -13,6 +17,24 @@ type Options struct {
 	Executable string
 	// ReadOnlyPaths are extra host paths made visible read-only.
 	ReadOnlyPaths []string
+}
+
+// backends lists every backend of this build, in help order.
+func backends(opts Options) []sandbox.Backend {
+	return []sandbox.Backend{
+		native.New(native.Options{Executable: opts.Executable, ReadOnlyPaths: opts.ReadOnlyPaths}),
+		host.New(),
+	}
+}
+
+// Default is the backend used when none is named: native on Linux. There
+// is none elsewhere (yet): the host backend never becomes a default, since
+// it does not isolate.
+func Default() string {
+	if runtime.GOOS == "linux" {
+		return "native"
+	}
+	return ""
 }
 
 // Backends returns every backend available in this build, by name.
@@ -32,7 +54,3 @@ func Names(opts Options) []string {
 	}
 	return n
 }
-
-// Default is the backend used when none is named ("" when there is none:
-// the host backend never becomes a default, since it does not isolate).
-func Default() string { return defaultBackend }
