@@ -1,0 +1,263 @@
+// Package providertest is the contract suite every model provider passes:
+// recorded wire fixtures (the implementation's testdata/*.json, response
+// bodies as its server sends them) are served by a real httptest server and
+// read through the real client code.
+//
+// Fixtures, by file name: simple_answer, parallel_tool_calls,
+// malformed_tool_call, bad_json_arguments, finish_length, missing_usage,
+// reasoning_content, error_401, error_model_not_found, models. Each holds
+// the same scenario in the provider's own wire format.
+package providertest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/agent/tools"
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+// Config describes the provider under test.
+type Config struct {
+	// New returns a client for the server's base URL (the root, without a
+	// path) with the given key and retry policy.
+	New func(root, key string, retry provider.Retry) provider.Provider
+	// ChatPath and ModelsPath are where the API lives on the server.
+	ChatPath   string
+	ModelsPath string
+	// Fixtures is the directory of fixtures (default "testdata").
+	Fixtures string
+	// AuthHeader is the header carrying the key and its value's prefix.
+	AuthHeader, AuthPrefix string
+}
+
+type server struct {
+	*httptest.Server
+	mu     sync.Mutex
+	queue  []reply
+	bodies [][]byte
+	auth   []string
+}
+
+type reply struct {
+	status int
+	body   []byte
+}
+
+func (c Config) start(t *testing.T) *server {
+	s := &server{}
+	models := c.fixture(t, "models")
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet && r.URL.Path == c.ModelsPath {
+			w.Write(models)
+			return
+		}
+		if r.URL.Path != c.ChatPath {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, b)
+		s.auth = append(s.auth, r.Header.Get(c.AuthHeader))
+		rep := reply{status: 500, body: []byte(`{"error":{"message":"no reply queued"}}`)}
+		if len(s.queue) > 0 {
+			rep, s.queue = s.queue[0], s.queue[1:]
+		}
+		s.mu.Unlock()
+		w.WriteHeader(rep.status)
+		w.Write(rep.body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) push(status int, body []byte) {
+	s.mu.Lock()
+	s.queue = append(s.queue, reply{status, body})
+	s.mu.Unlock()
+}
+
+func (c Config) fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	dir := c.Fixtures
+	if dir == "" {
+		dir = "testdata"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if err != nil {
+		t.Fatalf("fixture %s: %v", name, err)
+	}
+	return b
+}
+
+var fast = provider.Retry{Attempts: 3, Base: 1, Max: 1000}
+
+func request() provider.Request {
+	return provider.Request{Model: "m", System: "sys", Tools: tools.Definitions(), Messages: []provider.Message{
+		{Role: provider.RoleUser, Content: "Add a test"},
+		{Role: provider.RoleAssistant, Content: "", Reasoning: "r", ToolCalls: []provider.ToolCall{{ID: "c1", Name: "list_dir", Arguments: "{}"}, {ID: "c2", Name: "read_file", Arguments: `{"path":"a"}`}}},
+		{Role: provider.RoleTool, ToolCallID: "c1", Name: "list_dir", Content: "a"},
+		{Role: provider.RoleTool, ToolCallID: "c2", Name: "read_file", Content: "1\tx"},
+	}}
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, c Config) {
+	ctx := context.Background()
+	chat := func(t *testing.T, fixture string, status int) (*provider.Response, error, *server) {
+		s := c.start(t)
+		s.push(status, c.fixture(t, fixture))
+		p := c.New(s.URL, "sk-test-key", fast)
+		resp, err := p.Chat(ctx, request())
+		return resp, err, s
+	}
+	ok := func(t *testing.T, fixture string) *provider.Response {
+		t.Helper()
+		resp, err, s := chat(t, fixture, 200)
+		if err != nil {
+			t.Fatalf("%s: %v", fixture, err)
+		}
+		if len(s.bodies) != 1 || !json.Valid(s.bodies[0]) {
+			t.Fatal("request not sent as JSON")
+		}
+		if got := s.auth[0]; got != c.AuthPrefix+"sk-test-key" {
+			t.Fatalf("auth header %q", got)
+		}
+		return resp
+	}
+	t.Run("simple_answer", func(t *testing.T) {
+		r := ok(t, "simple_answer")
+		if r.Message.Content != "The test already covers the empty input case." || len(r.Message.ToolCalls) != 0 ||
+			r.FinishReason != provider.FinishStop || !r.UsageKnown || r.Usage.PromptTokens != 812 || r.Message.Role != provider.RoleAssistant {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("parallel_tool_calls", func(t *testing.T) {
+		r := ok(t, "parallel_tool_calls")
+		if r.FinishReason != provider.FinishToolCall || len(r.Message.ToolCalls) != 2 {
+			t.Fatalf("%+v", r)
+		}
+		a, b := r.Message.ToolCalls[0], r.Message.ToolCalls[1]
+		if a.Name != "read_file" || b.Name != "grep" || a.ID == "" || a.ID == b.ID {
+			t.Fatalf("%+v", r.Message.ToolCalls)
+		}
+		args, bad := tools.Parse(tools.Lookup("read_file").Params, a.Arguments)
+		if bad != nil || args.Str("path") != "parser.go" {
+			t.Fatalf("%q: %+v", a.Arguments, bad)
+		}
+		if r.Usage.CachedTokens <= 0 {
+			t.Fatalf("cached tokens not read: %+v", r.Usage)
+		}
+	})
+	t.Run("malformed_tool_call", func(t *testing.T) {
+		r := ok(t, "malformed_tool_call")
+		if len(r.Message.ToolCalls) != 0 || !strings.Contains(r.Message.Content, "go test ./...") || r.FinishReason != provider.FinishStop {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("bad_json_arguments", func(t *testing.T) {
+		r := ok(t, "bad_json_arguments")
+		if len(r.Message.ToolCalls) != 1 {
+			t.Fatalf("%+v", r)
+		}
+		tc := r.Message.ToolCalls[0]
+		tool := tools.Lookup(tc.Name)
+		if tool == nil {
+			t.Fatalf("tool %q", tc.Name)
+		}
+		if _, bad := tools.Parse(tool.Params, tc.Arguments); bad == nil {
+			t.Fatalf("arguments %q accepted", tc.Arguments)
+		}
+	})
+	t.Run("finish_length", func(t *testing.T) {
+		r := ok(t, "finish_length")
+		if r.FinishReason != provider.FinishLength || !strings.HasPrefix(r.Message.Content, "Here is the complete new file") {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("missing_usage", func(t *testing.T) {
+		r := ok(t, "missing_usage")
+		if r.UsageKnown || r.Message.Content != "Done." || r.Usage.PromptTokens != -1 {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("reasoning_content", func(t *testing.T) {
+		r := ok(t, "reasoning_content")
+		if r.Message.Reasoning != "The parser has no test for an empty line; I will read it first." || len(r.Message.ToolCalls) != 1 {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("error_401", func(t *testing.T) {
+		_, err, s := chat(t, "error_401", 401)
+		if !catalog.Has(err, catalog.ModelAuth) || len(s.bodies) != 1 {
+			t.Fatalf("%v (%d requests)", err, len(s.bodies))
+		}
+		if strings.Contains(err.Error(), "sk-test-key") {
+			t.Fatal("the key is in the error")
+		}
+	})
+	t.Run("error_model_not_found", func(t *testing.T) {
+		_, err, _ := chat(t, "error_model_not_found", 404)
+		if !catalog.Has(err, catalog.ModelNotLoaded) {
+			t.Fatalf("%v", err)
+		}
+		var names []string
+		var m struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		json.Unmarshal(c.fixture(t, "models"), &m)
+		for _, d := range m.Data {
+			names = append(names, d.ID)
+		}
+		if !strings.Contains(err.Error(), names[0]) {
+			t.Fatalf("loaded models not named: %v", err)
+		}
+	})
+	t.Run("retries_5xx_and_429", func(t *testing.T) {
+		s := c.start(t)
+		s.push(503, []byte(`{"error":{"message":"overloaded"}}`))
+		s.push(429, []byte(`{"error":{"message":"slow down"}}`))
+		s.push(200, c.fixture(t, "simple_answer"))
+		resp, err := c.New(s.URL, "k", fast).Chat(ctx, request())
+		if err != nil || resp.Message.Content == "" || len(s.bodies) != 3 {
+			t.Fatalf("%v, %d requests", err, len(s.bodies))
+		}
+		// Bounded: a server that keeps failing is given up on.
+		s2 := c.start(t)
+		for i := 0; i < 5; i++ {
+			s2.push(500, []byte(`{"error":{"message":"boom"}}`))
+		}
+		_, err = c.New(s2.URL, "k", fast).Chat(ctx, request())
+		if !catalog.Has(err, catalog.ModelProtocol) || len(s2.bodies) != fast.Attempts {
+			t.Fatalf("%v, %d requests", err, len(s2.bodies))
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		_, err := c.New("http://127.0.0.1:1", "k", fast).Chat(ctx, request())
+		if !catalog.Has(err, catalog.ModelUnreachable) {
+			t.Fatalf("%v", err)
+		}
+	})
+	t.Run("deterministic_request", func(t *testing.T) {
+		s := c.start(t)
+		s.push(200, c.fixture(t, "simple_answer"))
+		s.push(200, c.fixture(t, "simple_answer"))
+		p := c.New(s.URL, "k", fast)
+		p.Chat(ctx, request())
+		p.Chat(ctx, request())
+		if len(s.bodies) != 2 || string(s.bodies[0]) != string(s.bodies[1]) {
+			t.Fatal("the same request encodes differently")
+		}
+	})
+}
