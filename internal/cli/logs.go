@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -58,7 +59,8 @@ func (app *App) newLogsCmd() *cobra.Command {
 		Use:   "logs ID [-f] [--attempt N] [--check NAME] [--events]",
 		Short: "Show a run's agent output, check output or event journal",
 		Long: `Show a run's output: by default what the agent printed, attempt by attempt
-(a built-in agent attempt is rendered from its transcript). With --check NAME,
+(a built-in agent attempt is rendered from its transcript, except with -f
+and --json, which show the raw agent output). With --check NAME,
 that check's output; with --events, the run's event journal.
 
   -f, --follow     keep printing as the output grows, until the run ends
@@ -84,10 +86,6 @@ or {"id", "events": [...]}; with -f, one JSON object per line instead
 	c.Flags().BoolVar(&o.Events, "events", false, "the event journal")
 	return c
 }
-
-// renderTranscript renders a built-in agent's transcript for people; nil
-// until the built-in loop provides it (agent.log is shown instead).
-var renderTranscript func(r io.Reader, w io.Writer) error
 
 // logPiece is one log in `logs --json`.
 type logPiece struct {
@@ -219,10 +217,13 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 // printSource prints one log; an agent attempt with a transcript is
 // rendered from it when a renderer is available.
 func (app *App) printSource(w io.Writer, env *Env, r *run.Run, s logSource) error {
-	if s.kind == "agent" && renderTranscript != nil {
+	if s.kind == "agent" {
 		if f, err := os.Open(env.Layout.Transcript(r.ID, s.attempt)); err == nil {
 			defer f.Close()
-			return renderTranscript(f, w)
+			if err := loop.RenderTranscript(f, w); err != nil {
+				return fmt.Errorf("render transcript: %w", err)
+			}
+			return nil
 		}
 	}
 	f, err := os.Open(s.path)

@@ -314,3 +314,16 @@ func TestLogsFollowInterrupted(t *testing.T) {
 		t.Errorf("state %s", got.State)
 	}
 }
+
+// A built-in agent attempt is shown from its transcript, rendered.
+func TestLogsRendersTranscript(t *testing.T) {
+	h := newTestHome(t)
+	r := h.addFinished(nil)
+	h.write(h.st.L.Transcript(r.ID, 2),
+		`{"type":"assistant","attempt":2,"turn":1,"content":"Looking at the failing test first."}`+"\n"+
+			`{"type":"tool_result","attempt":2,"turn":1,"tool":"bash","output":"ok  auth 0.1s"}`+"\n")
+	code, out, _ := h.exec("logs", r.ID, "--attempt", "2")
+	if code != 0 || !strings.Contains(out, "Looking at the failing test first.") || strings.Contains(out, "attempt two") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}

@@ -11,5 +11,3 @@ import (
 func notYet(name string) *cobra.Command {
 	return &cobra.Command{Use: name, RunE: func(*cobra.Command, []string) error { return errors.New(name + ": not implemented") }}
 }
-
-func (app *App) newCleanCmd() *cobra.Command { return notYet("clean") }

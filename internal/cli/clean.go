@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/workspace"
+)
+
+type cleanOptions struct {
+	ID           string // one run, or
+	Finished     bool   // every finished run
+	DeleteBranch bool   // also delete agentrun/<id> when it is the run's own
+	Force        bool   // delete the branch even if it moved; remove a damaged run
+}
+
+// Validate checks that exactly one target is named.
+func (o *cleanOptions) Validate() error {
+	if o.ID != "" && o.Finished {
+		return catalog.ConflictFlags.New("name a run ID or pass --finished, not both")
+	}
+	if o.ID == "" && !o.Finished {
+		return catalog.NoTarget.New("no run ID and no --finished")
+	}
+	return nil
+}
+
+func (app *App) newCleanCmd() *cobra.Command {
+	var o cleanOptions
+	c := &cobra.Command{
+		Use:   "clean ID | --finished [--delete-branch] [--force]",
+		Short: "Remove run directories (and, if asked, their branches)",
+		Long: `Remove a run's directory (record, journal, logs, workspace, patch), or with
+--finished every run that succeeded, failed or was cancelled. Interrupted runs
+are kept by --finished (they can be resumed); clean one by its ID.
+
+A run in progress is never removed: cancel it first. With --delete-branch the
+run's branch agentrun/<id> is deleted too, but only while it still points at
+the run's own result commit: a branch with other commits on it (you built on
+it, or moved it) is kept, and for a single ID that is the branch_ahead error,
+unless --force. --force also removes a run whose record is damaged.
+
+Under --json: {"removed": [{"id", "status", "branch_deleted", "branch_kept"}],
+"kept": [{"id", "status", "code", "why"}]}.
+`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return catalog.Usage.New("clean takes one run ID (or --finished), got %d arguments", len(args))
+			}
+			if len(args) == 1 {
+				o.ID = args[0]
+			}
+			return runClean(c.Context(), &o, app)
+		},
+	}
+	c.Flags().BoolVar(&o.Finished, "finished", false, "clean every succeeded, failed or cancelled run")
+	c.Flags().BoolVar(&o.DeleteBranch, "delete-branch", false, "also delete the run's branch if it is still the run's own")
+	c.Flags().BoolVar(&o.Force, "force", false, "delete the branch even if it moved; remove a damaged run")
+	return c
+}
+
+// cleanRemoved is a run clean removed.
+type cleanRemoved struct {
+	ID            string    `json:"id"`
+	Status        run.State `json:"status"`
+	BranchDeleted string    `json:"branch_deleted,omitempty"` // the branch deleted with it
+	BranchKept    string    `json:"branch_kept,omitempty"`    // why its branch was kept
+}
+
+// cleanKept is a run clean left in place, and why.
+type cleanKept struct {
+	ID     string    `json:"id"`
+	Status run.State `json:"status,omitempty"`
+	Code   string    `json:"code"` // run_active, interrupted, branch_ahead, run_damaged
+	Why    string    `json:"why"`
+}
+
+type cleanOutput struct {
+	Removed []cleanRemoved `json:"removed"`
+	Kept    []cleanKept    `json:"kept"`
+}
+
+func runClean(ctx context.Context, o *cleanOptions, app *App) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	out := cleanOutput{Removed: []cleanRemoved{}, Kept: []cleanKept{}}
+	if o.ID != "" {
+		id, err := env.Store.Resolve(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		rm, kept, err := app.cleanOne(ctx, env, id, o, true)
+		if err != nil {
+			return err
+		}
+		if rm != nil {
+			out.Removed = append(out.Removed, *rm)
+		}
+		if kept != nil { // not reached for a single id: kept is an error
+			out.Kept = append(out.Kept, *kept)
+		}
+	} else {
+		runs, broken, err := env.Store.List(ctx, run.Filter{})
+		if err != nil {
+			return fmt.Errorf("list runs: %w", err)
+		}
+		for _, b := range broken {
+			out.Kept = append(out.Kept, cleanKept{ID: b.ID, Code: catalog.RunDamaged.Code,
+				Why: "the record is damaged; remove it with 'agentrun clean --force " + b.ID + "'"})
+		}
+		for _, r := range runs {
+			rm, kept, err := app.cleanOne(ctx, env, r.ID, o, false)
+			if err != nil {
+				return err
+			}
+			if rm != nil {
+				out.Removed = append(out.Removed, *rm)
+			}
+			if kept != nil {
+				out.Kept = append(out.Kept, *kept)
+			}
+		}
+	}
+	if app.JSON {
+		return writeJSON(app.Stdout, out)
+	}
+	col := app.colour()
+	var t table
+	for _, rm := range out.Removed {
+		note := ""
+		switch {
+		case rm.BranchDeleted != "":
+			note = "branch " + rm.BranchDeleted + " deleted"
+		case rm.BranchKept != "":
+			note = "branch kept: " + rm.BranchKept
+		}
+		t.add(paint(col, sgrGreen, "removed"), rm.ID, string(rm.Status), note)
+	}
+	for _, k := range out.Kept {
+		t.add(paint(col, sgrYellow, "kept"), k.ID, string(k.Status), k.Why)
+	}
+	if len(t.rows) == 0 {
+		fmt.Fprintln(app.Stdout, "nothing to clean")
+		return nil
+	}
+	return t.write(app.Stdout)
+}
+
+// cleanOne removes one run if it may be removed. For a run named by the
+// user (single), a reason to keep it is returned as a catalog error; for
+// --finished it is returned as kept.
+//
+// The run's supervisor lock is held while deciding and removing, so a
+// supervisor cannot start on the run (resume) or still be finishing it.
+func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptions, single bool) (*cleanRemoved, *cleanKept, error) {
+	keep := func(r *run.Run, ce *catalog.Error) (*cleanRemoved, *cleanKept, error) {
+		if single {
+			return nil, nil, ce
+		}
+		k := &cleanKept{ID: id, Code: ce.Code, Why: ce.Cause}
+		if r != nil {
+			k.Status = r.State
+		}
+		return nil, k, nil
+	}
+	r, err := env.Store.Get(ctx, id)
+	if errors.Is(err, run.ErrCorrupt) && single && o.Force {
+		r = nil // a damaged record: removed on --force, under the lock
+	} else if errors.Is(err, run.ErrCorrupt) {
+		ce := catalog.RunDamaged.Wrap(err, "%v", err).WithFix("remove it with 'agentrun clean --force %s'", id)
+		return keep(nil, ce)
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if r != nil {
+		r = app.reconcile(ctx, env, r)
+		if r.State.Active() {
+			return keep(r, catalog.RunActive.New("run %s is %s", id, r.State).
+				WithFix("cancel it first with 'agentrun cancel %s', or wait for it to end", id))
+		}
+		if !single && !finished(r.State) {
+			return nil, &cleanKept{ID: id, Status: r.State, Code: string(r.State),
+				Why: "it can be resumed; clean it by its ID"}, nil
+		}
+	}
+	unlock, err := lockSupervisor(env.Layout.SupervisorLock(id))
+	if err != nil {
+		return keep(r, catalog.RunActive.New("run %s: its supervisor is still running (%v)", id, err))
+	}
+	defer unlock()
+	if r != nil {
+		// Reread under the lock: a resume may have started meanwhile.
+		if r, err = env.Store.Get(ctx, id); err != nil {
+			return nil, nil, err
+		}
+		if r.State.Active() {
+			return keep(r, catalog.RunActive.New("run %s is %s", id, r.State))
+		}
+	}
+	rm := &cleanRemoved{ID: id}
+	var plan branchPlan
+	if r != nil {
+		rm.Status = r.State
+		if o.DeleteBranch {
+			if plan, err = planBranch(ctx, r, o.Force); err != nil {
+				return nil, nil, err
+			}
+			if plan.ahead {
+				return keep(r, catalog.BranchAhead.New("%s", plan.why))
+			}
+			rm.BranchKept = plan.why
+		}
+	}
+	if err := env.Store.Delete(ctx, id); err != nil {
+		return nil, nil, fmt.Errorf("remove run %s: %w", id, err)
+	}
+	if plan.branch != "" {
+		repo, err := workspace.OpenRepo(ctx, r.Repo)
+		if err == nil {
+			err = repo.DeleteBranch(ctx, plan.branch, plan.expect)
+		}
+		if err != nil {
+			rm.BranchKept = oneLine(err.Error(), 0)
+		} else {
+			rm.BranchDeleted = plan.branch
+		}
+	}
+	return rm, nil, nil
+}
+
+// finished reports the states clean --finished removes: every terminal
+// state but interrupted (which waits for resume).
+func finished(s run.State) bool { return s.Terminal() && s != run.StateInterrupted }
+
+// branchPlan is what clean does with a run's branch: delete branch if it
+// still points at expect; or keep it, and why.
+type branchPlan struct {
+	branch, expect string
+	why            string // why it is kept (or there is none to delete)
+	ahead          bool   // kept because it holds commits not the run's own
+}
+
+// planBranch decides about the run's branch: delete it only while its tip
+// is the run's own result commit, or whatever its tip with force.
+func planBranch(ctx context.Context, r *run.Run, force bool) (branchPlan, error) {
+	if r.Branch == "" {
+		return branchPlan{}, nil
+	}
+	repo, err := workspace.OpenRepo(ctx, r.Repo)
+	if err != nil {
+		if catalog.Has(err, catalog.GitMissing) {
+			return branchPlan{}, err
+		}
+		return branchPlan{why: "repository unavailable: " + oneLine(err.Error(), 0)}, nil
+	}
+	tip, ok, err := repo.BranchTip(ctx, r.Branch)
+	if err != nil {
+		return branchPlan{}, fmt.Errorf("read branch %s: %w", r.Branch, err)
+	}
+	if !ok {
+		return branchPlan{}, nil // nothing to delete
+	}
+	own := resultCommit(r)
+	switch {
+	case tip == own || force:
+		return branchPlan{branch: r.Branch, expect: tip}, nil
+	case own == "":
+		return branchPlan{ahead: true, why: fmt.Sprintf("branch %s is at %s, but run %s exported no commit",
+			r.Branch, shortCommit(tip), r.ID)}, nil
+	}
+	return branchPlan{ahead: true, why: fmt.Sprintf("branch %s is at %s, not at the run's commit %s",
+		r.Branch, shortCommit(tip), shortCommit(own))}, nil
+}
+
+// lockSupervisor takes the run's supervisor lock without waiting; an error
+// means a supervisor holds it.
+func lockSupervisor(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open supervisor lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("supervisor lock held: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
