@@ -13,7 +13,6 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
-	"github.com/agentrun/agentrun/internal/agent/tools/toolstest"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/runner"
 )
@@ -37,7 +36,7 @@ type rig struct {
 func newRig(t *testing.T, script ...fakemodel.Reply) *rig {
 	t.Helper()
 	r := &rig{t: t, srv: fakemodel.New(t, "test-model", script...), ws: t.TempDir(), runDir: t.TempDir()}
-	r.runner = toolstest.New(r.ws)
+	r.runner, r.ws = startHost(t, r.ws)
 	r.spec = run.AgentSpec{Name: "builtin", Model: "test-model", BaseURL: r.srv.URL, ContextWindow: 32768}
 	r.opts = Options{Getenv: func(string) string { return "" }, Retry: provider.Retry{Attempts: 1}}
 	return r

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/agent/tools"
-	"github.com/agentrun/agentrun/internal/agent/tools/toolstest"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/host"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -45,7 +46,15 @@ func TestSchemasGolden(t *testing.T) {
 
 func newEnv(t *testing.T) (*tools.Env, string) {
 	dir := t.TempDir()
-	return &tools.Env{Runner: toolstest.New(dir), WorkDir: dir, SpillDir: t.TempDir()}, dir
+	sb, err := host.New().Start(context.Background(), sandbox.Spec{
+		RunID: "abcdefghij", Workspace: dir, StateDir: filepath.Join(t.TempDir(), "state"),
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, Network: sandbox.NetworkNone,
+	})
+	if err != nil {
+		t.Fatalf("start host sandbox: %v", err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return &tools.Env{Runner: sb.Runner(), WorkDir: sb.WorkDir(), SpillDir: t.TempDir()}, sb.WorkDir()
 }
 
 func call(t *testing.T, env *tools.Env, name string, args any) tools.Result {
