@@ -104,7 +104,8 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	u.SetWriteDeadline(time.Time{})
 	t.rec.BytesUp = upW.n
 
-	ubr := bufio.NewReader(u)
+	ulim := &limitReader{r: u, n: 16 * int64(p.opts.MaxHeaderBytes)}
+	ubr := bufio.NewReader(ulim)
 	u.SetReadDeadline(time.Now().Add(p.opts.ResponseHeaderTimeout))
 	var resp *http.Response
 	for {
@@ -118,6 +119,7 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 		}
 		resp.Body.Close() // drop other 1xx
 	}
+	ulim.n = -1
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		p.upstreamFailed(c, t.rec, fmt.Errorf("upstream switched protocols; use CONNECT"))

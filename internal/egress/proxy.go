@@ -49,7 +49,11 @@ type ProxyOptions struct {
 	// its response headers for forwarded HTTP (default 60s).
 	ResponseHeaderTimeout time.Duration
 	// MaxHeaderBytes bounds a request's line and headers (default 64 KiB).
+	// An upstream's response headers are bounded to 16 times as much.
 	MaxHeaderBytes int
+	// MaxConns bounds the client connections served at once (default
+	// 512); a connection beyond it gets 503 and is closed.
+	MaxConns int
 }
 
 // Default timeouts and limits.
@@ -59,6 +63,7 @@ const (
 	DefaultDialTimeout           = 15 * time.Second
 	DefaultResponseHeaderTimeout = 60 * time.Second
 	DefaultMaxHeaderBytes        = 64 << 10
+	DefaultMaxConns              = 512
 )
 
 // ErrStopped is returned by Start and Serve after Stop.
@@ -80,6 +85,7 @@ type Proxy struct {
 	stopped   bool
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	clients   int // client connections being served
 	wg        sync.WaitGroup
 }
 
@@ -111,6 +117,9 @@ func NewProxy(opts ProxyOptions) *Proxy {
 	}
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
@@ -242,9 +251,45 @@ func (p *Proxy) serve(ln net.Listener) error {
 		go func() {
 			defer p.wg.Done()
 			defer p.untrack(c)
+			if !p.acquire() {
+				writeStatus(c, http.StatusServiceUnavailable, "", "too many connections through the egress proxy")
+				lingerClose(c)
+				return
+			}
 			p.handle(c)
+			p.release()
+			lingerClose(c)
 		}()
 	}
+}
+
+// acquire counts a client connection, or reports false at MaxConns.
+func (p *Proxy) acquire() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clients >= p.opts.MaxConns {
+		return false
+	}
+	p.clients++
+	return true
+}
+
+func (p *Proxy) release() {
+	p.mu.Lock()
+	p.clients--
+	p.mu.Unlock()
+}
+
+// lingerClose half-closes c and reads what the client still sends for a
+// moment, so that a final response is not lost to a reset when the client
+// had sent more than was read (a pipelined request or body).
+func lingerClose(c net.Conn) {
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	io.CopyN(io.Discard, c, 1<<20)
 }
 
 func (p *Proxy) isStopped() bool {
@@ -327,7 +372,7 @@ type target struct {
 // decide resolves (once) and decides host:port. On denial it has already
 // answered the client and emitted the record.
 func (p *Proxy) decide(c net.Conn, method, rawHost string, port int) (*target, bool) {
-	rec := Record{Host: strings.ToLower(rawHost), Port: port, Method: method}
+	rec := Record{Host: clip(strings.ToLower(rawHost)), Port: port, Method: method}
 	h, addr, err := normalizeHost(rawHost)
 	if err != nil {
 		rec.Why, rec.Code = err.Error(), CodeBadHost

