@@ -112,7 +112,7 @@ func (s *Store) createDir(id string, data []byte) error {
 	if err := writeFileAtomic(filepath.Join(tmp, filepath.Base(s.L.RunJSON(id))), data); err != nil {
 		return fmt.Errorf("create run %s: %w", id, err)
 	}
-	if err := os.Rename(tmp, s.L.RunDir(id)); err != nil {
+	if err := renameNoReplace(tmp, s.L.RunDir(id)); err != nil {
 		if errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
 			return fmt.Errorf("create run %s: %w", id, run.ErrExists)
 		}

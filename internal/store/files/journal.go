@@ -166,6 +166,9 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]run.Event
 		}
 		line := data[:i]
 		data = data[i+1:]
+		if n, ok := leadingSeq(line); ok && n <= after {
+			continue // skip without decoding: a follower polling a long journal
+		}
 		var e run.Event
 		if err := json.Unmarshal(line, &e); err != nil || e.Seq <= after {
 			continue
@@ -173,6 +176,27 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]run.Event
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// leadingSeq reads the Seq of a line as this store writes it
+// ({"seq":N,...}) without decoding the rest; ok is false for anything else.
+func leadingSeq(line []byte) (n int64, ok bool) {
+	const prefix = `{"seq":`
+	if !bytes.HasPrefix(line, []byte(prefix)) {
+		return 0, false
+	}
+	digits := 0
+	for _, c := range line[len(prefix):] {
+		if c < '0' || c > '9' || digits == 18 {
+			break
+		}
+		n = n*10 + int64(c-'0')
+		digits++
+	}
+	if digits == 0 || len(line) <= len(prefix)+digits || line[len(prefix)+digits] != ',' {
+		return 0, false
+	}
+	return n, true
 }
 
 // journalCache remembers, per run, the journal file (device, inode, size)
