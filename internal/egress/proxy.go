@@ -23,7 +23,7 @@ type ProxyOptions struct {
 	Socket string
 	// SocketMode is the socket file's permission (default 0600).
 	SocketMode os.FileMode
-	// Policy decides every connection.
+	// Policy decides every connection (nil denies everything).
 	Policy Policy
 	// Resolver resolves a host name (default net.DefaultResolver). It is
 	// called once per connection, only for names the policy's NameChecker
@@ -74,7 +74,10 @@ var ErrStopped = errors.New("egress proxy stopped")
 // resolved once on the host, decided by the Policy, and dialed to the
 // checked address itself, so a second resolution cannot move it (no DNS
 // rebinding). Denials get 403 with header X-Agentrun-Deny and a one-line
-// body; anything but CONNECT or an absolute http:// URI gets 400.
+// body; a name that does not resolve or an upstream that fails gets 502
+// (504 on a timeout) with header X-Agentrun-Error; anything but CONNECT or
+// an absolute http:// URI gets 400, oversized headers 431, a connection
+// beyond MaxConns 503.
 type Proxy struct {
 	opts   ProxyOptions
 	ctx    context.Context // cancelled by Stop
@@ -91,6 +94,9 @@ type Proxy struct {
 
 // NewProxy makes a Proxy; it does nothing until Start or Serve.
 func NewProxy(opts ProxyOptions) *Proxy {
+	if opts.Policy == nil {
+		opts.Policy = &Allowlist{} // fail closed: deny everything
+	}
 	if opts.SocketMode == 0 {
 		opts.SocketMode = 0o600
 	}
@@ -236,7 +242,7 @@ func (p *Proxy) serve(ln net.Listener) error {
 				return nil
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue

@@ -130,3 +130,24 @@ func TestProxyUpstreamHeaderBounds(t *testing.T) {
 		}
 	}
 }
+
+// A Proxy without a Policy denies everything.
+func TestProxyNilPolicyDenies(t *testing.T) {
+	t.Parallel()
+	port := echoServer(t)
+	rec := newRecorder()
+	sock := shortTempDir(t) + "/p.sock"
+	p := NewProxy(ProxyOptions{Socket: sock, OnRecord: rec.add})
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(t.Context())
+	tp := &testProxy{Proxy: p, sock: sock, rec: rec}
+	_, _, resp := tp.connect(t, "127.0.0.1:"+strconv.Itoa(port))
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("status %d", resp.StatusCode)
+	}
+	if r := rec.next(t); r.Allow {
+		t.Errorf("record %+v", r)
+	}
+}

@@ -136,3 +136,39 @@ func SuggestFlag(r Record) string {
 	}
 	return ""
 }
+
+// String is the record as one journal line, e.g.
+//
+//	allowed CONNECT api.github.com:443 (140.82.112.5) by api.github.com:443, 517 B up, 4.2 KiB down
+//	denied CONNECT evil.example:443: evil.example is not in the allowlist
+func (r Record) String() string {
+	hp := hostPort(r.Host, r.Port)
+	if !r.Allow {
+		return fmt.Sprintf("denied %s %s: %s", r.Method, hp, r.Why)
+	}
+	s := fmt.Sprintf("allowed %s %s", r.Method, hp)
+	if r.IP != "" && r.IP != r.Host {
+		s += " (" + r.IP + ")"
+	}
+	if r.Rule != "" {
+		s += " by " + r.Rule
+	}
+	s += ", " + byteSize(r.BytesUp) + " up, " + byteSize(r.BytesDn) + " down"
+	if r.Error != "" {
+		s += ": " + r.Error
+	}
+	return s
+}
+
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

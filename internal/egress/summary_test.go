@@ -92,3 +92,32 @@ func cutFlag(f string) (string, bool) {
 	}
 	return f[len(p):], true
 }
+
+func TestRecordString(t *testing.T) {
+	t.Parallel()
+	tests := map[string]Record{
+		"allowed CONNECT api.github.com:443 (140.82.112.5) by api.github.com:443, 517 B up, 4.2 KiB down": {
+			Allow: true, Method: "CONNECT", Host: "api.github.com", Port: 443, IP: "140.82.112.5", Rule: "api.github.com:443", BytesUp: 517, BytesDn: 4300},
+		"allowed GET [::1]:8080 by [::1]:8080, 0 B up, 3.0 MiB down: stream response: reset": {
+			Allow: true, Method: "GET", Host: "::1", Port: 8080, IP: "::1", Rule: "[::1]:8080", BytesDn: 3 << 20, Error: "stream response: reset"},
+		"denied CONNECT evil.example:443: evil.example is not in the allowlist": {
+			Method: "CONNECT", Host: "evil.example", Port: 443, Why: "evil.example is not in the allowlist"},
+	}
+	for want, r := range tests {
+		if got := r.String(); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	}
+}
+
+func TestProxyEnv(t *testing.T) {
+	t.Parallel()
+	want := []string{
+		"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+		"http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	}
+	if got := ProxyEnv("http://127.0.0.1:3128"); !reflect.DeepEqual(got, want) {
+		t.Errorf("ProxyEnv = %q", got)
+	}
+}
