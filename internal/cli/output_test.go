@@ -361,3 +361,15 @@ func (h *testHome) write(path, text string) {
 		h.t.Fatal(err)
 	}
 }
+
+// An error is rendered once: what, cause (without repeating what), fix, doc.
+func TestRenderNotFound(t *testing.T) {
+	h := newTestHome(t)
+	code, out, stderr := h.exec("status", "zzzzzzzzzz")
+	want := "error: run not found: run zzzzzzzzzz\n" +
+		"  fix: list runs with 'agentrun list'\n" +
+		"  see: https://github.com/agentrun/agentrun/blob/main/docs/errors.md#run_not_found\n"
+	if code != 3 || out != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, stderr)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
@@ -46,19 +47,30 @@ func toCatalog(ctx context.Context, err error) *catalog.Error {
 	}
 	switch {
 	case errors.Is(err, run.ErrNotFound):
-		return catalog.RunNotFound.Wrap(err, "%v", err)
+		return catalog.RunNotFound.Wrap(err, "%s", causeOf(err, run.ErrNotFound))
 	case errors.Is(err, run.ErrAmbiguous):
-		return catalog.AmbiguousID.Wrap(err, "%v", err)
+		return catalog.AmbiguousID.Wrap(err, "%s", causeOf(err, run.ErrAmbiguous))
 	case errors.Is(err, run.ErrBadID):
-		return catalog.BadID.Wrap(err, "%v", err)
+		return catalog.BadID.Wrap(err, "%s", causeOf(err, run.ErrBadID))
 	case errors.Is(err, run.ErrCorrupt):
-		return catalog.RunDamaged.Wrap(err, "%v", err)
+		return catalog.RunDamaged.Wrap(err, "%s", causeOf(err, run.ErrCorrupt))
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		e := catalog.Internal.Wrap(err, "interrupted")
 		e.Code, e.What, e.Fix, e.Exit = "interrupted", "interrupted", "", catalog.ExitInterrupted
+		e.Doc = catalog.DocBase + "#interrupted"
 		return e
 	}
 	return catalog.Internal.Wrap(err, "%v", err)
+}
+
+// causeOf is err's message without the sentinel's own text, which the
+// catalog entry already says ("run not found: run abc", not "run not
+// found: run abc: run not found").
+func causeOf(err, sentinel error) string {
+	msg, s := err.Error(), sentinel.Error()
+	msg = strings.TrimSuffix(msg, ": "+s)
+	msg = strings.TrimPrefix(msg, s+": ")
+	return msg
 }
 
 // usageErr wraps a flag or argument error as a catalog usage error.

@@ -1,0 +1,282 @@
+// Package docs holds the user documentation. Its test generates
+// errors.md from the error catalog (internal/catalog) and fails when the
+// file, or a cause written here, is missing for any catalog code: the
+// document cannot drift from the code.
+//
+// Regenerate after adding a catalog entry (and its cause below):
+//
+//	go test ./docs -update
+package docs
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+var update = flag.Bool("update", false, "rewrite errors.md from the catalog")
+
+// causes says, for every catalog code, what typically leads to it. The
+// what and fix come from the catalog itself.
+var causes = map[string]string{
+	"usage":             "A flag or argument the command does not accept: an unknown flag, a missing or extra argument, a value of the wrong type.",
+	"empty_task":        "The task given as an argument, on stdin (`-`) or in `--task-file` is empty or only whitespace.",
+	"task_file":         "The file named by `--task-file` does not exist, is not readable, or is not a regular file.",
+	"conflicting_flags": "Two flags that exclude each other were given together, e.g. `--wait` with `--follow`, `--agent` with `--agent-cmd`, a TASK with `--task-file`, or `clean ID` with `--finished`.",
+	"bad_check":         "A `--check` value without `=`, with an empty name or command, or with a name that is not letters, digits, `.`, `-` and `_`.",
+	"bad_attempts":      "`--attempts` is not a whole number of at least 1.",
+	"bad_duration":      "A duration flag (`--timeout`) is not a Go duration such as `90s`, `30m` or `2h`, or is negative.",
+	"bad_env":           "`--env` was given something other than a variable name (e.g. `NAME=value`: values are never put on the command line).",
+	"unknown_agent":     "`--agent` names no built-in profile.",
+	"no_agent":          "Neither `--agent` nor `--agent-cmd` was given, and the configuration names no default agent.",
+	"bad_config":        "The configuration file (`$XDG_CONFIG_HOME/agentrun/config.toml`) is not valid TOML, or holds an unknown key or a bad value.",
+	"bad_allow":         "An `--allow` entry (or `allow` in the configuration) is not a host, `host:port`, `*.domain`, IP, CIDR or known `preset:NAME`.",
+	"bad_network":       "`--network` is neither `none` nor `allowlist`.",
+	"repo_missing":      "The directory given with `--repo` (or the current directory) does not exist or is not a directory.",
+	"not_git_repo":      "The directory is not inside a git work tree.",
+	"no_commits":        "The repository has no commit yet (an unborn HEAD): there is no base to start a run from.",
+	"unknown_base":      "`--base` names no branch, tag or commit of the repository.",
+	"dirty_repo":        "The repository has uncommitted (tracked or untracked, not ignored) changes. A run always starts from the base commit, so they would silently be left out.",
+	"git_missing":       "`git` is not on PATH; agentrun uses it for the base commit, the workspace and the result branch.",
+	"run_not_found":     "No run has this id or id prefix in the data directory (`AGENTRUN_HOME`). It may have been cleaned, or belong to another data directory.",
+	"ambiguous_id":      "The id prefix matches several runs; the message lists them.",
+	"bad_id":            "The id is not 3 to 10 characters of the run id alphabet (0-9 and a-z without i, l, o, u). Anything else, such as a path, is refused before it reaches the file system.",
+	"run_damaged":       "The run's record (`runs/<id>/run.json`) cannot be read: truncated or edited by hand. Only this run is affected; `list` still lists the others.",
+	"run_active":        "The command needs a run that has ended (e.g. `clean`), but the run is queued or in progress, or its supervisor is still exiting.",
+	"not_resumable":     "`resume` was asked for a run that succeeded, was cancelled, or is still in progress.",
+	"not_finished":      "The command needs a finished run (`result`, `verdict`), but the run is still queued or in progress.",
+	"branch_ahead":      "`clean --delete-branch` found the run's branch `agentrun/<id>` at a commit other than the run's own result: someone committed on it or moved it.",
+	"bad_verdict":       "`verdict` was given something other than `accept` or `reject`.",
+	"no_patch":          "The run exported nothing: it failed before export, its agent changed nothing (`no_changes`), or it is still in progress.",
+	"no_sandbox":        "No sandbox backend was chosen and none is the default on this system.",
+	"unknown_sandbox":   "`--sandbox` names no backend.",
+	"sandbox_preflight": "The chosen sandbox backend cannot run on this machine (e.g. user namespaces or Landlock unavailable, Docker not reachable). agentrun never falls back to less isolation.",
+	"sandbox_start":     "The sandbox passed preflight but failed to start for this run; the run's events say why.",
+	"model_unreachable": "The built-in agent could not connect to the model server at its base URL.",
+	"model_auth":        "The model server answered 401 or 403: the API key is missing, wrong or lacks access.",
+	"model_not_loaded":  "The model server does not serve the model named by `--model`.",
+	"model_protocol":    "The model server's answers do not follow the API chosen with `--provider` (wrong base URL, proxy, or an incompatible server).",
+	"no_model":          "The built-in agent needs a model and none was given by flag, environment or configuration.",
+	"home":              "The data directory (`AGENTRUN_HOME`, default `~/.local/share/agentrun`) cannot be created or written.",
+	"internal":          "A bug, or an unexpected failure of the environment (disk full, permissions changed underneath).",
+	"bad_status":        "`list --status` was given a name that is not a run state.",
+	"no_log":            "`logs` was asked for an attempt the run does not have, or a check that did not run in it.",
+	"no_target":         "`clean` was given neither a run id nor `--finished`.",
+	"interrupted":       "The command itself was interrupted (Ctrl-C or SIGTERM) while it waited. A run it was waiting for keeps running; follow it again with `agentrun logs -f ID`.",
+}
+
+// extra are codes made outside the catalog (internal/cli/render.go).
+var extra = []entry{{Code: "interrupted", What: "interrupted", Exit: catalog.ExitInterrupted}}
+
+type entry struct {
+	Code, What, Fix string
+	Exit            int
+}
+
+type section struct {
+	Title   string
+	Entries []entry
+}
+
+var exitCodes = map[string]int{
+	"ExitOK": catalog.ExitOK, "ExitRunFailed": catalog.ExitRunFailed, "ExitUsage": catalog.ExitUsage,
+	"ExitNotFound": catalog.ExitNotFound, "ExitInterrupted": catalog.ExitInterrupted, "ExitInternal": catalog.ExitInternal,
+}
+
+// readCatalog parses internal/catalog for every `X = Entry{...}`, in
+// source order, grouped by the comment that opens each group.
+func readCatalog(t *testing.T) []section {
+	t.Helper()
+	fset := token.NewFileSet()
+	dir := filepath.Join("..", "internal", "catalog")
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	var out []section
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				for _, v := range vs.Values {
+					lit, ok := v.(*ast.CompositeLit)
+					if !ok || fmt.Sprint(lit.Type) != "Entry" {
+						continue
+					}
+					if vs.Doc != nil || len(out) == 0 {
+						title := "Errors"
+						if vs.Doc != nil {
+							title = strings.TrimSuffix(strings.TrimSpace(vs.Doc.Text()), ".")
+						}
+						out = append(out, section{Title: title})
+					}
+					out[len(out)-1].Entries = append(out[len(out)-1].Entries, parseEntry(t, fset, lit))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func parseEntry(t *testing.T, fset *token.FileSet, lit *ast.CompositeLit) entry {
+	t.Helper()
+	if len(lit.Elts) != 4 {
+		t.Fatalf("%s: an Entry literal with %d fields; write {code, what, fix, exit}", fset.Position(lit.Pos()), len(lit.Elts))
+	}
+	var s [3]string
+	for i := range 3 {
+		bl, ok := lit.Elts[i].(*ast.BasicLit)
+		if !ok || bl.Kind != token.STRING {
+			t.Fatalf("%s: Entry field %d is not a string literal", fset.Position(lit.Pos()), i)
+		}
+		v, err := strconv.Unquote(bl.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s[i] = v
+	}
+	id, ok := lit.Elts[3].(*ast.Ident)
+	exit, known := exitCodes[fmt.Sprint(id)]
+	if !ok || !known {
+		t.Fatalf("%s: Entry exit code %v is not one of the catalog's Exit constants", fset.Position(lit.Pos()), lit.Elts[3])
+	}
+	return entry{Code: s[0], What: s[1], Fix: s[2], Exit: exit}
+}
+
+func render(sections []section) []byte {
+	var b bytes.Buffer
+	b.WriteString(`# agentrun errors
+
+<!-- Generated from internal/catalog by 'go test ./docs -update'. Edit the catalog, and the
+causes in docs/errors_test.go, not this file. -->
+
+Every failure agentrun reports comes from one catalog: a stable code, what happened, the cause
+in this case, the fix, and a link to the code's section below. On a terminal:
+
+    error: run not found: run 7qk
+      fix: list runs with 'agentrun list'
+      see: ` + catalog.DocBase + `#run_not_found
+
+Under ` + "`--json`" + `, the same as one JSON object on stdout:
+
+    {"error": {"code": "run_not_found", "error": "run not found", "cause": "...",
+               "fix": "...", "doc": "...#run_not_found", "exit_code": 3}}
+
+Scripts should branch on ` + "`code`" + ` (stable: codes are added, never renamed or reused) or on the exit
+status, never on the message text.
+
+## Exit status
+
+| status | meaning |
+|---|---|
+| 0 | success |
+| 1 | the run ended other than succeeded (` + "`submit --wait`, `resume --wait`" + `) |
+| 2 | usage or preflight error; nothing was created |
+| 3 | run not found (or the id prefix is ambiguous) |
+| 70 | internal error |
+| 130 | interrupted (Ctrl-C) |
+
+## Index
+
+| code | exit | what |
+|---|---|---|
+`)
+	for _, s := range sections {
+		for _, e := range s.Entries {
+			fmt.Fprintf(&b, "| [%s](#%s) | %d | %s |\n", e.Code, e.Code, e.Exit, strings.ReplaceAll(e.What, "|", `\|`))
+		}
+	}
+	for _, s := range sections {
+		fmt.Fprintf(&b, "\n## %s\n", s.Title)
+		for _, e := range s.Entries {
+			fmt.Fprintf(&b, "\n### %s\n\n", e.Code)
+			fmt.Fprintf(&b, "- **What:** %s\n", e.What)
+			fmt.Fprintf(&b, "- **Cause:** %s\n", causes[e.Code])
+			if e.Fix != "" {
+				fmt.Fprintf(&b, "- **Fix:** %s\n", e.Fix)
+			}
+			fmt.Fprintf(&b, "- **Exit status:** %d\n", e.Exit)
+		}
+	}
+	return b.Bytes()
+}
+
+func TestErrorsDocMatchesCatalog(t *testing.T) {
+	sections := readCatalog(t)
+	sections = append(sections, section{Title: "Outside the catalog", Entries: extra})
+	seen := map[string]bool{}
+	n := 0
+	for _, s := range sections {
+		for _, e := range s.Entries {
+			n++
+			if seen[e.Code] {
+				t.Errorf("code %q appears twice in the catalog", e.Code)
+			}
+			seen[e.Code] = true
+			if causes[e.Code] == "" {
+				t.Errorf("catalog code %q has no cause in docs/errors_test.go: add one, then run 'go test ./docs -update'", e.Code)
+			}
+		}
+	}
+	if n < 40 {
+		t.Fatalf("found only %d catalog entries: the parser missed some", n)
+	}
+	for code := range causes {
+		if !seen[code] {
+			t.Errorf("docs/errors_test.go describes %q, which is not in the catalog", code)
+		}
+	}
+	want := render(sections)
+	if *update {
+		if err := os.WriteFile("errors.md", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile("errors.md")
+	if err != nil {
+		t.Fatalf("%v: run 'go test ./docs -update'", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("docs/errors.md is out of date with the catalog: run 'go test ./docs -update'")
+	}
+	// Every code has its anchored heading, as the catalog's doc links expect.
+	for code := range seen {
+		if !bytes.Contains(got, []byte("\n### "+code+"\n")) {
+			t.Errorf("errors.md has no heading for %q (anchor #%s)", code, code)
+		}
+	}
+}
+
+// The doc links the catalog prints point at this file.
+func TestDocBasePointsHere(t *testing.T) {
+	if !strings.HasSuffix(catalog.DocBase, "/docs/errors.md") {
+		t.Errorf("catalog.DocBase = %q", catalog.DocBase)
+	}
+	if e := catalog.RunNotFound.New(""); !strings.HasSuffix(e.Doc, "/docs/errors.md#run_not_found") {
+		t.Errorf("doc link %q", e.Doc)
+	}
+}
