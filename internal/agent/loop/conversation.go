@@ -35,23 +35,28 @@ func loadConversation(runDir string) ([]provider.Message, error) {
 	return c.Messages, nil
 }
 
-func saveConversation(runDir string, msgs []provider.Message) error {
+// saveConversation replaces the conversation file atomically. Between
+// turns it is not fsynced (a supervisor that dies still leaves a whole
+// file; only a machine crash can lose the last turns); at the end of an
+// attempt it is (durable).
+func saveConversation(runDir string, msgs []provider.Message, durable bool) error {
 	b, err := json.Marshal(conversation{Version: 1, Messages: msgs})
 	if err != nil {
 		return fmt.Errorf("encode conversation: %w", err)
 	}
-	return writeAtomic(filepath.Join(runDir, ConversationFile), b)
+	return writeAtomic(filepath.Join(runDir, ConversationFile), b, durable)
 }
 
-// writeAtomic writes a temp file, fsyncs it and renames it into place.
-func writeAtomic(path string, data []byte) error {
+// writeAtomic writes a temp file, fsyncs it when durable, and renames it
+// into place.
+func writeAtomic(path string, data []byte, durable bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

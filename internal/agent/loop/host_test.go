@@ -17,7 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 )
 
-func gitRepo(t *testing.T, files map[string]string, symlinks map[string]string) (string, string) {
+func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) (string, string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("requireGit: git is not installed")

@@ -204,7 +204,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	fmt.Fprintf(st.out, "builtin agent: %s via %s, context window %d tokens (%s)\n", a.spec.Model, a.prov.Name(), a.window, a.windowSource)
 
 	reason, msg, herr := st.run(ctx)
-	if serr := saveConversation(in.RunDir, st.msgs); serr != nil && herr == nil {
+	if serr := saveConversation(in.RunDir, st.msgs, true); serr != nil && herr == nil {
 		herr = serr
 	}
 	usage := st.usage
@@ -284,7 +284,7 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 		} else {
 			reason, msg = st.noCall(resp)
 		}
-		if err := saveConversation(st.in.RunDir, st.msgs); err != nil {
+		if err := saveConversation(st.in.RunDir, st.msgs, false); err != nil {
 			return "", "", err
 		}
 		if reason != "" {
