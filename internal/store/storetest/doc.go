@@ -13,9 +13,12 @@
 // Beyond the interface comments, the suite fixes these points of the
 // contract:
 //   - Every field of a Run survives a round trip, except Attempt.Prompt
-//     (json:"-", kept beside the record). Times come back equal (time.Equal)
-//     at microsecond precision; the suite's own times are whole microseconds
-//     in UTC.
+//     (json:"-", kept beside the record). Times the caller gives come back
+//     equal (time.Equal); the suite's own are whole microseconds in UTC, so a
+//     store may keep microseconds. Times a store sets (CreatedAt, UpdatedAt,
+//     StartedAt, FinishedAt) are returned as stored, so that the value a
+//     method returns equals what Get returns later. Event times given by the
+//     caller may lose precision below a microsecond.
 //   - Create sets Seq, Version (1) and zero CreatedAt/UpdatedAt on the Run
 //     it was given. A run's first appended event has Seq 1.
 //   - Methods taking a full id return ErrBadID for a malformed one and
