@@ -138,8 +138,10 @@ func NewProxy(opts ProxyOptions) *Proxy {
 }
 
 // Start listens on opts.Socket (if set) and serves it in the background.
-// A second Start is a no-op; Start after Stop returns ErrStopped.
-func (p *Proxy) Start(ctx context.Context) error {
+// A second Start is a no-op; Start after Stop returns ErrStopped. The
+// socket's directory should be private to the user: the socket is
+// chmod'ed to SocketMode only after it is created.
+func (p *Proxy) Start(ctx context.Context) (err error) {
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
@@ -151,6 +153,13 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	p.started = true
 	p.mu.Unlock()
+	defer func() {
+		if err != nil {
+			p.mu.Lock()
+			p.started = false
+			p.mu.Unlock()
+		}
+	}()
 	if p.opts.Socket == "" {
 		return nil
 	}

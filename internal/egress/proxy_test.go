@@ -559,6 +559,9 @@ func TestProxyStartStop(t *testing.T) {
 	if err := p.Start(ctx); err == nil {
 		t.Error("Start over a regular file succeeded")
 	}
+	if err := p.Start(ctx); err == nil {
+		t.Error("a failed Start counts as started")
+	}
 	if b, _ := os.ReadFile(file); string(b) != "keep" {
 		t.Error("Start clobbered a regular file")
 	}
