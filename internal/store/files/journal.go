@@ -38,14 +38,9 @@ func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 	if e.Type == "" {
 		return e, fmt.Errorf("append event to run %s: event has no type", id)
 	}
-	path := s.L.Events(id)
-	if _, err := os.Lstat(s.L.RunDir(id)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
-		}
-		return e, fmt.Errorf("append event to run %s: %w", id, err)
-	}
-	f, err := lockFile(ctx, path, os.O_RDWR|os.O_APPEND)
+	// O_CREATE inside lockFile fails with ENOENT when the run directory is
+	// missing (never made, or renamed away by Delete).
+	f, err := lockFile(ctx, s.L.Events(id), os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
