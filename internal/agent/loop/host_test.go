@@ -19,9 +19,7 @@ import (
 
 func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) (string, string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("requireGit: git is not installed")
-	}
+	requireGit(t)
 	dir := t.TempDir()
 	g := func(args ...string) string {
 		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"}, args...)...)
@@ -41,6 +39,17 @@ func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) 
 	g("add", "-A")
 	g("commit", "-qm", "base", "--allow-empty")
 	return dir, g("rev-parse", "HEAD")
+}
+
+// requireGit skips without git, or fails where AGENTRUN_REQUIRE_CAPS=1.
+func requireGit(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+			t.Fatal("requireGit: git is not installed (AGENTRUN_REQUIRE_CAPS=1)")
+		}
+		t.Skip("requireGit: git is not installed")
+	}
 }
 
 func TestRepoInstructionsFromBaseCommit(t *testing.T) {
