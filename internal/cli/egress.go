@@ -139,7 +139,7 @@ func (app *App) printEgress(r *run.Run, out *egressOutput) error {
 			} else {
 				flags = append(flags, flag)
 			}
-			t.add("  "+oneLine(hostPort(d.Host, d.Port), 60), strconv.Itoa(d.Count), oneLine(d.Why, 60), oneLine(flag, 70))
+			t.add("  "+oneLine(hostPort(d.Host, d.Port), 60), strconv.Itoa(d.Count), oneLine(d.Why, 90), oneLine(flag, 70))
 		}
 		if err := t.write(app.Stdout); err != nil {
 			return err

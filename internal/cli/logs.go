@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,6 +166,29 @@ func sources(o *logsOptions, env *Env, r *run.Run) []logSource {
 	return out
 }
 
+// allEmpty reports whether every source is an empty file (and there is
+// no transcript to render instead).
+func allEmpty(srcs []logSource) bool {
+	for _, s := range srcs {
+		if st, err := os.Stat(s.path); err != nil || st.Size() > 0 {
+			return false
+		}
+		if s.kind == "agent" {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(s.path), loop.TranscriptFile)); err == nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s logSource) what() string {
+	if s.kind == "check" {
+		return "check " + s.name
+	}
+	return "agent"
+}
+
 func (s logSource) header() string {
 	if s.kind == "check" {
 		return fmt.Sprintf("==> attempt %d: check %s <==", s.attempt, s.name)
@@ -198,6 +222,10 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 			pieces = append(pieces, logPiece{Attempt: s.attempt, Kind: s.kind, Name: s.name, Text: string(b)})
 		}
 		return writeJSON(app.Stdout, map[string]any{"id": r.ID, "logs": pieces})
+	}
+	if allEmpty(srcs) {
+		fmt.Fprintf(app.Stderr, "run %s: the %s printed nothing\n", r.ID, srcs[0].what())
+		return nil
 	}
 	w, done := app.rawOut()
 	for i, s := range srcs {

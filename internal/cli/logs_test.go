@@ -327,3 +327,14 @@ func TestLogsRendersTranscript(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
+
+func TestLogsSaysWhenNothingWasPrinted(t *testing.T) {
+	h := newTestHome(t)
+	r := h.addFinished(nil)
+	h.write(h.st.L.AgentLog(r.ID, 1), "")
+	h.write(h.st.L.AgentLog(r.ID, 2), "")
+	code, out, stderr := h.exec("logs", r.ID)
+	if code != 0 || out != "" || !strings.Contains(stderr, "the agent printed nothing") {
+		t.Errorf("exit %d %q %q", code, out, stderr)
+	}
+}

@@ -194,7 +194,7 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 	if out.Diffstat != "" {
 		fmt.Fprintln(app.Stdout)
 		for _, line := range strings.Split(strings.TrimRight(out.Diffstat, "\n"), "\n") {
-			fmt.Fprintln(app.Stdout, " "+oneLine(line, 0))
+			fmt.Fprintln(app.Stdout, oneLine(line, 0))
 		}
 	}
 	if len(out.Refused) > 0 {

@@ -143,15 +143,45 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	pf.add("  sandbox", p.Sandbox)
 	pf.add("  agent", oneLine(p.AgentCommand, 72))
 	pf.add("  policy", p.PolicyDigest)
-	keys := make([]string, 0, len(p.Enforced))
-	for k := range p.Enforced {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		pf.add("  "+oneLine(k, 30), oneLine(p.Enforced[k], 72))
+	for _, g := range groupEnforced(p.Enforced) {
+		pf.add("  "+g.label, oneLine(g.what, 0))
 	}
 	return pf.write(app.Stdout)
+}
+
+// enforcedGroup is the isolation and limits that share one status.
+type enforcedGroup struct{ label, what string }
+
+// groupEnforced folds provenance.enforced for people: what is enforced on
+// one line, then what is unavailable, one line per reason.
+func groupEnforced(m map[string]string) []enforcedGroup {
+	byStatus := map[string][]string{}
+	for k, v := range m {
+		byStatus[v] = append(byStatus[v], oneLine(k, 30))
+	}
+	statuses := make([]string, 0, len(byStatus))
+	for v, keys := range byStatus {
+		sort.Strings(keys)
+		statuses = append(statuses, v)
+	}
+	sort.Slice(statuses, func(i, j int) bool {
+		ei, ej := statuses[i] == "enforced", statuses[j] == "enforced"
+		if ei != ej {
+			return ei
+		}
+		return statuses[i] < statuses[j]
+	})
+	var out []enforcedGroup
+	for _, v := range statuses {
+		keys := strings.Join(byStatus[v], ", ")
+		label, why, _ := strings.Cut(v, ": ")
+		g := enforcedGroup{label: oneLine(label, 20), what: keys}
+		if why != "" {
+			g.what += " (" + why + ")"
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 func agentLine(a run.AgentSpec) string {

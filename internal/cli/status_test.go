@@ -25,7 +25,7 @@ func TestStatusHuman(t *testing.T) {
 		"host (no isolation)", "10m ago", "took 3m0s", r.Branch, "1 files, +2 -0", "1 entries",
 		"1200 prompt, 300 completion, 4 turns", "accept by reviewer", "looks right", "2 of 3",
 		"#1 1m0s checks_failed (agent exit 0)", "FAIL  unit  exit 1, 3s", "pass  unit  exit 0, 2s",
-		"sha256:abc", "memory", "unavailable: no cgroup", "devbox",
+		"sha256:abc", "enforced     network", "unavailable  memory (no cgroup)", "devbox",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status lacks %q:\n%s", want, s)
