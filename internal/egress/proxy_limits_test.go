@@ -151,3 +151,60 @@ func TestProxyNilPolicyDenies(t *testing.T) {
 		t.Errorf("record %+v", r)
 	}
 }
+
+// Tricky request targets never reach an address the policy did not allow:
+// each is refused (400 or 403) without a dial, and the Host header of a
+// forwarded request cannot redirect it.
+func TestProxyTrickyTargets(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, false)
+	port := strconv.Itoa(up.port)
+	tp := newTestProxy(t, []string{"upstream.test:" + port}, map[string][]string{"upstream.test": {"93.184.215.14"}}, nil)
+	targets := []string{
+		"upstream.test:" + port + "@127.0.0.1:" + port,
+		"127.0.0.1:" + port + "#upstream.test",
+		"%31%32%37.0.0.1:" + port,
+		"upstream.test%00.evil:" + port,
+		"[::ffff:7f00:1]:" + port,
+		"0x7f.0.0.1:" + port,
+		"127.1:" + port,
+		"localhost:" + port,
+		"upstream.test.evil.example:" + port,
+	}
+	for _, target := range targets {
+		for _, method := range []string{"CONNECT", "GET"} {
+			c := tp.dial(t)
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if method == "CONNECT" {
+				fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\n", target)
+			} else {
+				fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n", target)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Errorf("%s %s: %v", method, target, err)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusForbidden {
+				t.Errorf("%s %s: status %d", method, target, resp.StatusCode)
+			}
+		}
+	}
+	if d := tp.dialedAddrs(); len(d) != 0 {
+		t.Errorf("dialed %v", d)
+	}
+
+	// The Host header does not override the absolute URI.
+	tp2 := newTestProxy(t, []string{"upstream.test:" + port, "127.0.0.1:" + port}, map[string][]string{"upstream.test": {"127.0.0.1"}}, nil)
+	c := tp2.dial(t)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET http://upstream.test:%s/h HTTP/1.1\r\nHost: internal.example\r\nConnection: close\r\n\r\n", port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp); body != "hello GET /h host=upstream.test:"+port {
+		t.Errorf("body %q", body)
+	}
+}
