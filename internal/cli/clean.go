@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -195,7 +196,10 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 				Why: "it can be resumed; clean it by its ID"}, nil
 		}
 	}
-	unlock, err := lockSupervisor(env.Layout.SupervisorLock(id))
+	unlock, err := lockSupervisor(ctx, env.Layout.SupervisorLock(id), supervisorExitWait)
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
 	if err != nil {
 		return keep(r, catalog.RunActive.New("run %s: its supervisor is still running (%v)", id, err))
 	}
@@ -284,16 +288,33 @@ func planBranch(ctx context.Context, r *run.Run, force bool) (branchPlan, error)
 		r.Branch, shortCommit(tip), shortCommit(own))}, nil
 }
 
-// lockSupervisor takes the run's supervisor lock without waiting; an error
-// means a supervisor holds it.
-func lockSupervisor(path string) (func(), error) {
+// supervisorExitWait is how long clean waits for the supervisor of a run
+// that has ended to let go of its lock (it stops the sandbox after the
+// final state is recorded).
+var supervisorExitWait = 5 * time.Second
+
+// lockSupervisor takes the run's supervisor lock, waiting up to wait for a
+// supervisor that is exiting; an error means a supervisor still holds it.
+func lockSupervisor(ctx context.Context, path string, wait time.Duration) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open supervisor lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("supervisor lock held: %w", err)
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("supervisor lock held: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return func() { f.Close() }, nil
 }

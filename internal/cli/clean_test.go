@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -177,10 +178,19 @@ func TestCleanRefusesActiveRun(t *testing.T) {
 func TestCleanWaitsForSupervisorLock(t *testing.T) {
 	h := newTestHome(t)
 	r := h.addFinished(nil)
-	h.holdSupervisor(r.ID)
+	lock := h.holdSupervisor(r.ID)
+	old := supervisorExitWait
+	supervisorExitWait = 100 * time.Millisecond
+	defer func() { supervisorExitWait = old }()
 	code, out, _ := h.exec("clean", r.ID, "--json")
 	if code != 2 || jsonErr(t, out)["code"] != "run_active" || !exists(h.st.L.RunJSON(r.ID)) {
 		t.Errorf("exit %d %s", code, out)
+	}
+	// A supervisor that lets go while clean waits: the run is removed.
+	supervisorExitWait = 10 * time.Second
+	go func() { time.Sleep(100 * time.Millisecond); lock.Close() }()
+	if code, out, _ := h.exec("clean", r.ID, "--json"); code != 0 || exists(h.st.L.RunDir(r.ID)) {
+		t.Errorf("after the supervisor exited: exit %d %s", code, out)
 	}
 }
 
