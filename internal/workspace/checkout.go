@@ -117,27 +117,20 @@ func populate(ctx context.Context, repo, commit, format, dir string) error {
 }
 
 // copyObjects streams the objects of commit (not its history) from repo
-// into dir's object store: rev-list | pack-objects in repo, index-pack in
-// dir. New objects are not delta-compressed (local copy, speed first);
-// deltas already in repo's packs are reused.
+// into dir's object store: pack-objects in repo (the commit marked shallow,
+// so the walk stops there) piped into index-pack in dir. New objects are not
+// delta-compressed (local copy, speed first); deltas already in repo's packs
+// are reused.
 func copyObjects(ctx context.Context, repo, commit, dir string) error {
-	list := gitCmd{dir: repo, args: []string{"rev-list", "--objects", "--no-object-names", "-n", "1", commit}}.command(ctx)
-	pack := gitCmd{dir: repo, args: []string{"pack-objects", "--stdout", "-q", "--window=0", "--compression=1"}}.command(ctx)
+	pack := gitCmd{dir: repo, args: []string{"pack-objects", "--revs", "--stdout", "-q", "--window=0", "--compression=1"},
+		stdin: strings.NewReader("--shallow " + commit + "\n" + commit + "\n")}.command(ctx)
 	index := gitCmd{dir: dir, args: []string{"index-pack", "--stdin"}}.command(ctx)
-	cmds := []*exec.Cmd{list, pack, index}
-
-	r1, w1, err := os.Pipe()
+	cmds := []*exec.Cmd{pack, index}
+	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	r2, w2, err := os.Pipe()
-	if err != nil {
-		_ = r1.Close()
-		_ = w1.Close()
-		return err
-	}
-	list.Stdout, pack.Stdin = w1, r1
-	pack.Stdout, index.Stdin = w2, r2
+	pack.Stdout, index.Stdin = w, r
 	stderrs := make([]bytes.Buffer, len(cmds))
 	for i, c := range cmds {
 		c.Stderr = &stderrs[i]
@@ -151,9 +144,8 @@ func copyObjects(ctx context.Context, repo, commit, dir string) error {
 		}
 		started++
 	}
-	for _, f := range []*os.File{r1, w1, r2, w2} {
-		_ = f.Close()
-	}
+	_ = r.Close()
+	_ = w.Close()
 	var errs []error
 	if startErr != nil {
 		errs = append(errs, startErr)
@@ -175,17 +167,47 @@ func copyObjects(ctx context.Context, repo, commit, dir string) error {
 // recordManifest lists the checked-out index and stats every file. It runs
 // before the agent has the directory.
 func recordManifest(ctx context.Context, dir, commit, format string) (*manifest, error) {
-	out, err := gitCmd{dir: dir, args: []string{"ls-files", "-s", "-z"}}.run(ctx)
-	if err != nil {
-		return nil, err
+	hashLen := 20
+	if format == "sha256" {
+		hashLen = 32
 	}
-	m := &manifest{format: format, commit: commit}
-	m.entries = make([]entry, 0, bytes.Count(out, []byte{0}))
+	var entries []entry
+	data, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
+	if err == nil {
+		entries, err = parseIndex(data, hashLen)
+	}
+	if err != nil { // an index format we do not read: ask git
+		if entries, err = lsFiles(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	m := &manifest{format: format, commit: commit, entries: entries}
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer func() { _ = unix.Close(root) }()
+	for i := range m.entries {
+		e := &m.entries[i]
+		if e.mode == modeGitlink {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(root, e.path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return nil, fmt.Errorf("stat %s: %w", e.path, err)
+		}
+		fillStat(e, &st)
+	}
+	return m, nil
+}
+
+// lsFiles lists the index with git ls-files.
+func lsFiles(ctx context.Context, dir string) ([]entry, error) {
+	out, err := gitCmd{dir: dir, args: []string{"ls-files", "-s", "-z"}}.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]entry, 0, bytes.Count(out, []byte{0}))
 	for len(out) > 0 {
 		rec, rest, ok := bytes.Cut(out, []byte{0})
 		if !ok {
@@ -202,17 +224,9 @@ func recordManifest(ctx context.Context, dir, commit, format string) (*manifest,
 		if err != nil {
 			return nil, fmt.Errorf("ls-files: unexpected mode %q", f[0])
 		}
-		e := entry{path: string(path), mode: uint32(mode), blob: f[1]}
-		if e.mode != modeGitlink {
-			var st unix.Stat_t
-			if err := unix.Fstatat(root, e.path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return nil, fmt.Errorf("stat %s: %w", e.path, err)
-			}
-			fillStat(&e, &st)
-		}
-		m.entries = append(m.entries, e)
+		entries = append(entries, entry{path: string(path), mode: uint32(mode), blob: f[1]})
 	}
-	return m, nil
+	return entries, nil
 }
 
 // fillStat copies the stat data Scan compares.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -25,17 +28,20 @@ const (
 // repository opts.Repo and points refs/heads/opts.Branch at it, then writes
 // the patch to opts.PatchPath (if set) and counts the diff.
 //
-// Everything runs in the user's repository with git plumbing: fast-import
-// for the blobs (raw bytes, no filters), a temporary index for the tree,
-// commit-tree, update-ref with the old value (create-only unless
-// opts.Force), diff with textconv and external diff off. Nothing is read
-// from or run in the workspace: the content comes from cs.
+// Everything runs in the user's repository with git plumbing, in four
+// processes (five when the identity comes from the configuration):
+// fast-import builds blobs (raw bytes: no filters), tree and commit from the
+// base onto a temporary ref; cat-file reads the trees and the branch;
+// update-ref moves the branch with its old value (create-only unless
+// opts.Force) and drops the temporary ref in one transaction; one diff
+// (textconv and external diff off) gives numstat, diffstat and patch.
+// Nothing is read from or run in the workspace: the content comes from cs.
 //
 // Errors: ErrNoChanges (wrapped) when cs has no changes or they leave the
 // base tree as it was; ErrBranchExists when the branch exists, opts.Force is
 // not set and the branch is not already this very result (same tree, same
-// parent: then Export succeeds and returns it, so a retried export is
-// idempotent).
+// single parent: then Export succeeds and returns it, so a retried export
+// is idempotent).
 func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.ExportResult, error) {
 	if err := checkExportOptions(cs, opts); err != nil {
 		return nil, err
@@ -45,53 +51,54 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 	}
 	repo := opts.Repo
 	ref := "refs/heads/" + opts.Branch
-	baseTree, err := git(ctx, repo, "rev-parse", "--verify", "-q", opts.Base+"^{tree}")
-	if err != nil {
-		return nil, fmt.Errorf("export: base %s: %w", opts.Base, err)
-	}
-	tree, err := buildTree(ctx, repo, opts.Base, cs.Changes)
+	tmpRef, err := tempRef()
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	if tree == baseTree {
+	name, email := identity(ctx, opts)
+	if err := fastImport(ctx, repo, tmpRef, name, email, cs.Changes, opts); err != nil {
+		dropRef(repo, tmpRef)
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	ids, err := lookup(ctx, repo, tmpRef, tmpRef+"^{tree}", opts.Base+"^{tree}",
+		ref, ref+"^{tree}", ref+"^1", ref+"^2")
+	if err != nil {
+		dropRef(repo, tmpRef)
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	commit, tree, baseTree := ids[0], ids[1], ids[2]
+	tip, tipTree, tipParent, tipParent2 := ids[3], ids[4], ids[5], ids[6]
+	switch {
+	case commit == "" || tree == "" || baseTree == "":
+		dropRef(repo, tmpRef)
+		return nil, errors.New("export: the imported commit or the base tree is missing")
+	case tree == baseTree:
+		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: the changes leave the base tree as it was: %w", ErrNoChanges)
-	}
-	tip, exists, err := (&Repo{path: repo}).refTip(ctx, ref)
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	var commit string
-	if exists && !opts.Force {
-		same, err := sameResult(ctx, repo, tip, tree, opts.Base)
-		if err != nil {
-			return nil, fmt.Errorf("export: %w", err)
-		}
-		if !same {
+	case tip != "" && !opts.Force:
+		dropRef(repo, tmpRef)
+		if tipTree != tree || tipParent != opts.Base || tipParent2 != "" {
 			return nil, fmt.Errorf("export: %s at %s: %w", opts.Branch, tip, ErrBranchExists)
 		}
-		commit = tip
-	} else {
-		if commit, err = commitTree(ctx, repo, tree, opts); err != nil {
-			return nil, fmt.Errorf("export: %w", err)
+		commit = tip // this very result is already there
+	default:
+		old := tip
+		if old == "" {
+			old = strings.Repeat("0", len(opts.Base)) // must not exist
 		}
-		old := strings.Repeat("0", len(opts.Base)) // must not exist
-		if exists {
-			old = tip
-		}
-		if _, err := git(ctx, repo, "update-ref", "-m", "agentrun: export", ref, commit, old); err != nil {
-			if _, now, _ := (&Repo{path: repo}).refTip(ctx, ref); now && !exists {
-				return nil, fmt.Errorf("export: %s: %w", opts.Branch, ErrBranchExists)
+		tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
+		if _, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx); err != nil {
+			dropRef(repo, tmpRef)
+			if tip == "" {
+				if _, now, _ := (&Repo{path: repo}).refTip(ctx, ref); now {
+					return nil, fmt.Errorf("export: %s: %w", opts.Branch, ErrBranchExists)
+				}
 			}
 			return nil, fmt.Errorf("export: update %s: %w", ref, err)
 		}
 	}
 	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
-	if opts.PatchPath != "" {
-		if err := writePatch(ctx, repo, opts.Base, commit, opts.PatchPath); err != nil {
-			return nil, fmt.Errorf("export: %w", err)
-		}
-	}
-	if err := diffStats(ctx, repo, opts.Base, commit, res); err != nil {
+	if err := diffResult(ctx, repo, opts.Base, commit, opts.PatchPath, res); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	return res, nil
@@ -133,119 +140,59 @@ func checkExportOptions(cs *ChangeSet, opts ExportOptions) error {
 	return nil
 }
 
-// buildTree writes the blobs and returns the tree of base with the
-// changes applied, built in a temporary index outside the repository.
-func buildTree(ctx context.Context, repo, base string, changes []Change) (string, error) {
-	tmp, err := os.MkdirTemp("", "agentrun-export-")
-	if err != nil {
+// tempRef names a ref private to one export.
+func tempRef() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	blobs, err := writeBlobs(ctx, repo, tmp, changes)
-	if err != nil {
-		return "", err
-	}
-	env := []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
-	if _, err := (gitCmd{dir: repo, args: []string{"read-tree", base}, env: env}).run(ctx); err != nil {
-		return "", err
-	}
-	var info bytes.Buffer
-	zero := strings.Repeat("0", len(base))
-	for _, c := range changes { // deletions first: a file may become a directory
-		if c.Kind == "delete" {
-			fmt.Fprintf(&info, "0 %s\t%s\x00", zero, c.Path)
-		}
-	}
-	for i, c := range changes {
-		if c.Kind != "delete" {
-			fmt.Fprintf(&info, "%o %s\t%s\x00", c.Mode, blobs[i], c.Path)
-		}
-	}
-	if _, err := (gitCmd{dir: repo, args: []string{"update-index", "--add", "--remove", "--replace", "-z", "--index-info"}, env: env, stdin: &info}).run(ctx); err != nil {
-		return "", err
-	}
-	out, err := (gitCmd{dir: repo, args: []string{"write-tree"}, env: env}).run(ctx)
-	if err != nil {
-		return "", err
-	}
-	tree := strings.TrimSpace(string(out))
-	if !isObjectID(tree) {
-		return "", fmt.Errorf("write-tree: unexpected output %q", tree)
-	}
-	return tree, nil
+	return "refs/agentrun-tmp/export-" + hex.EncodeToString(b[:]), nil
 }
 
-// writeBlobs stores the content of every non-delete change with one
-// fast-import process (raw bytes, no filters) and returns the blob ids by
-// change index.
-func writeBlobs(ctx context.Context, repo, tmp string, changes []Change) ([]string, error) {
-	marks := filepath.Join(tmp, "marks")
-	pr, pw := io.Pipe()
-	go func() {
-		w := bufio.NewWriterSize(pw, 256<<10)
-		for i, c := range changes {
-			if c.Kind == "delete" {
-				continue
-			}
-			fmt.Fprintf(w, "blob\nmark :%d\ndata %d\n", i+1, len(c.Content))
-			_, _ = w.Write(c.Content)
-			_ = w.WriteByte('\n')
-		}
-		_, _ = w.WriteString("done\n")
-		pw.CloseWithError(w.Flush())
-	}()
-	_, err := gitCmd{dir: repo, args: []string{"fast-import", "--quiet", "--done", "--export-marks=" + marks}, stdin: pr}.run(ctx)
-	_ = pr.Close()
+// dropRef deletes the temporary ref after a failure; best effort, with its
+// own short deadline so that a cancelled export still cleans up.
+func dropRef(repo, ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = git(ctx, repo, "update-ref", "-d", ref)
+}
+
+// lookup resolves each name with one cat-file process; "" for a missing one.
+func lookup(ctx context.Context, repo string, names ...string) ([]string, error) {
+	in := strings.Join(names, "\n") + "\n"
+	out, err := gitCmd{dir: repo, args: []string{"cat-file", "--batch-check=%(objectname)"}, stdin: strings.NewReader(in)}.run(ctx)
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(marks)
-	if err != nil {
-		return nil, fmt.Errorf("fast-import marks: %w", err)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(names) {
+		return nil, fmt.Errorf("cat-file: %d answers for %d names", len(lines), len(names))
 	}
-	blobs := make([]string, len(changes))
-	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
-		mark, id, ok := strings.Cut(line, " ")
-		n, err := strconv.Atoi(strings.TrimPrefix(mark, ":"))
-		if !ok || err != nil || n < 1 || n > len(changes) || !isObjectID(id) {
-			return nil, fmt.Errorf("fast-import marks: unexpected line %q", line)
-		}
-		blobs[n-1] = id
-	}
-	for i, c := range changes {
-		if c.Kind != "delete" && blobs[i] == "" {
-			return nil, fmt.Errorf("fast-import marks: no blob for %s", c.Path)
+	ids := make([]string, len(names))
+	for i, l := range lines {
+		if isObjectID(l) {
+			ids[i] = l
 		}
 	}
-	return blobs, nil
+	return ids, nil
 }
 
-// sameResult reports whether commit has exactly tree and the single parent
-// base: the branch already holds this result.
-func sameResult(ctx context.Context, repo, commit, tree, base string) (bool, error) {
-	out, err := git(ctx, repo, "cat-file", "commit", commit)
-	if err != nil {
-		return false, err
-	}
-	head, _, _ := strings.Cut(out, "\n\n")
-	var gotTree string
-	var parents []string
-	for line := range strings.SplitSeq(head, "\n") {
-		if t, ok := strings.CutPrefix(line, "tree "); ok {
-			gotTree = t
-		}
-		if p, ok := strings.CutPrefix(line, "parent "); ok {
-			parents = append(parents, p)
-		}
-	}
-	return gotTree == tree && len(parents) == 1 && parents[0] == base, nil
-}
-
-// commitTree makes the result commit.
-func commitTree(ctx context.Context, repo, tree string, opts ExportOptions) (string, error) {
+// identity picks the author and committer: the options, else the
+// repository's configuration, else agentrun.
+func identity(ctx context.Context, opts ExportOptions) (string, string) {
 	name, email := opts.AuthorName, opts.AuthorEmail
 	if name == "" || email == "" {
-		cfgName, cfgEmail := configIdentity(ctx, repo)
+		out, _ := git(ctx, opts.Repo, "config", "--get-regexp", `^user\.(name|email)$`)
+		var cfgName, cfgEmail string
+		for line := range strings.SplitSeq(out, "\n") {
+			k, v, _ := strings.Cut(line, " ")
+			switch k {
+			case "user.name":
+				cfgName = v
+			case "user.email":
+				cfgEmail = v
+			}
+		}
 		if name == "" {
 			name = cfgName
 		}
@@ -253,31 +200,110 @@ func commitTree(ctx context.Context, repo, tree string, opts ExportOptions) (str
 			email = cfgEmail
 		}
 	}
-	name, email = cleanIdent(name, fallbackName), cleanIdent(email, fallbackEmail)
-	env := []string{
-		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
-		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
-	}
+	return cleanIdent(name, fallbackName), cleanIdent(email, fallbackEmail)
+}
+
+// fastImport writes the blobs, the tree and the commit (parent opts.Base)
+// with one fast-import process, onto ref.
+func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) error {
+	now := time.Now()
+	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
 	msg := opts.Message
 	if !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
 	}
-	out, err := gitCmd{dir: repo, args: []string{"commit-tree", "--no-gpg-sign", "-p", opts.Base, "-F", "-", tree}, env: env, stdin: strings.NewReader(msg)}.run(ctx)
-	if err != nil {
-		return "", err
-	}
-	commit := strings.TrimSpace(string(out))
-	if !isObjectID(commit) {
-		return "", fmt.Errorf("commit-tree: unexpected output %q", commit)
-	}
-	return commit, nil
+	pr, pw := io.Pipe()
+	go func() {
+		w := bufio.NewWriterSize(pw, 256<<10)
+		fmt.Fprintf(w, "commit %s\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, who, who, len(msg), msg, opts.Base)
+		for _, c := range changes { // deletions first: a file may become a directory
+			if c.Kind == "delete" {
+				fmt.Fprintf(w, "D %s\n", quotePath(c.Path))
+			}
+		}
+		for _, c := range changes {
+			if c.Kind != "delete" {
+				fmt.Fprintf(w, "M %o inline %s\ndata %d\n", c.Mode, quotePath(c.Path), len(c.Content))
+				_, _ = w.Write(c.Content)
+				_ = w.WriteByte('\n')
+			}
+		}
+		_, _ = w.WriteString("\ndone\n")
+		pw.CloseWithError(w.Flush())
+	}()
+	_, err := gitCmd{dir: repo, args: []string{"fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
+	_ = pr.Close()
+	return err
 }
 
-// configIdentity is the repository's configured user.name and user.email.
-func configIdentity(ctx context.Context, repo string) (name, email string) {
-	name, _ = git(ctx, repo, "config", "--get", "user.name")
-	email, _ = git(ctx, repo, "config", "--get", "user.email")
-	return name, email
+// quotePath quotes a validated path for fast-import (C style; validated
+// paths have no backslash or control character).
+func quotePath(p string) string {
+	return `"` + strings.ReplaceAll(p, `"`, `\"`) + `"`
+}
+
+// diffArgs are the flags of the result diff: no textconv, no external diff,
+// no colour, rename detection, fixed prefixes (whatever diff.noprefix or
+// diff.mnemonicPrefix say), submodules as commit ids.
+var diffArgs = []string{
+	"--no-textconv", "--no-ext-diff", "--no-color", "-M", "--submodule=short", "--ignore-submodules=none",
+	"--src-prefix=a/", "--dst-prefix=b/",
+}
+
+// diffResult runs one diff for numstat, diffstat and the binary-safe
+// patch, writes the patch atomically to patchPath (if set) and fills the
+// counts of res.
+func diffResult(ctx context.Context, repo, base, commit, patchPath string, res *run.ExportResult) error {
+	args := append([]string{"diff"}, diffArgs...)
+	args = append(args, "--numstat", "-z", "--stat=100", "--binary", "-p", base, commit, "--")
+	out, err := gitCmd{dir: repo, args: args}.run(ctx)
+	if err != nil {
+		return err
+	}
+	numstat, stat, patch, err := splitDiff(out)
+	if err != nil {
+		return err
+	}
+	if res.FilesChanged, res.Insertions, res.Deletions, err = parseNumstat(numstat); err != nil {
+		return err
+	}
+	res.Diffstat = string(stat)
+	if patchPath != "" {
+		return writeFileAtomic(patchPath, patch)
+	}
+	return nil
+}
+
+// splitDiff cuts the output of `diff --numstat -z --stat -p` into its three
+// parts: numstat records (each starts with a digit or '-'), the diffstat
+// (starts with a space, ends at a NUL) and the patch.
+func splitDiff(out []byte) (numstat, stat, patch []byte, err error) {
+	i := 0
+	for i < len(out) && out[i] != ' ' {
+		// one record: "add\tdel\tpath\0" or "add\tdel\t\0from\0to\0"
+		j := bytes.IndexByte(out[i:], 0)
+		if j < 0 {
+			return nil, nil, nil, errors.New("diff: truncated numstat")
+		}
+		rec := out[i : i+j]
+		i += j + 1
+		if bytes.HasSuffix(rec, []byte{'\t'}) {
+			for range 2 {
+				k := bytes.IndexByte(out[i:], 0)
+				if k < 0 {
+					return nil, nil, nil, errors.New("diff: truncated rename")
+				}
+				i += k + 1
+			}
+		}
+	}
+	numstat = out[:i]
+	rest := out[i:]
+	k := bytes.IndexByte(rest, 0)
+	if k < 0 {
+		return numstat, rest, nil, nil
+	}
+	return numstat, rest[:k], rest[k+1:], nil
 }
 
 // cleanIdent drops what git would refuse in an identity.
@@ -292,45 +318,6 @@ func cleanIdent(s, fallback string) string {
 		return fallback
 	}
 	return s
-}
-
-// diffArgs are the flags of every diff: no textconv, no external diff, no
-// colour, fixed prefixes, rename detection.
-var diffArgs = []string{"--no-textconv", "--no-ext-diff", "--no-color", "-M", "--submodule=short", "--ignore-submodules=none"}
-
-func diffCmd(repo string, base, commit string, extra ...string) gitCmd {
-	args := append([]string{"diff"}, diffArgs...)
-	args = append(args, extra...)
-	args = append(args, base, commit, "--")
-	return gitCmd{dir: repo, args: args}
-}
-
-// writePatch writes the binary-safe patch atomically to path.
-func writePatch(ctx context.Context, repo, base, commit, path string) error {
-	out, err := diffCmd(repo, base, commit, "--binary", "--src-prefix=a/", "--dst-prefix=b/").run(ctx)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, out)
-}
-
-// diffStats fills files changed, insertions, deletions and the diffstat.
-func diffStats(ctx context.Context, repo, base, commit string, res *run.ExportResult) error {
-	out, err := diffCmd(repo, base, commit, "--numstat", "-z").run(ctx)
-	if err != nil {
-		return err
-	}
-	files, ins, del, err := parseNumstat(out)
-	if err != nil {
-		return err
-	}
-	res.FilesChanged, res.Insertions, res.Deletions = files, ins, del
-	stat, err := diffCmd(repo, base, commit, "--stat=100").run(ctx)
-	if err != nil {
-		return err
-	}
-	res.Diffstat = string(stat)
-	return nil
 }
 
 // parseNumstat reads `git diff --numstat -z`: "add\tdel\tpath\0", or for a

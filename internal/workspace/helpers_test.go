@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	for _, d := range benchCleanup {
+		_ = os.RemoveAll(d)
+	}
 	os.Exit(code)
 }
 

@@ -250,7 +250,11 @@ func roundTrip(t *testing.T, format string) {
 		t.Fatal("user HEAD moved")
 	}
 
-	// The patch applies cleanly on the base and gives the same tree.
+	// The patch is only the patch, applies cleanly on the base and gives
+	// the same tree.
+	if patch, err := os.ReadFile(opts.PatchPath); err != nil || !bytes.HasPrefix(patch, []byte("diff --git a/")) {
+		t.Fatalf("patch starts %.40q (%v)", patch, err)
+	}
 	clone := filepath.Join(t.TempDir(), "clone")
 	tgit(t, repo, "worktree", "add", "-q", "--detach", clone, base)
 	tgit(t, clone, "apply", "--index", "--binary", opts.PatchPath)
@@ -284,6 +288,9 @@ func roundTrip(t *testing.T, format string) {
 	}
 	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>", res2.Commit); who != "Someone <someone@example.org>" {
 		t.Fatalf("author = %q", who)
+	}
+	if refs := tgit(t, repo, "for-each-ref", "refs/agentrun-tmp/"); refs != "" {
+		t.Fatalf("temporary refs left behind:\n%s", refs)
 	}
 }
 
