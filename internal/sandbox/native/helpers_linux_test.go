@@ -137,3 +137,5 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+func testbinPath(t testing.TB) string { return testbin.Agentrun(t) }
