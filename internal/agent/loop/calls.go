@@ -143,7 +143,11 @@ func summarize(tc provider.ToolCall, r tools.Result) string {
 // compact. false means the conversation cannot be made to fit.
 func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	a := st.a
-	limit := st.bud.limit()
+	// The effective budget: the limit shrunk by how much the server's
+	// token counts exceed the estimate.
+	eff := st.bud
+	eff.window = eff.reserve + int(float64(st.bud.limit())/st.scale)
+	limit := eff.limit()
 	soft := limit * 85 / 100
 	before := estimate(a.system, st.defs, st.msgs)
 	if before <= soft {
@@ -161,7 +165,7 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	if len(st.msgs) <= 2 {
 		return before <= limit, nil
 	}
-	res, err := a.compact(ctx, st.msgs, st.bud, a.system, st.defs)
+	res, err := a.compact(ctx, st.msgs, eff, a.system, st.defs)
 	if err != nil {
 		return false, err
 	}

@@ -288,3 +288,42 @@ func TestConversationContinuesNextAttempt(t *testing.T) {
 		t.Fatal("attempt 2 transcript")
 	}
 }
+
+func TestServerContextOverflow(t *testing.T) {
+	overflow := fakemodel.Reply{Status: 400, Body: `{"error":{"message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","code":400}}`}
+	// Once: the loop assumes more tokens and asks again.
+	r := newRig(t, overflow, calls(call("finish", map[string]any{"summary": "ok"})))
+	r.expect(r.run(context.Background(), "task"), run.ReasonCompleted)
+	if count(r.transcript(1), RecWarning) != 1 {
+		t.Fatal("no warning recorded")
+	}
+	// Again and again: context_exhausted, not an endless loop.
+	r2 := newRig(t, overflow, overflow, overflow, overflow, overflow)
+	out := r2.run(context.Background(), "task")
+	r2.expect(out, run.ReasonContextExhausted)
+	if len(r2.srv.Requests()) != 4 {
+		t.Fatalf("%d requests", len(r2.srv.Requests()))
+	}
+}
+
+// Reported prompt tokens larger than the estimate shrink the budget.
+func TestUsageCalibratesBudget(t *testing.T) {
+	huge := &provider.Usage{PromptTokens: 30000, CompletionTokens: 5}
+	script := []fakemodel.Reply{}
+	for i := 0; i < 4; i++ {
+		script = append(script, fakemodel.Reply{ToolCalls: []provider.ToolCall{call("read_file", map[string]any{"path": fmt.Sprintf("big%d.txt", i)})}, Usage: huge})
+	}
+	script = append(script, calls(call("finish", map[string]any{"summary": "ok"})))
+	r := newRig(t, script...)
+	writeBig(t, r.ws, 4, 3000)
+	r.expect(r.run(context.Background(), "task"), run.ReasonCompleted)
+	trimmed := 0
+	for _, m := range r.lastMessages() {
+		if m.Content == trimmedResult {
+			trimmed++
+		}
+	}
+	if trimmed == 0 {
+		t.Fatal("the server's token counts did not shrink the budget")
+	}
+}

@@ -156,6 +156,10 @@ type attempt struct {
 	lastFail string
 	failRuns int
 	spillSeq int
+	// scale corrects the byte-based token estimate by what the server
+	// reported (never below 1); overflows counts context-length refusals.
+	scale     float64
+	overflows int
 }
 
 // Attempt runs one attempt of the built-in agent (agent.Agent).
@@ -176,7 +180,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	if err != nil {
 		return nil, err
 	}
-	st := &attempt{a: a, in: in, tr: tr, out: in.Output, defs: tools.Definitions(), bud: newBudget(a.window), seen: map[string]bool{}}
+	st := &attempt{a: a, in: in, tr: tr, out: in.Output, defs: tools.Definitions(), bud: newBudget(a.window), seen: map[string]bool{}, scale: 1}
 	if st.out == nil {
 		st.out = io.Discard
 	}
@@ -246,11 +250,24 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 		}
 		st.turn++
 		req := provider.Request{Model: a.spec.Model, System: a.system, Messages: st.msgs, Tools: st.defs, Temperature: a.spec.Temperature}
+		est := estimate(a.system, st.defs, st.msgs)
 		resp, err := a.prov.Chat(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				st.turn--
 				return ctxReason(ctx), "stopped while waiting for the model", nil
+			}
+			if contextOverflow(err) {
+				// The server counts more tokens than estimated: assume
+				// more, so the budget trims or compacts, and ask again.
+				st.turn--
+				st.overflows++
+				if st.overflows > 3 {
+					return run.ReasonContextExhausted, "the model server refused the conversation as too long: " + oneLine(err.Error(), 300), nil
+				}
+				st.scale *= 1.5
+				st.warnf("the server says the context is too long; assuming %.1fx more tokens than estimated", st.scale)
+				continue
 			}
 			msg := err.Error()
 			if ce, ok := catalog.As(err); ok && ce.Fix != "" {
@@ -259,6 +276,11 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 			return run.ReasonModelError, msg, nil
 		}
 		st.addUsage(resp)
+		if resp.UsageKnown && resp.Usage.PromptTokens > 0 && est > 0 {
+			if r := float64(resp.Usage.PromptTokens) / float64(est); r > st.scale {
+				st.scale = min(r, 4)
+			}
+		}
 		m := resp.Message
 		m.Role = provider.RoleAssistant
 		for i := range m.ToolCalls {
@@ -303,6 +325,26 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 			st.nudge(nudgeStalledPref + fmt.Sprint(st.noProg) + nudgeStalledSuff)
 		}
 	}
+}
+
+func (st *attempt) warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	st.tr.add(Record{Type: RecWarning, Attempt: st.in.N, Turn: st.turn, Text: msg})
+	st.a.warn(msg)
+}
+
+// contextOverflow reports whether a model error says the prompt is longer
+// than the model's context (OpenAI, vLLM, llama.cpp, LM Studio, Anthropic
+// wordings).
+func contextOverflow(err error) bool {
+	s := strings.ToLower(err.Error())
+	for _, k := range []string{"context_length_exceeded", "maximum context length", "context length", "context window",
+		"exceeds the context", "prompt is too long", "too many tokens", "exceed_context_size", "n_ctx"} {
+		if strings.Contains(s, k) {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *attempt) addUsage(resp *provider.Response) {

@@ -1,7 +1,8 @@
 // Package anthropic is the Anthropic Messages API provider.
 //
 // Contract: one Chat call is one POST /v1/messages, with bounded retries on
-// 429/5xx/529/connection errors. Tool results of consecutive tool messages
+// 429/5xx/529/connection errors. Prompt caching is asked for with two
+// breakpoints: after the system prompt and on the newest block. Tool results of consecutive tool messages
 // are merged into one user turn (the API wants alternating roles), and so
 // are consecutive user messages. Encoding is deterministic so that earlier
 // turns are byte-identical across requests.
@@ -74,6 +75,20 @@ type block struct {
 	Content   string          `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
 	Thinking  string          `json:"thinking,omitempty"`
+	// CacheControl marks a prompt-cache breakpoint.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
+}
+
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+var ephemeral = &cacheControl{Type: "ephemeral"}
+
+type systemBlock struct {
+	Type         string        `json:"type"`
+	Text         string        `json:"text"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 type wireMessage struct {
 	Role    string  `json:"role"`
@@ -87,7 +102,7 @@ type wireTool struct {
 type wireRequest struct {
 	Model       string        `json:"model"`
 	MaxTokens   int           `json:"max_tokens"`
-	System      string        `json:"system,omitempty"`
+	System      []systemBlock `json:"system,omitempty"`
 	Messages    []wireMessage `json:"messages"`
 	Tools       []wireTool    `json:"tools,omitempty"`
 	Temperature *float64      `json:"temperature,omitempty"`
@@ -109,7 +124,12 @@ type wireResponse struct {
 
 // EncodeRequest is the exact body Chat sends.
 func EncodeRequest(req provider.Request) ([]byte, error) {
-	w := wireRequest{Model: req.Model, MaxTokens: req.MaxTokens, System: req.System, Temperature: req.Temperature}
+	w := wireRequest{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature}
+	if req.System != "" {
+		// The system prompt (with the tools before it) is the stable prefix:
+		// one cache breakpoint after it.
+		w.System = []systemBlock{{Type: "text", Text: req.System, CacheControl: ephemeral}}
+	}
 	if w.MaxTokens <= 0 {
 		w.MaxTokens = DefaultMaxTokens
 	}
@@ -146,6 +166,16 @@ func EncodeRequest(req provider.Request) ([]byte, error) {
 	}
 	for _, t := range req.Tools {
 		w.Tools = append(w.Tools, wireTool{Name: t.Name, Description: t.Description, InputSchema: t.Parameters})
+	}
+	// A second breakpoint on the newest block caches the conversation so
+	// far for the next turn (earlier blocks never change; the marker is not
+	// part of the cached content).
+	if n := len(w.Messages); n > 0 {
+		if c := w.Messages[n-1].Content; len(c) > 0 {
+			last := c[len(c)-1]
+			last.CacheControl = ephemeral
+			c[len(c)-1] = last
+		}
 	}
 	return json.Marshal(w)
 }

@@ -31,9 +31,9 @@ func TestEncodeRequestMergesToolResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"model":"m","max_tokens":8192,"system":"sys","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},` +
+	want := `{"model":"m","max_tokens":8192,"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},` +
 		`{"role":"assistant","content":[{"type":"text","text":"looking"},{"type":"tool_use","id":"t1","name":"list_dir","input":{}},{"type":"tool_use","id":"t2","name":"read_file","input":{}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a"},{"type":"tool_result","tool_use_id":"t2","content":"error: bad arguments"},{"type":"text","text":"nudge"}]}]}`
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a"},{"type":"tool_result","tool_use_id":"t2","content":"error: bad arguments"},{"type":"text","text":"nudge","cache_control":{"type":"ephemeral"}}]}]}`
 	if string(b) != want {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
