@@ -205,15 +205,24 @@ const trimmedPrefix = "[Earlier turns were removed to fit the context window. Th
 // compact replaces everything after the first user message with a summary
 // written by the model (quality-gated, one retry) or, failing that, with
 // the most recent messages that fit.
-func (a *Agent) compact(ctx context.Context, msgs []provider.Message, b budget, system string, defs []provider.Tool) (*compactResult, error) {
+//
+// latest is this attempt's prompt (what failed last time, for attempt 2 and
+// later): it is restated in the summary request and kept as a message.
+func (a *Agent) compact(ctx context.Context, msgs []provider.Message, b budget, system string, defs []provider.Tool, latest string) (*compactResult, error) {
 	first := msgs[0]
 	res := &compactResult{}
+	task := first.Content
+	var latestMsg []provider.Message
+	if latest != "" && latest != first.Content {
+		task += "\n\nThe latest instruction, given after earlier work:\n" + latest
+		latestMsg = []provider.Message{{Role: provider.RoleUser, Content: latest}}
+	}
 	maxBytes := max(b.limit()*bytesPerToken/2-len(first.Content), 4000)
 	text := renderForSummary(msgs[1:], maxBytes)
 	missing := ""
 	for try := 0; try < 2; try++ {
 		req := provider.Request{Model: a.spec.Model, System: compactSystem, Temperature: a.spec.Temperature,
-			Messages: []provider.Message{{Role: provider.RoleUser, Content: summaryPrompt(first.Content, text, missing)}}}
+			Messages: []provider.Message{{Role: provider.RoleUser, Content: summaryPrompt(task, text, missing)}}}
 		resp, err := a.prov.Chat(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -227,14 +236,14 @@ func (a *Agent) compact(ctx context.Context, msgs []provider.Message, b budget, 
 		summary := strings.TrimSpace(stripThink(resp.Message.Content))
 		if missing = gate(summary); missing == "" {
 			res.method = "summary"
-			res.msgs = []provider.Message{first, {Role: provider.RoleUser, Content: compactedPrefix + summary + "\n\nContinue the task from here."}}
+			res.msgs = append([]provider.Message{first, {Role: provider.RoleUser, Content: compactedPrefix + summary + "\n\nContinue the task from here."}}, latestMsg...)
 			return res, nil
 		}
 	}
 	// Fallback: keep the newest messages that fit in half the budget,
 	// starting at an assistant message so no tool result is orphaned.
 	res.method = "trim"
-	keep := []provider.Message{first, {Role: provider.RoleUser, Content: trimmedPrefix}}
+	keep := append([]provider.Message{first, {Role: provider.RoleUser, Content: trimmedPrefix}}, latestMsg...)
 	target := b.limit() * 6 / 10
 	start := len(msgs)
 	for i := len(msgs) - 1; i >= 1; i-- {
@@ -246,6 +255,9 @@ func (a *Agent) compact(ctx context.Context, msgs []provider.Message, b budget, 
 			break
 		}
 		start = i
+		if len(latestMsg) > 0 && msgs[i-1].Role == provider.RoleUser && msgs[i-1].Content == latest {
+			break // the latest instruction, kept already, comes just before
+		}
 	}
 	res.msgs = append(keep, msgs[start:]...)
 	return res, nil

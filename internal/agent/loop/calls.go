@@ -165,7 +165,7 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	if len(st.msgs) <= 2 {
 		return before <= limit, nil
 	}
-	res, err := a.compact(ctx, st.msgs, eff, a.system, st.defs)
+	res, err := a.compact(ctx, st.msgs, eff, a.system, st.defs, st.in.Prompt)
 	if err != nil {
 		return false, err
 	}

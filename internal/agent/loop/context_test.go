@@ -327,3 +327,29 @@ func TestUsageCalibratesBudget(t *testing.T) {
 		t.Fatal("the server's token counts did not shrink the budget")
 	}
 }
+
+// A compaction in a later attempt keeps what failed last time.
+func TestCompactionKeepsLatestInstruction(t *testing.T) {
+	r := newRig(t)
+	var prompts *[]string
+	r.srv, prompts = compactingServer(t, goodSummary)
+	r.spec.BaseURL, r.spec.ContextWindow = r.srv.URL, 8000
+	// Attempt 1 ends at once; attempt 2 grows until compaction.
+	os.WriteFile(filepath.Join(r.runDir, ConversationFile), []byte(`{"version":1,"messages":[{"role":"user","content":"the task"},{"role":"assistant","content":"done"}]}`), 0o644)
+	r.attempt = 1
+	latest := "The check unit failed: expected 2"
+	r.expect(r.run(context.Background(), latest), run.ReasonCompleted)
+	if len(*prompts) == 0 || !strings.Contains((*prompts)[0], "The latest instruction, given after earlier work:\n"+latest) {
+		t.Fatal("latest instruction not restated")
+	}
+	for _, body := range r.srv.Requests() {
+		_, m := decodeReq(t, body)
+		if len(m) > 3 && strings.HasPrefix(m[2].Content, compactedPrefix) {
+			if m[1].Content != "the task" || m[3].Content != latest {
+				t.Fatalf("after compaction: %+v", m[:4])
+			}
+			return
+		}
+	}
+	t.Fatal("no compacted request")
+}

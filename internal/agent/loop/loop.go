@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,7 +197,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		settings["temperature"] = *a.spec.Temperature
 	}
 	if a.spec.BaseURL != "" {
-		settings["base_url"] = a.spec.BaseURL
+		settings["base_url"] = redactURL(a.spec.BaseURL)
 	}
 	if a.instrName != "" {
 		settings["instructions"] = a.instrName
@@ -221,6 +222,16 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		return nil, herr
 	}
 	return &agent.Outcome{Reason: reason, Message: msg, Usage: &usage}, nil
+}
+
+// redactURL drops credentials and the query from a URL for the record.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
 
 func ctxReason(ctx context.Context) run.Reason {

@@ -162,6 +162,18 @@ func TestWriteAndEditFile(t *testing.T) {
 	}
 }
 
+func TestWriteFileKeepsMode(t *testing.T) {
+	env, dir := newEnv(t)
+	write(t, dir, "run.sh", "#!/bin/sh\necho 1\n")
+	os.Chmod(filepath.Join(dir, "run.sh"), 0o755)
+	if r := call(t, env, "write_file", map[string]any{"path": "run.sh", "content": "#!/bin/sh\necho 2\n"}); r.Kind != tools.KindOK {
+		t.Fatalf("%+v", r)
+	}
+	if r := call(t, env, "bash", map[string]any{"command": "./run.sh"}); r.ExitCode != 0 || !strings.HasPrefix(r.Output, "2\n") {
+		t.Fatalf("%+v", r)
+	}
+}
+
 func TestApplyEditsAllOrNothing(t *testing.T) {
 	env, dir := newEnv(t)
 	write(t, dir, "a.txt", "alpha\nbeta\n")

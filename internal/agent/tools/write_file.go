@@ -20,7 +20,12 @@ var writeFile = &Tool{
 	},
 	Run: func(ctx context.Context, env *Env, a Args) (Result, error) {
 		path := a.Str("path")
-		res, err := env.Runner.WriteFile(ctx, runner.WriteFileRequest{Path: path, Data: []byte(a.Str("content"))})
+		// Keep an existing file's mode (an executable script stays one).
+		var mode uint32
+		if st, err := env.Runner.Stat(ctx, runner.StatRequest{Path: path}); err == nil && st.Exists && st.Type == "file" {
+			mode = st.Mode & 0o7777
+		}
+		res, err := env.Runner.WriteFile(ctx, runner.WriteFileRequest{Path: path, Data: []byte(a.Str("content")), Mode: mode})
 		if err != nil {
 			return opResult(err, "write "+path)
 		}
