@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -372,4 +374,86 @@ func TestRenderNotFound(t *testing.T) {
 	if code != 3 || out != "" || stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, stderr)
 	}
+}
+
+// FuzzTTYWriter: whatever an agent writes, split however, nothing a
+// terminal interprets as a control sequence gets through, and printable
+// text is kept.
+func FuzzTTYWriter(f *testing.F) {
+	for _, s := range []string{"plain\n", "\x1b]0;t\x07", "\xc2\x9b31m", "\xc2", "é\xc2\x85x", "\r\n\t", "\x00\x7f"} {
+		f.Add([]byte(s), uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, chunk uint8) {
+		n := int(chunk)%7 + 1
+		var b bytes.Buffer
+		w := &ttyWriter{w: &b}
+		for i := 0; i < len(in); i += n {
+			end := min(i+n, len(in))
+			if k, err := w.Write(in[i:end]); err != nil || k != end-i {
+				t.Fatalf("write: %d %v", k, err)
+			}
+		}
+		if err := w.flush(); err != nil {
+			t.Fatal(err)
+		}
+		out := b.Bytes()
+		for i, c := range out {
+			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
+				t.Fatalf("control byte %#x at %d in %q", c, i, out)
+			}
+			if c == 0xc2 && i+1 < len(out) && out[i+1] >= 0x80 && out[i+1] <= 0x9f {
+				t.Fatalf("C1 control at %d in %q", i, out)
+			}
+		}
+		// Bytes that are not controls pass unchanged: the output without
+		// its replacements has them all, in order.
+		var kept []byte
+		for i := 0; i < len(in); i++ {
+			c := in[i]
+			if c == 0xc2 && i+1 < len(in) && in[i+1] >= 0x80 && in[i+1] <= 0x9f {
+				i++
+				continue
+			}
+			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
+				continue
+			}
+			kept = append(kept, c)
+		}
+		if !isSubsequence(kept, out) {
+			t.Fatalf("text lost: in %q out %q", in, out)
+		}
+	})
+}
+
+func isSubsequence(sub, s []byte) bool {
+	j := 0
+	for i := 0; i < len(s) && j < len(sub); i++ {
+		if s[i] == sub[j] {
+			j++
+		}
+	}
+	return j == len(sub)
+}
+
+// FuzzOneLine: a table cell never holds a line break or a control
+// character, whatever the task or message was.
+func FuzzOneLine(f *testing.F) {
+	for _, s := range []string{"Fix the tests", "a\nb", "\x1b[2J", "\u0085x\u2028y", "\xff\xfe"} {
+		f.Add(s, 10)
+	}
+	f.Fuzz(func(t *testing.T, s string, max int) {
+		max = max%200 + 1
+		if max < 2 {
+			max = 2
+		}
+		got := oneLine(s, max)
+		for _, r := range got {
+			if r == '\n' || r == '\r' || (unicode.IsControl(r) && r != '\uFFFD') {
+				t.Fatalf("oneLine(%q) = %q holds %U", s, got, r)
+			}
+		}
+		if utf8.RuneCountInString(got) > max {
+			t.Fatalf("oneLine(%q, %d) = %q is longer", s, max, got)
+		}
+	})
 }
