@@ -364,7 +364,7 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) 
 	var after int64
 	var logOff int64
 	attempt := 0
-	poll := 10 * time.Millisecond
+	began := time.Now()
 	for {
 		r, err := env.Store.Get(ctx, id)
 		if err != nil {
@@ -395,10 +395,22 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) 
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(poll):
+		case <-time.After(awaitPoll(time.Since(began))):
 		}
-		poll = min(poll*2, 100*time.Millisecond)
 	}
+}
+
+// awaitPoll is the polling interval after waiting for d: quick while a
+// short run is likely to end (a read of run.json costs microseconds), then
+// gentler.
+func awaitPoll(d time.Duration) time.Duration {
+	switch {
+	case d < 2*time.Second:
+		return 5 * time.Millisecond
+	case d < 30*time.Second:
+		return 25 * time.Millisecond
+	}
+	return 100 * time.Millisecond
 }
 
 func (app *App) printEvent(e run.Event) {

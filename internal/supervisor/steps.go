@@ -31,9 +31,11 @@ type runState struct {
 // prepare: workspace, egress proxy, sandbox.
 func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	r, l := rc.r, s.Layout
+	t0 := time.Now()
 	if err := s.prepareWorkspace(ctx, rc); err != nil {
 		return err
 	}
+	wsTime := time.Since(t0)
 	home := l.SandboxHome(r.ID)
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
 		return fmt.Errorf("sandbox home: %w", err)
@@ -73,13 +75,15 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	if err := b.Preflight(ctx); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	sb, err := b.Start(ctx, spec)
 	if err != nil {
 		return err
 	}
 	rc.sb = sb
 	enforced := sb.Enforced()
-	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(), "enforced": enforced, "network": spec.Network}))
+	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(),
+		"enforced": enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": time.Since(t1).String()}))
 	_, err = s.Store.Update(ctx, r.ID, func(r *run.Run) error { r.Provenance.Enforced = enforced; return nil })
 	return err
 }

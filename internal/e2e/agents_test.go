@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// requireCaps skips a test that needs a capability, or fails it when
+// AGENTRUN_REQUIRE_CAPS=1 says the capability is expected here.
+func requireCaps(t *testing.T, what string, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		t.Fatalf("requires %s: %s (AGENTRUN_REQUIRE_CAPS=1)", what, why)
+	}
+	t.Skipf("requires %s: %s", what, why)
+}
+
+func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
+	e := newEnv(t)
+	srv := fakemodel.New(t, "test-model",
+		fakemodel.Calls(fakemodel.Call("write_file", map[string]any{"path": "hello.txt", "content": "hi\n"})),
+		fakemodel.Calls(fakemodel.Call("run_command", map[string]any{"command": "env > env.txt"})),
+		fakemodel.Calls(fakemodel.Call("finish", map[string]any{"summary": "wrote hello.txt"})),
+	)
+	key := "sk-planted-builtin-key"
+	d, res := e.submitJSON([]string{"OPENAI_API_KEY=" + key}, "--sandbox", "host", "--agent", "builtin",
+		"--model", "test-model", "--base-url", srv.URL, "--check", "hello=test -f hello.txt", "--wait", "write hello")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s %s\n%s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID))
+	}
+	if got := e.git(e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+		t.Fatalf("hello.txt = %q", got)
+	}
+	r := e.get(d.ID)
+	if r.Agent.Name != "builtin" || r.Sandbox.Network != "none" {
+		t.Fatalf("agent %+v network %s", r.Agent, r.Sandbox.Network)
+	}
+	// The key reached the model server, and nothing else.
+	if env, err := resultFile(e, d.Commit, "env.txt"); err == nil && strings.Contains(env, key) {
+		t.Fatal("the API key reached the sandbox")
+	}
+	found := false
+	_ = filepath.Walk(filepath.Join(e.home), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), key) {
+				t.Errorf("%s contains the API key", p)
+			}
+		}
+		return nil
+	})
+	_ = found
+	if len(srv.Requests()) < 3 {
+		t.Fatalf("%d model requests", len(srv.Requests()))
+	}
+}
+
+// exec reads a file of the result commit ("" if absent).
+func resultFile(e *env, commit, path string) (string, error) {
+	out := e.git(e.repo, "ls-tree", "--name-only", commit)
+	if !strings.Contains(out, path) {
+		return "", fmt.Errorf("%s not in the result", path)
+	}
+	return e.git(e.repo, "show", commit+":"+path), nil
+}
+
+func TestBuiltinNeedsModel(t *testing.T) {
+	e := newEnv(t)
+	res := e.run("submit", "--json", "--sandbox", "host", "--agent", "builtin", "t")
+	must(t, res, 2)
+	if !strings.Contains(res.stdout, `"no_model"`) || len(e.runIDs()) != 0 {
+		t.Fatalf("%s, runs %v", res.stdout, e.runIDs())
+	}
+}
+
+// TestEgressAllowlistJournalsDecisions: an agent given --allow reaches the
+// network only through the proxy; a denied destination is journaled.
+func TestEgressAllowlistJournalsDecisions(t *testing.T) {
+	e := newEnv(t)
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("requires curl")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "secret-local") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	// Loopback is denied even when the name is allowed: the agent
+	// records what it got.
+	// The host backend's proxy variables are cooperative (and exclude
+	// loopback from proxying): ask curl to use the proxy explicitly.
+	agent := `curl -s --noproxy "" -x "$http_proxy" -o /dev/null -w '%{http_code}' http://` + ln.Addr().String() + "/ > code.txt; echo >> code.txt"
+	d, res := e.submitJSON(nil, "--sandbox", "host", "--allow", "example.com", "--agent-cmd", agent, "--wait", "fetch")
+	must(t, res, 0)
+	r := e.get(d.ID)
+	if r.Sandbox.Network != "allowlist" || len(r.Sandbox.Allow) == 0 {
+		t.Fatalf("sandbox %+v", r.Sandbox)
+	}
+	code, _ := resultFile(e, d.Commit, "code.txt")
+	if strings.TrimSpace(code) == "200" {
+		t.Fatal("the agent reached a loopback server through the allowlist")
+	}
+	evs, err := e.store().Events(t.Context(), d.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denied bool
+	for _, ev := range evs {
+		if ev.Type == run.EventEgress {
+			var rec struct {
+				Allowed bool   `json:"allowed"`
+				Host    string `json:"host"`
+			}
+			_ = json.Unmarshal(ev.Data, &rec)
+			if !rec.Allowed && rec.Host == "127.0.0.1" {
+				denied = true
+			}
+		}
+	}
+	if !denied {
+		t.Fatalf("no denied egress event for 127.0.0.1 in %d events", len(evs))
+	}
+}
+
+func TestProfileDefaultsToItsHosts(t *testing.T) {
+	e := newEnv(t)
+	// A profile's CLI is not installed here: the run fails in its agent,
+	// but the record shows what it would be allowed.
+	d, res := e.submitJSON([]string{"ANTHROPIC_API_KEY=sk-planted"}, "--sandbox", "host", "--agent", "claude", "--attempts", "1", "--wait", "t")
+	must(t, res, 1)
+	r := e.get(d.ID)
+	if r.Sandbox.Network != "allowlist" || !strings.Contains(strings.Join(r.Sandbox.Allow, ","), "api.anthropic.com") {
+		t.Fatalf("sandbox %+v", r.Sandbox)
+	}
+	if !strings.Contains(strings.Join(r.Agent.Env, ","), "ANTHROPIC_API_KEY") || r.Reason != run.ReasonAgentFailed {
+		t.Fatalf("agent %+v reason %s", r.Agent, r.Reason)
+	}
+}
+
+func TestNativeIsDefaultSandbox(t *testing.T) {
+	e := newEnv(t)
+	res := e.run("submit", "--json", "--agent-cmd", "echo hi > n.txt; cat /proc/1/environ > /dev/null", "--wait", "native")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	must(t, res, 0)
+	var d submitDoc
+	_ = json.Unmarshal([]byte(res.stdout), &d)
+	r := e.get(d.ID)
+	if r.Sandbox.Backend != "native" || r.Provenance.Enforced["namespaces"] != "enforced" {
+		t.Fatalf("backend %s enforced %v", r.Sandbox.Backend, r.Provenance.Enforced)
+	}
+	if strings.Contains(res.stderr, "does not isolate") {
+		t.Fatal("host warning for a native run")
+	}
+}
