@@ -67,7 +67,7 @@ func (st *attempt) runCalls(ctx context.Context, calls []provider.ToolCall) (rea
 				progress = true
 			}
 		}
-		if tc.Name == "bash" && r.Command != "" {
+		if r.Command != "" { // a bash call (by any alias)
 			switch {
 			case r.ExitCode == 0:
 				st.lastFail, st.failRuns = "", 0

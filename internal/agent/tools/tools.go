@@ -82,9 +82,39 @@ func Definitions() []provider.Tool {
 	return out
 }
 
+// aliases map names models trained on other harnesses often use.
+var aliases = map[string]string{
+	"shell": "bash", "run_command": "bash", "execute_command": "bash", "run_shell_command": "bash", "terminal": "bash",
+	"view": "read_file", "open_file": "read_file", "cat": "read_file",
+	"create_file": "write_file",
+	"str_replace": "edit_file", "replace_in_file": "edit_file",
+	"ls": "list_dir", "list_directory": "list_dir", "list_files": "list_dir",
+	"search": "grep", "search_files": "grep",
+	"attempt_completion": "finish", "task_complete": "finish",
+}
+
+// Resolve maps a called name to a tool: exact, then without a
+// "functions."-style prefix and case-insensitively, then by alias.
+func Resolve(name string) *Tool {
+	if t := Lookup(name); t != nil {
+		return t
+	}
+	n := strings.ToLower(strings.TrimSpace(name))
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	if t := Lookup(n); t != nil {
+		return t
+	}
+	if a, ok := aliases[n]; ok {
+		return Lookup(a)
+	}
+	return nil
+}
+
 // Call parses raw arguments and runs the named tool.
 func Call(ctx context.Context, env *Env, name, raw string) (Result, error) {
-	t := Lookup(name)
+	t := Resolve(name)
 	if t == nil {
 		var names []string
 		for _, t := range All() {

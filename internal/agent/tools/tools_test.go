@@ -261,6 +261,11 @@ func TestFinishAndUnknown(t *testing.T) {
 	if !r.Finish || r.Summary != "done" {
 		t.Fatalf("%+v", r)
 	}
+	for _, name := range []string{"functions.finish", "Finish", "attempt_completion"} {
+		if r = call(t, env, name, map[string]any{"summary": "x"}); !r.Finish {
+			t.Fatalf("%s: %+v", name, r)
+		}
+	}
 	r = call(t, env, "launch_rockets", map[string]any{})
 	if r.Kind != tools.KindUnknownTool || !strings.Contains(r.Output, "read_file") {
 		t.Fatalf("%+v", r)
