@@ -31,6 +31,7 @@ type rig struct {
 	events  []run.Event
 	mu      sync.Mutex
 	attempt int
+	env     []string // the run's agent environment
 }
 
 func newRig(t *testing.T, script ...fakemodel.Reply) *rig {
@@ -61,7 +62,7 @@ func (r *rig) run(ctx context.Context, prompt string) *agent.Outcome {
 	r.t.Helper()
 	r.attempt++
 	out, err := r.agent().Attempt(ctx, agent.AttemptInput{
-		Run: &run.Run{ID: "abcdefghij"}, N: r.attempt, Prompt: prompt, Runner: r.runner, WorkDir: r.ws,
+		Run: &run.Run{ID: "abcdefghij"}, N: r.attempt, Prompt: prompt, Runner: r.runner, WorkDir: r.ws, Env: r.env,
 		Dir: r.attemptDir(r.attempt), RunDir: r.runDir, Output: &r.out,
 		Event: func(e run.Event) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() },
 	})

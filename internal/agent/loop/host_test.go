@@ -115,6 +115,8 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	}))
 	defer proxy.Close()
 	r.spec.BaseURL = proxy.URL + "/v1"
+	// Even named for the agent's environment, the key does not go in.
+	r.env = []string{"OPENAI_API_KEY=" + key, "COPY_OF_KEY=" + key, "PROJECT_FLAG=on"}
 	r.opts.Getenv = func(k string) string {
 		if k == "OPENAI_API_KEY" {
 			return key
@@ -128,7 +130,7 @@ func TestAPIKeyNeverWritten(t *testing.T) {
 	// The command inside saw an environment without the key.
 	msgs, _ := loadConversation(r.runDir)
 	envOut := msgs[2].Content
-	if !strings.Contains(envOut, "PATH=") || strings.Contains(envOut, key) {
+	if !strings.Contains(envOut, "PATH=") || !strings.Contains(envOut, "PROJECT_FLAG=on") || strings.Contains(envOut, key) {
 		t.Fatalf("env output: %s", envOut)
 	}
 	for _, root := range []string{r.runDir, r.ws} {

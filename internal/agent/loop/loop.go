@@ -185,7 +185,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	if st.out == nil {
 		st.out = io.Discard
 	}
-	st.env = &tools.Env{Runner: in.Runner, WorkDir: in.WorkDir, SpillDir: filepath.Join(in.RunDir, "spill")}
+	st.env = &tools.Env{Runner: in.Runner, WorkDir: in.WorkDir, SpillDir: filepath.Join(in.RunDir, "spill"), CmdEnv: a.commandEnv(in.Env)}
 	prev, err := loadConversation(in.RunDir)
 	if err != nil {
 		tr.close()
@@ -222,6 +222,37 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		return nil, herr
 	}
 	return &agent.Outcome{Reason: reason, Message: msg, Usage: &usage}, nil
+}
+
+// keyVars are the variables holding the loop's API keys.
+var keyVars = []string{"OPENAI_API_KEY", "AGENTRUN_OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+
+// commandEnv is the run's agent environment for commands, without any
+// variable that holds (or whose value is) an API key the loop uses.
+func (a *Agent) commandEnv(env []string) []string {
+	var keys []string
+	for _, k := range keyVars {
+		if v := a.getenv(k); v != "" {
+			keys = append(keys, v)
+		}
+	}
+	var out []string
+outer:
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		for _, k := range keyVars {
+			if name == k {
+				continue outer
+			}
+		}
+		for _, k := range keys {
+			if strings.Contains(val, k) {
+				continue outer
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // redactURL drops credentials and the query from a URL for the record.

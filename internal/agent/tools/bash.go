@@ -58,7 +58,7 @@ func runBash(ctx context.Context, env *Env, a Args) (Result, error) {
 		secs = bashMaxTimeout
 	}
 	var out lockedBuffer
-	res, err := env.Runner.Exec(ctx, runner.ExecRequest{Shell: cmd, Cwd: env.WorkDir, Timeout: time.Duration(secs) * time.Second,
+	res, err := env.Runner.Exec(ctx, runner.ExecRequest{Shell: cmd, Cwd: env.WorkDir, Env: env.CmdEnv, Timeout: time.Duration(secs) * time.Second,
 		OutputCap: bashOutputCap, KillGrace: 2 * time.Second}, &out, &out)
 	if err != nil {
 		r, herr := opResult(err, "run command")

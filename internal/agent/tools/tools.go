@@ -17,6 +17,8 @@ import (
 type Env struct {
 	Runner  runner.Client
 	WorkDir string // workspace path inside the sandbox; bash's cwd
+	// CmdEnv is added to the sandbox's environment for bash (KEY=VALUE).
+	CmdEnv []string
 	// SpillDir is a host directory holding outputs the loop capped; the
 	// model reads them back with read_file SpillPrefix+name.
 	SpillDir string
