@@ -255,6 +255,16 @@ outer:
 	return out
 }
 
+// redact replaces any API key the loop holds in s.
+func (a *Agent) redact(s string) string {
+	for _, k := range keyVars {
+		if v := a.getenv(k); len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
 // redactURL drops credentials and the query from a URL for the record.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
@@ -315,7 +325,8 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 			if ce, ok := catalog.As(err); ok && ce.Fix != "" {
 				msg += " (" + ce.Fix + ")"
 			}
-			return run.ReasonModelError, msg, nil
+			// A server may echo the key in its error body.
+			return run.ReasonModelError, a.redact(msg), nil
 		}
 		st.addUsage(resp)
 		if resp.UsageKnown && resp.Usage.PromptTokens > 0 && est > 0 {

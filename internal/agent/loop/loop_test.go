@@ -246,6 +246,18 @@ func TestModelErrors(t *testing.T) {
 	if !strings.Contains(out.Message, catalog.ModelAuth.What) {
 		t.Fatal(out.Message)
 	}
+	// A server that echoes the key in its error: the outcome does not.
+	r3 := newRig(t, fakemodel.Reply{Status: 400, Body: `{"error":{"message":"bad request from key sk-echoed-secret-123"}}`})
+	r3.opts.Getenv = func(k string) string {
+		if k == "OPENAI_API_KEY" {
+			return "sk-echoed-secret-123"
+		}
+		return ""
+	}
+	out = r3.run(context.Background(), "task")
+	if strings.Contains(out.Message, "sk-echoed-secret-123") || !strings.Contains(out.Message, "[redacted]") {
+		t.Fatal(out.Message)
+	}
 	r2 := newRig(t)
 	r2.spec.BaseURL = "http://127.0.0.1:1/v1"
 	out = r2.run(context.Background(), "task")
