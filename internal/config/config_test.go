@@ -69,3 +69,29 @@ func TestBadConfig(t *testing.T) {
 		t.Fatalf("env: want BadConfig, got %v", err)
 	}
 }
+
+// FuzzRead: any config file content yields settings or a BadConfig error,
+// never a panic or another kind of error.
+func FuzzRead(f *testing.F) {
+	for _, s := range []string{"", "max_parallel = 2", "timeout = \"5m\"\nsandbox = \"native\"", "max_paralel = 2", "[x]\ny=1", "attempts = -1", "max_bytes = 1e99"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "agentrun", "config.toml")
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(envOf(map[string]string{"XDG_CONFIG_HOME": dir}))
+		if err != nil {
+			if !catalog.Has(err, catalog.BadConfig) {
+				t.Fatalf("non-catalog error: %v", err)
+			}
+			return
+		}
+		if s.MaxParallel < 1 || s.Attempts < 1 || s.MaxFiles < 1 || s.MaxBytes < 1 || s.Timeout < 0 {
+			t.Fatalf("invalid settings from %q: %v", body, s)
+		}
+	})
+}
