@@ -206,6 +206,21 @@ func TestContextWindowFromServerAPIs(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
+	llama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		switch q.URL.Path {
+		case "/props":
+			w.Write([]byte(`{"default_generation_settings":{"n_ctx":16384,"params":{}},"total_slots":1,"model_path":"/models/qwen.gguf"}`))
+		case "/v1/models":
+			w.Write([]byte(`{"object":"list","data":[{"id":"qwen.gguf","object":"model","meta":{"n_ctx_train":262144}}]}`))
+		default:
+			http.NotFound(w, q)
+		}
+	}))
+	defer llama.Close()
+	a, _ := newAgent(run.AgentSpec{Model: "qwen.gguf", BaseURL: llama.URL + "/v1"}, Options{Getenv: func(string) string { return "" }})
+	if n, _ := a.resolveWindow(context.Background()); n != 16384 {
+		t.Errorf("llama.cpp: %d", n)
+	}
 	for model, want := range map[string]int{"lms-model": 40960, "ollama-model": 32768} {
 		a, _ := newAgent(run.AgentSpec{Model: model, BaseURL: srv.URL + "/v1"}, Options{Getenv: func(string) string { return "" }})
 		if n, src := a.resolveWindow(context.Background()); n != want || src != "server" {

@@ -9,10 +9,9 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider"
 )
 
-// Models lists what the server offers, with context windows where the
-// server says: LM Studio's /api/v0/models (loaded_context_length), vLLM's
-// max_model_len, llama.cpp's and OpenRouter's context_length in /models, and
-// Ollama's /api/show model info (asked for by ContextWindow).
+// Models lists what the server offers, with context windows where /models
+// says (vLLM's max_model_len, OpenRouter's context_length, LM Studio's
+// loaded_context_length).
 func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 	data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, c.base+"/models", c.headers(), nil)
 	if err != nil {
@@ -25,9 +24,6 @@ func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 			ContextLength       int    `json:"context_length"`
 			LoadedContextLength int    `json:"loaded_context_length"`
 			State               string `json:"state"`
-			Meta                *struct {
-				NCtxTrain int `json:"n_ctx_train"`
-			} `json:"meta"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -43,8 +39,6 @@ func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 			mi.ContextWindow = m.MaxModelLen
 		case m.ContextLength > 0:
 			mi.ContextWindow = m.ContextLength
-		case m.Meta != nil && m.Meta.NCtxTrain > 0:
-			mi.ContextWindow = m.Meta.NCtxTrain
 		}
 		out = append(out, mi)
 	}
@@ -53,7 +47,8 @@ func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 
 // ContextWindow asks the server for the model's context window in tokens;
 // 0 when it does not say. LM Studio reports the loaded context length on
-// its native API, vLLM and others in /models, Ollama in /api/show.
+// its native API, llama.cpp in /props, vLLM and others in /models, Ollama
+// in /api/show.
 func (c *Client) ContextWindow(ctx context.Context, model string) int {
 	root := strings.TrimSuffix(c.base, "/v1")
 	// LM Studio native API: the context length the model is loaded with.
@@ -64,6 +59,18 @@ func (c *Client) ContextWindow(ctx context.Context, model string) int {
 		}
 		if json.Unmarshal(data, &m) == nil && m.LoadedContextLength > 0 {
 			return m.LoadedContextLength
+		}
+	}
+	// llama.cpp server: the context the server runs with (its /models
+	// only has the training context, which may be larger).
+	if data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, root+"/props", c.headers(), nil); err == nil {
+		var p struct {
+			Settings struct {
+				NCtx int `json:"n_ctx"`
+			} `json:"default_generation_settings"`
+		}
+		if json.Unmarshal(data, &p) == nil && p.Settings.NCtx > 0 {
+			return p.Settings.NCtx
 		}
 	}
 	if ms, err := c.Models(ctx); err == nil {
