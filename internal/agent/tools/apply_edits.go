@@ -74,6 +74,12 @@ func runApplyEdits(ctx context.Context, env *Env, a Args) (Result, error) {
 			order = append(order, path)
 		}
 		s := string(p.cur)
+		if strings.Count(s, old) == 0 {
+			if o, ok := stripLineNumbers(old); ok && strings.Count(s, o) > 0 {
+				old = o
+				nw, _ = stripLineNumbers(nw)
+			}
+		}
 		switch n := strings.Count(s, old); {
 		case n == 0:
 			return fail("old_string was not found; copy the text exactly, without line numbers")

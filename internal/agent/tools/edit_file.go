@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/runner"
 )
@@ -28,7 +30,15 @@ var editFile = &Tool{
 		if old == a.Str("new_string") {
 			return Result{Kind: KindFailed, Output: "error: old_string and new_string are the same; nothing to change"}, nil
 		}
-		res, err := env.Runner.EditFile(ctx, runner.EditFileRequest{Path: path, Old: old, New: a.Str("new_string")})
+		nw := a.Str("new_string")
+		res, err := env.Runner.EditFile(ctx, runner.EditFileRequest{Path: path, Old: old, New: nw})
+		if runner.IsCode(err, runner.CodeNoMatch) {
+			// Text copied from read_file with its line numbers.
+			if o, ok := stripLineNumbers(old); ok {
+				n, _ := stripLineNumbers(nw)
+				res, err = env.Runner.EditFile(ctx, runner.EditFileRequest{Path: path, Old: o, New: n})
+			}
+		}
 		if err != nil {
 			return editError(err, path, "old_string")
 		}
@@ -47,4 +57,21 @@ func editError(err error, path, field string) (Result, error) {
 		}
 	}
 	return opResult(err, "edit "+path)
+}
+
+var lineNumber = regexp.MustCompile(`^ *\d+\t`)
+
+// stripLineNumbers removes read_file's "   12\t" prefixes when every line
+// has one; ok is false when they do not.
+func stripLineNumbers(s string) (string, bool) {
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		if !lineNumber.MatchString(l) {
+			return s, false
+		}
+	}
+	for i, l := range lines {
+		lines[i] = lineNumber.ReplaceAllString(l, "")
+	}
+	return strings.Join(lines, "\n"), true
 }

@@ -153,6 +153,11 @@ func TestWriteAndEditFile(t *testing.T) {
 	if r.Kind != tools.KindOK || read(t, dir, "pkg/x.go") != "package x\n\nfunc A() {}\nfunc B() {}\n" {
 		t.Fatalf("%+v %q", r, read(t, dir, "pkg/x.go"))
 	}
+	// Text copied with read_file's line numbers still matches.
+	r = call(t, env, "edit_file", map[string]any{"path": "pkg/x.go", "old_string": "     3\tfunc A() {}\n     4\tfunc B() {}", "new_string": "     3\tfunc A() {}\n     4\tfunc C() {}"})
+	if r.Kind != tools.KindOK || read(t, dir, "pkg/x.go") != "package x\n\nfunc A() {}\nfunc C() {}\n" {
+		t.Fatalf("%+v %q", r, read(t, dir, "pkg/x.go"))
+	}
 	r = call(t, env, "write_file", map[string]any{"path": "../escape.txt", "content": "x"})
 	if r.Kind != tools.KindFailed {
 		t.Fatalf("escape: %+v", r)
