@@ -66,7 +66,8 @@ func (s *Supervisor) execute(parent context.Context) error {
 	}
 
 	rc := &runState{r: r}
-	defer s.cleanup(rc)
+	s.release = func() { s.cleanup(rc) }
+	defer s.releaseResources()
 	if err := s.prepare(ctx, rc); err != nil {
 		if ctx.Err() != nil {
 			s.stopped(ctx, "")
@@ -133,6 +134,9 @@ func (s *Supervisor) finish(state run.State, reason run.Reason, msg string) {
 }
 
 func (s *Supervisor) transition(from []run.State, state run.State, reason run.Reason, msg string) {
+	if state.Terminal() {
+		s.releaseResources()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.Store.Transition(ctx, s.ID, from, state, reason, msg); err != nil && !errors.Is(err, run.ErrConflict) {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -110,6 +111,18 @@ type Supervisor struct {
 	Handoff     Handoff
 	// Poll is the queue polling interval (default 25ms).
 	Poll time.Duration
+
+	// release stops the sandbox and the proxy; it runs once, before the
+	// run's end state is stored, so that a run seen ended has nothing left
+	// running.
+	release     func()
+	releaseOnce sync.Once
+}
+
+func (s *Supervisor) releaseResources() {
+	if s.release != nil {
+		s.releaseOnce.Do(s.release)
+	}
 }
 
 // Run drives the run to an end state. A panic ends the run failed with
