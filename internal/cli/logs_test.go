@@ -338,3 +338,30 @@ func TestLogsSaysWhenNothingWasPrinted(t *testing.T) {
 		t.Errorf("exit %d %q %q", code, out, stderr)
 	}
 }
+
+// -f --attempt N waits for attempt N, and -f --check follows one check.
+func TestLogsFollowOneAttemptAndCheck(t *testing.T) {
+	for _, check := range []string{"", "unit"} {
+		h := newTestHome(t)
+		r := activeRun(t, h)
+		h.write(h.st.L.AgentLog(r.ID, 1), "attempt one\n")
+		path := h.st.L.AgentLog(r.ID, 2)
+		if check != "" {
+			path = h.st.L.CheckLog(r.ID, 2, check)
+		}
+		lines := numbered("two", 10)
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			appendLines(t, path, lines)
+			finish(t, h, r.ID)
+		}()
+		app, out, _ := h.app()
+		o := &logsOptions{ID: r.ID, Follow: true, Attempt: 2, Check: check, Poll: 3 * time.Millisecond}
+		if err := runLogs(context.Background(), o, app); err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.Join(lines, "\n") + "\n"; out.String() != want {
+			t.Errorf("check %q: got %q", check, out.String())
+		}
+	}
+}
