@@ -79,6 +79,11 @@ type client struct {
 	calls        map[string]*call
 	reconnecting bool
 	closed       bool
+	// outage is when the stream was first lost since it last carried a
+	// valid response; redialling gives up ReconnectTimeout after it, even
+	// across connections that break again at once.
+	outage  time.Time
+	healthy bool
 }
 
 type call struct {
@@ -179,6 +184,7 @@ func (cl *client) readLoop(conn net.Conn, gen int, br *bufio.Reader) {
 			return
 		}
 		cl.mu.Lock()
+		cl.healthy = true
 		c := cl.calls[r.ID]
 		if c != nil && r.Done {
 			delete(cl.calls, r.ID)
@@ -208,16 +214,26 @@ func (cl *client) broken(gen int, cause error) {
 	cl.conn, cl.w = nil, nil
 	cl.gen++
 	cl.reconnecting = true
+	if cl.healthy || cl.outage.IsZero() {
+		cl.outage = time.Now()
+	}
+	cl.healthy = false
+	deadline := cl.outage.Add(cl.opts.ReconnectTimeout)
 	cl.mu.Unlock()
-	go cl.reconnect(cause)
+	go cl.reconnect(cause, deadline)
 }
 
 // reconnect redials with backoff until ReconnectTimeout, then fails every
 // call in flight.
-func (cl *client) reconnect(cause error) {
-	deadline := time.Now().Add(cl.opts.ReconnectTimeout)
+func (cl *client) reconnect(cause error, deadline time.Time) {
 	backoff := 2 * time.Millisecond
+	if !time.Now().Before(deadline.Add(-cl.opts.ReconnectTimeout / 2)) {
+		backoff = 50 * time.Millisecond // a connection that keeps breaking
+	}
 	for {
+		if err := cl.checkDeadline(cause, deadline, nil); err != nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), cl.opts.HandshakeTimeout)
 		conn, h, br, err := cl.dialOnce(ctx)
 		cancel()
@@ -225,15 +241,7 @@ func (cl *client) reconnect(cause error) {
 			cl.resume(conn, h, br)
 			return
 		}
-		if time.Now().After(deadline) {
-			cl.mu.Lock()
-			cl.reconnecting = false
-			calls := cl.calls
-			cl.calls = map[string]*call{}
-			cl.mu.Unlock()
-			for _, c := range calls {
-				c.finish(nil, fmt.Errorf("runner connection lost (%v); redial: %w", cause, err))
-			}
+		if cl.checkDeadline(cause, deadline, err) != nil {
 			return
 		}
 		select {
@@ -243,6 +251,28 @@ func (cl *client) reconnect(cause error) {
 		}
 		backoff = min(backoff*2, 250*time.Millisecond)
 	}
+}
+
+// checkDeadline fails every call in flight once the outage has lasted too
+// long, and then returns an error.
+func (cl *client) checkDeadline(cause error, deadline time.Time, last error) error {
+	if time.Now().Before(deadline) {
+		return nil
+	}
+	cl.mu.Lock()
+	cl.reconnecting = false
+	cl.outage = time.Time{}
+	calls := cl.calls
+	cl.calls = map[string]*call{}
+	cl.mu.Unlock()
+	err := fmt.Errorf("runner connection lost: %v", cause)
+	if last != nil {
+		err = fmt.Errorf("runner connection lost (%v); redial: %w", cause, last)
+	}
+	for _, c := range calls {
+		c.finish(nil, err)
+	}
+	return err
 }
 
 // resume installs a new connection and resends the calls in flight, or,
@@ -337,7 +367,8 @@ func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, st
 	if w == nil && !cl.reconnecting {
 		// The stream is down and nobody is redialling: start again.
 		cl.reconnecting = true
-		go cl.reconnect(errors.New("stream down"))
+		cl.outage = time.Now()
+		go cl.reconnect(errors.New("stream down"), cl.outage.Add(cl.opts.ReconnectTimeout))
 	}
 	cl.mu.Unlock()
 	if w != nil {
