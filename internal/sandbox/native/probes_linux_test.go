@@ -2,11 +2,11 @@ package native_test
 
 import (
 	"fmt"
-	"regexp"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -152,6 +152,14 @@ func externalIP() string {
 	return ""
 }
 
+// prefixed is prefix+p, or "" when p is "" (no such target here).
+func prefixed(prefix, p string) string {
+	if p == "" {
+		return ""
+	}
+	return prefix + p
+}
+
 const secretEnv = "AGENTRUN_PROBE_SUPERVISOR_SECRET"
 
 // TestProbes attacks a real sandbox: every probe is a real command inside
@@ -185,7 +193,7 @@ func TestProbes(t *testing.T) {
 		{name: "read another run", script: catAny(tg.otherRun, filepath.Join(tg.otherRun, "workspace", "secret.txt"))},
 		{name: "read a secret in the user's home", script: catAny(tg.homeSecret, filepath.Dir(tg.homeSecret)+"/.agentrun-probe-*", "/home", "/root")},
 		{name: "read /root", script: catAny(tg.rootSecret, "/root")},
-		{name: "read through /proc/self/root", script: catAny("/proc/self/root"+filepath.Join(runDir, "secret.txt"), "/proc/self/root"+tg.rootSecret, "/proc/self/root"+tg.homeSecret)},
+		{name: "read through /proc/self/root", script: catAny("/proc/self/root"+filepath.Join(runDir, "secret.txt"), prefixed("/proc/self/root", tg.rootSecret), prefixed("/proc/self/root", tg.homeSecret))},
 		{name: "read through /proc/1/root", script: catAny("/proc/1/root"+filepath.Join(runDir, "secret.txt"), "/proc/1/root/../../.."+filepath.Join(runDir, "secret.txt"), "/proc/1/cwd/secret.txt")},
 		{name: "write outside the workspace", script: `for p in /usr/agentrun-x /etc/agentrun-x /agentrun-x /bin/agentrun-x /.agentrun/x /proc/agentrun-x /dev/agentrun-x ` + runDir + `/agentrun-x; do touch $p 2>/dev/null && echo wrote $p && exit 0; done; exit 1`},
 		{name: "overwrite the agentrun binary", script: `echo x > /.agentrun/agentrun || cp /bin/sh /.agentrun/agentrun || exit 1`},
