@@ -71,6 +71,9 @@ type scanner struct {
 // follows a symlink and never opens anything but directories (O_DIRECTORY)
 // and regular files (O_NOFOLLOW|O_NONBLOCK, checked with fstat on the fd).
 func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s := &scanner{
 		ctx:      ctx,
 		m:        m,

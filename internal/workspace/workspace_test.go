@@ -378,3 +378,55 @@ func mustRepo(t testing.TB, dir string) *Repo {
 	}
 	return r
 }
+
+func TestExportOddNames(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	ws, dir := newWorkspace(t, repo, base)
+	names := []string{"ünï/файл.txt", "with space.txt", `"quoted".txt`, "a\"b/c", "tab-free #1 & $(x).sh", "日本語/テスト.md"}
+	for i, n := range names {
+		writeFile(t, filepath.Join(dir, n), strings.Repeat("z", i+1)+"\n", 0o644)
+	}
+	cs := scanWS(t, ws, Limits{})
+	if len(cs.Changes) != len(names) || len(cs.Refused) != 0 {
+		t.Fatalf("changes %v refused %v", kinds(cs), cs.Refused)
+	}
+	opts := exportOpts(t, repo, base, "agentrun/odd")
+	res, err := Export(context.Background(), cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range names {
+		if got := tgit(t, repo, "cat-file", "blob", res.Commit+":"+n); got != strings.Repeat("z", i+1) {
+			t.Errorf("%s = %q", n, got)
+		}
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	tgit(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	tgit(t, clone, "apply", "--index", opts.PatchPath)
+	if tree, want := tgit(t, clone, "write-tree"), tgit(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
+		t.Fatalf("patched tree %s, commit tree %s", tree, want)
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	ws, dir := newWorkspace(t, repo, base)
+	writeFile(t, filepath.Join(dir, "x.txt"), "x\n", 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ws.Scan(ctx, Limits{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Scan: %v", err)
+	}
+	cs := scanWS(t, ws, Limits{})
+	if _, err := Export(ctx, cs, exportOpts(t, repo, base, "agentrun/cancel")); err == nil {
+		t.Fatal("Export with a cancelled context succeeded")
+	}
+	if _, ok, _ := mustRepo(t, repo).BranchTip(context.Background(), "agentrun/cancel"); ok {
+		t.Fatal("branch created by a cancelled export")
+	}
+	if _, err := NewCheckout().Create(ctx, repo, base, filepath.Join(t.TempDir(), "ws"), t.TempDir()); err == nil {
+		t.Fatal("Create with a cancelled context succeeded")
+	}
+}
