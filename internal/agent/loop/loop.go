@@ -172,7 +172,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		if d == "" {
 			return nil, errors.New("builtin agent: attempt and run directories are required")
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("builtin agent: %w", err)
 		}
 	}

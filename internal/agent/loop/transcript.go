@@ -78,7 +78,7 @@ type transcript struct {
 }
 
 func openTranscript(path string) (*transcript, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open transcript: %w", err)
 	}
