@@ -85,7 +85,7 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 		maxParallel = o.MaxParallel
 	}
 	nr, err := supervisor.Resume(ctx, env.Store, env.Layout, r, o.Task, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r.Agent.Env),
+		MaxParallel: maxParallel, Env: app.envValues(r.Agent),
 	})
 	if err != nil {
 		return err

@@ -167,7 +167,7 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
 	f.StringArrayVar(&o.Checks, "check", nil, "verify check NAME=COMMAND, run in the sandbox after each attempt (repeatable)")
 	f.IntVar(&o.Attempts, "attempts", 0, fmt.Sprintf("agent attempts at most (default %d)", config.DefaultAttempts))
-	f.StringVar(&o.Timeout, "timeout", "", fmt.Sprintf("time limit of the whole run (default %s; 0 = none)", config.DefaultTimeout))
+	f.StringVar(&o.Timeout, "timeout", "", fmt.Sprintf("time limit of the whole run from its start, queueing excluded (default %s; 0 = none)", config.DefaultTimeout))
 	f.StringVar(&o.Sandbox, "sandbox", "", "sandbox backend")
 	f.StringArrayVar(&o.Env, "env", nil, "pass this variable from your environment to the agent (repeatable)")
 	f.BoolVar(&o.IncludeDirty, "include-dirty", false, "accept a repository with uncommitted changes (they are not included)")
@@ -254,7 +254,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r.Agent.Env),
+		MaxParallel: maxParallel, Env: app.envValues(r.Agent),
 	}); err != nil {
 		return err
 	}
@@ -338,15 +338,16 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 	return task, nil
 }
 
-// envValues reads the named variables from the submitting environment.
-func (app *App) envValues(names []string) map[string]string {
+// envValues reads the variables the agent may use from the submitting
+// environment: the names the run records (profile and --env), and for the
+// built-in agent the keys it reads in the supervisor.
+func (app *App) envValues(a run.AgentSpec) map[string]string {
+	names := a.Env
+	if a.Name == supervisor.BuiltinAgent {
+		names = append(append([]string{}, names...), builtinEnv...)
+	}
 	m := map[string]string{}
 	for _, n := range names {
-		if v := app.Getenv(n); v != "" {
-			m[n] = v
-		}
-	}
-	for _, n := range builtinEnv {
 		if v := app.Getenv(n); v != "" {
 			m[n] = v
 		}

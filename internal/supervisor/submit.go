@@ -53,6 +53,11 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	if req.Attempts < 1 {
 		return nil, nil, catalog.BadAttempts.New("--attempts %d", req.Attempts)
 	}
+	for _, c := range req.Checks {
+		if !validCheckName(c.Name) || strings.TrimSpace(c.Command) == "" {
+			return nil, nil, catalog.BadCheck.New("check %q", c.Name)
+		}
+	}
 	id := run.NewID()
 	r := &run.Run{
 		ID: id, State: run.StateQueued, Task: req.Task, BaseRef: req.BaseRef,
@@ -170,6 +175,20 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, string, error) 
 	}
 	spec.Env = mergeNames(spec.Env, req.EnvNames)
 	return spec, network, nil
+}
+
+// validCheckName: letters, digits, '-', '_', '.', not starting with '.'
+// (the name becomes a file name under attempts/<n>/checks).
+func validCheckName(n string) bool {
+	if n == "" || len(n) > 64 || n[0] == '.' {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 func agentCommand(a run.AgentSpec) string {

@@ -191,6 +191,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		want catalog.Entry
 	}{
 		{"empty task", func(r *Request) { r.Task = " \n" }, catalog.EmptyTask},
+		{"check name", func(r *Request) { r.Checks = []run.CheckSpec{{Name: "../x", Command: "true"}} }, catalog.BadCheck},
 		{"attempts", func(r *Request) { r.Attempts = 0 }, catalog.BadAttempts},
 		{"no agent", func(r *Request) { r.AgentCmd = "" }, catalog.NoAgent},
 		{"both agents", func(r *Request) { r.AgentName = "claude" }, catalog.ConflictFlags},
