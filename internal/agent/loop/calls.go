@@ -165,6 +165,12 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	if len(st.msgs) <= 2 {
 		return before <= limit, nil
 	}
+	// Right after a compaction, do not compact again while the request
+	// still fits: a summary near the soft limit would otherwise be
+	// rewritten every turn.
+	if st.compacted > 0 && len(st.msgs)-st.compacted < 4 && before <= limit {
+		return true, nil
+	}
 	res, err := a.compact(ctx, st.msgs, eff, a.system, st.defs, st.in.Prompt)
 	if err != nil {
 		return false, err
@@ -175,6 +181,7 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 		st.usage.CachedTokens += max(u.CachedTokens, 0)
 	}
 	st.msgs = res.msgs
+	st.compacted = len(st.msgs)
 	after := estimate(a.system, st.defs, st.msgs)
 	st.tr.add(Record{Type: RecCompaction, Attempt: st.in.N, Turn: st.turn, Method: res.method, Before: before, After: after})
 	fmt.Fprintf(st.out, "turn %d: compacted the conversation by %s (~%d → ~%d tokens)\n", st.turn, res.method, before, after)

@@ -161,6 +161,7 @@ type attempt struct {
 	// reported (never below 1); overflows counts context-length refusals.
 	scale     float64
 	overflows int
+	compacted int // conversation length right after the last compaction
 }
 
 // Attempt runs one attempt of the built-in agent (agent.Agent).
