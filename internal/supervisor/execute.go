@@ -43,12 +43,14 @@ func (s *Supervisor) execute(parent context.Context) error {
 	go s.watchCancel(ctx, cancel)
 
 	// queued
+	defer dequeue(s.Layout, r.Seq, s.ID)
 	slot, err := s.waitSlot(ctx)
 	if err != nil {
 		s.stopped(ctx, run.StateQueued)
 		return nil
 	}
 	defer slot.Close()
+	dequeue(s.Layout, r.Seq, s.ID)
 
 	// queued -> preparing: loses to a cancel that came first.
 	r, err = s.Store.Transition(ctx, s.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "")

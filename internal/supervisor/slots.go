@@ -82,28 +82,3 @@ func (s *Supervisor) trySlot(ctx context.Context) (*os.File, error) {
 	}
 	return slot, nil
 }
-
-// olderWaiting reports whether a queued run submitted before seq has a
-// live supervisor (or is being spawned), so it must start first.
-func (s *Supervisor) olderWaiting(ctx context.Context, seq int64) (bool, error) {
-	queued, _, err := s.Store.List(ctx, run.Filter{States: []run.State{run.StateQueued}})
-	if err != nil {
-		return false, fmt.Errorf("queue: %w", err)
-	}
-	for _, r := range queued {
-		if r.Seq >= seq || r.ID == s.ID || r.CancelRequested {
-			continue
-		}
-		held, err := Held(s.Layout.SupervisorLock(r.ID))
-		if err != nil {
-			return false, err
-		}
-		if held {
-			return true, nil
-		}
-		if r.Supervisor == nil && len(r.Attempts) == 0 && time.Since(r.CreatedAt) < spawnGrace {
-			return true, nil // its supervisor is about to start
-		}
-	}
-	return false, nil
-}

@@ -235,15 +235,21 @@ func Start(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, o Sta
 	}
 	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
 		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
-	return spawnFor(ctx, st, l, r.ID, o, Handoff{Env: o.Env})
+	return spawnFor(ctx, st, l, r.ID, r.Seq, o, Handoff{Env: o.Env})
 }
 
-func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, o StartOptions, h Handoff) error {
+func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, seq int64, o StartOptions, h Handoff) error {
 	lk, err := TakeLock(l, id, 2*time.Second)
+	if err == nil {
+		if err = enqueue(l, seq, id); err != nil {
+			lk.Close()
+		}
+	}
 	if err == nil {
 		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: h, Lock: lk})
 	}
 	if err != nil {
+		dequeue(l, seq, id)
 		_, _ = st.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
 		return fmt.Errorf("start supervisor: %w", err)
 	}
@@ -275,9 +281,14 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 		lk.Close()
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-		Handoff: Handoff{Env: o.Env, Note: note}, Lock: lk})
+	if err = enqueue(l, nr.Seq, r.ID); err == nil {
+		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
+			Handoff: Handoff{Env: o.Env, Note: note}, Lock: lk})
+	} else {
+		lk.Close()
+	}
 	if err != nil {
+		dequeue(l, nr.Seq, r.ID)
 		_, _ = st.Transition(context.WithoutCancel(ctx), r.ID, []run.State{run.StateQueued}, run.StateInterrupted, run.ReasonInterrupted, "the supervisor could not be started: "+err.Error())
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}

@@ -30,13 +30,22 @@ func inspectRepo(ctx context.Context, dir, ref string) (repoInfo, error) {
 	if err != nil {
 		return repoInfo{}, err
 	}
+	// The status walk is the slow part on a big tree: run it beside the
+	// base lookup.
+	var dirty bool
+	var dirtyErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dirty, dirtyErr = repo.Dirty(ctx)
+	}()
 	base, err := repo.ResolveBase(ctx, ref)
+	<-done
 	if err != nil {
 		return repoInfo{}, err
 	}
-	dirty, err := repo.Dirty(ctx)
-	if err != nil {
-		return repoInfo{}, err
+	if dirtyErr != nil {
+		return repoInfo{}, dirtyErr
 	}
 	return repoInfo{Path: repo.Path(), Base: base, Dirty: dirty}, nil
 }
