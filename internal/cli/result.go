@@ -207,6 +207,12 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 			return err
 		}
 	}
+	for _, c := range out.Checks {
+		if !c.Passed && checkName.MatchString(c.Name) {
+			fmt.Fprintf(app.Stdout, "\nwhy check %s failed: agentrun logs %s --check %s --attempt %d\n",
+				c.Name, r.ID, c.Name, len(r.Attempts))
+		}
+	}
 	if out.Commit != "" {
 		fmt.Fprintf(app.Stdout, "\nreview: git -C %s log -p %s..%s\n", shellQuote(r.Repo), shortCommit(r.Base), out.Branch)
 	}

@@ -73,6 +73,22 @@ func TestResultNothingExported(t *testing.T) {
 	}
 }
 
+func TestResultPointsAtFailedCheck(t *testing.T) {
+	h := newTestHome(t)
+	r := h.addFinished(func(r *run.Run) {
+		r.State, r.Reason, r.Commit, r.Result = run.StateFailed, run.ReasonChecksFailed, "", nil
+		r.Attempts = r.Attempts[:1]
+	})
+	code, out, _ := h.exec("result", r.ID)
+	if code != 0 || !strings.Contains(out, "why check unit failed: agentrun logs "+r.ID+" --check unit --attempt 1") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = h.exec("status", r.ID)
+	if code != 0 || !strings.Contains(out, "agentrun resume "+r.ID) {
+		t.Errorf("status of a failed run does not suggest resume:\n%s", out)
+	}
+}
+
 func TestResultOfActiveRun(t *testing.T) {
 	h := newTestHome(t)
 	r := h.add(func(r *run.Run) { r.State, r.Reason = run.StateRunning, "" })

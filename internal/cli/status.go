@@ -112,6 +112,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("verdict", verdictLine(r.Verdict))
 	}
 	f.add("attempts", fmt.Sprintf("%d of %d", len(r.Attempts), r.MaxAttempts))
+	f.add("next", nextStep(r))
 	if err := f.write(app.Stdout); err != nil {
 		return err
 	}
@@ -273,6 +274,19 @@ func verdictLine(v *run.Verdict) string {
 		s += ": " + oneLine(v.Note, 60)
 	}
 	return s
+}
+
+// nextStep suggests the command a person most likely wants now.
+func nextStep(r *run.Run) string {
+	switch {
+	case r.State.Active():
+		return "agentrun logs -f " + r.ID
+	case r.State.Resumable():
+		return "agentrun resume " + r.ID + "   (or see why: agentrun logs " + r.ID + ")"
+	case resultCommit(r) != "" && r.Verdict == nil:
+		return "agentrun result " + r.ID + " --patch, then agentrun verdict " + r.ID + " accept|reject"
+	}
+	return ""
 }
 
 // resultCommit is the run's exported commit, if any.
