@@ -289,7 +289,17 @@ func TestKilledSupervisorIsInterruptedAndResumes(t *testing.T) {
 	e := newEnv(t)
 	second := filepath.Join(e.root, "second")
 	// Attempt 1 hangs (after writing some work); a resumed attempt finishes.
-	agent := "echo partial > partial.txt; if [ -f " + second + " ]; then echo done > done.txt; else touch " + second + "; sleep 300; fi"
+	pgidFile := filepath.Join(e.root, "pgid")
+	agent := "echo partial > partial.txt; if [ -f " + second + " ]; then echo done > done.txt; else echo $$ > " + pgidFile + "; touch " + second + "; sleep 300; fi"
+	// The host backend does not isolate: a hung agent orphaned by kill -9
+	// of its supervisor is cleaned up here.
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pgidFile); err == nil {
+			if pg, _ := strconv.Atoi(strings.TrimSpace(string(b))); pg > 1 {
+				_ = syscall.Kill(-pg, syscall.SIGKILL)
+			}
+		}
+	})
 	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", agent, "--check", "done=test -f done.txt", "fix it")
 	must(t, res, 0)
 	r := e.waitFor(d.ID, "the agent to start", func(r *run.Run) bool {
