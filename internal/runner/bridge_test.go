@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer serves a unix socket that echoes every connection.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(shortDir(t), "proxy")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				io.Copy(c, c)
+				c.(*net.UnixConn).CloseWrite()
+				c.Close()
+			}()
+		}
+	}()
+	return sock
+}
+
+func echoThrough(t *testing.T, addr string, payload []byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		c.Write(payload)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Errorf("echo through the bridge: %d bytes, %v; want %d", len(got), err, len(payload))
+	}
+}
+
+func TestBridgeRelays(t *testing.T) {
+	b, err := ListenBridge("127.0.0.1:0", echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve() }()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			echoThrough(t, b.Addr().String(), bytes.Repeat([]byte{byte(i)}, 1<<20+i))
+		}()
+	}
+	wg.Wait()
+	// Close cuts a relayed connection that is still open.
+	c, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(buf); err == nil {
+		t.Fatal("relayed connection survived Close")
+	}
+}
+
+func TestBridgeTargetDown(t *testing.T) {
+	b, err := ListenBridge("127.0.0.1:0", filepath.Join(shortDir(t), "none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve()
+	defer b.Close()
+	c, err := net.Dial("tcp", b.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read %d, %v; want EOF", n, err)
+	}
+}
+
+func TestServeStartsBridge(t *testing.T) {
+	// A free port: listen, note it, release it for Serve.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ready := make(chan struct{})
+	testServer(t, t.TempDir(), ServerOptions{ProxySocket: echoServer(t), ProxyListen: addr, Ready: func() { close(ready) }})
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	echoThrough(t, addr, []byte("GET http://example.test/ HTTP/1.1\r\n\r\n"))
+}
+
+func TestServeBridgeListenFails(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ln, err := net.Listen("unix", filepath.Join(shortDir(t), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = Serve(context.Background(), ln, ServerOptions{Root: t.TempDir(), ProxySocket: "/nonexistent", ProxyListen: l.Addr().String()})
+	if err == nil {
+		t.Fatal("serve with a taken bridge address succeeded")
+	}
+}
