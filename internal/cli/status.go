@@ -112,7 +112,6 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("verdict", verdictLine(r.Verdict))
 	}
 	f.add("attempts", fmt.Sprintf("%d of %d", len(r.Attempts), r.MaxAttempts))
-	f.add("next", nextStep(r))
 	if err := f.write(app.Stdout); err != nil {
 		return err
 	}
@@ -147,7 +146,13 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	for _, g := range groupEnforced(p.Enforced) {
 		pf.add("  "+g.label, oneLine(g.what, 0))
 	}
-	return pf.write(app.Stdout)
+	if err := pf.write(app.Stdout); err != nil {
+		return err
+	}
+	if next := nextStep(r); next != "" {
+		fmt.Fprintf(app.Stdout, "\nnext: %s\n", next)
+	}
+	return nil
 }
 
 // enforcedGroup is the isolation and limits that share one status.
@@ -282,7 +287,7 @@ func nextStep(r *run.Run) string {
 	case r.State.Active():
 		return "agentrun logs -f " + r.ID
 	case r.State.Resumable():
-		return "agentrun resume " + r.ID + "   (or see why: agentrun logs " + r.ID + ")"
+		return "agentrun resume " + r.ID + "   (see why first: agentrun result " + r.ID + ")"
 	case resultCommit(r) != "" && r.Verdict == nil:
 		return "agentrun result " + r.ID + " --patch, then agentrun verdict " + r.ID + " accept|reject"
 	}
