@@ -13,7 +13,10 @@
 //   - Scan (scan.go): walks the workspace from a root file descriptor with
 //     openat(O_NOFOLLOW), compares with the manifest and reads every changed
 //     file with symlink-safe calls. Entries it will not export become
-//     run.Refusal values; see validate.go for the rules.
+//     run.Refusal values; see validate.go for the rules. Untracked paths
+//     excluded by the tree's .gitignore files or .git/info/exclude are not
+//     changes (ignore.go): a build's node_modules/ is neither exported nor
+//     counted against the limits; tracked paths are never ignored.
 //   - Export (export.go): writes blobs, tree, commit and branch with git
 //     plumbing in the user's repository, then the patch and the diffstat.
 //
@@ -25,10 +28,14 @@
 // fsmonitor, filters, textconv and external diff disabled.
 //
 // Limits: one file over Limits.MaxFile is refused (reported, not exported,
-// the rest goes on); more changed entries than Limits.MaxFiles or more
-// changed bytes than Limits.MaxBytes fail the whole scan with ErrTooLarge,
-// because a partial export of a too-large change would mislead the
-// reviewer.
+// the rest goes on); more changed entries (adds, modifications, deletions)
+// than Limits.MaxFiles, more refusals than Limits.MaxFiles, or more changed
+// bytes than Limits.MaxBytes fail the whole scan with ErrTooLarge, because
+// a partial export of a too-large change would mislead the reviewer.
+//
+// A refused path keeps its base version: a tracked file replaced by a FIFO
+// or an escaping symlink, or a directory replaced by one, is neither
+// exported nor deleted.
 //
 // This package must never: run git with the workspace as its repository or
 // work tree after Create returns, follow a symlink inside the workspace,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,8 @@ type scanner struct {
 	seen    []bool
 	newHash func() hash.Hash
 
+	trackedDirs map[string]bool // directories holding tracked entries
+
 	changes  []Change
 	refused  []run.Refusal
 	refusedP map[string]bool // refused paths: the base keeps them
@@ -86,15 +89,27 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 	if m.format == "sha256" {
 		s.newHash = sha256.New
 	}
+	s.trackedDirs = map[string]bool{}
 	for i := range m.entries {
-		s.byPath[m.entries[i].path] = i
+		p := m.entries[i].path
+		s.byPath[p] = i
+		for j := strings.LastIndexByte(p, '/'); j > 0; j = strings.LastIndexByte(p[:j], '/') {
+			if s.trackedDirs[p[:j]] {
+				break
+			}
+			s.trackedDirs[p[:j]] = true
+		}
 	}
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", dir, err)
 	}
 	defer func() { _ = unix.Close(root) }()
-	if err := s.walk(root, "", 0); err != nil {
+	var stack ignoreStack
+	if l := readExclude(root); l != nil {
+		stack = append(stack, l)
+	}
+	if err := s.walk(root, "", 0, stack, false); err != nil {
 		return nil, fmt.Errorf("scan %s: %w", dir, err)
 	}
 	for i := range m.entries {
@@ -158,11 +173,18 @@ func displayPath(p string) string {
 }
 
 // walk scans the directory open at fd, whose path is prefix (with a
-// trailing slash, or empty at the root).
-func (s *scanner) walk(fd int, prefix string, depth int) error {
+// trailing slash, or empty at the root). stack is the ignore rules in force
+// above it; inIgnored says the directory itself is ignored (it was entered
+// only for its tracked entries).
+func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIgnored bool) error {
 	names, err := readNames(fd)
 	if err != nil {
 		return fmt.Errorf("read directory %q: %w", prefix, err)
+	}
+	if !inIgnored && slices.Contains(names, ".gitignore") {
+		if l := readIgnore(fd, prefix); l != nil {
+			stack = append(stack[:len(stack):len(stack)], l)
+		}
 	}
 	for _, name := range names {
 		if prefix == "" && name == ".git" {
@@ -183,9 +205,18 @@ func (s *scanner) walk(fd int, prefix string, depth int) error {
 			}
 			continue
 		}
-		switch uint32(st.Mode) & unix.S_IFMT {
+		kind := uint32(st.Mode) & unix.S_IFMT
+		_, tracked := s.byPath[p]
+		if kind == unix.S_IFDIR {
+			tracked = tracked || s.trackedDirs[p]
+		}
+		ignored := inIgnored || stack.ignored(p, kind == unix.S_IFDIR)
+		if ignored && !tracked {
+			continue // an untracked, ignored entry: not a change
+		}
+		switch kind {
 		case unix.S_IFDIR:
-			err = s.dir(fd, name, p, depth)
+			err = s.dir(fd, name, p, depth, stack, ignored)
 		case unix.S_IFREG:
 			err = s.file(fd, name, p, &st)
 		case unix.S_IFLNK:
@@ -200,7 +231,7 @@ func (s *scanner) walk(fd int, prefix string, depth int) error {
 	return nil
 }
 
-func (s *scanner) dir(fd int, name, p string, depth int) error {
+func (s *scanner) dir(fd int, name, p string, depth int, stack ignoreStack, ignored bool) error {
 	if i, ok := s.byPath[p]; ok && s.m.entries[i].mode == modeGitlink {
 		s.seen[i] = true
 		return s.submodule(fd, name, p)
@@ -219,7 +250,39 @@ func (s *scanner) dir(fd int, name, p string, depth int) error {
 		return s.refuse(p, reasonUnreadable)
 	}
 	defer func() { _ = unix.Close(sub) }()
-	return s.walk(sub, p+"/", depth+1)
+	return s.walk(sub, p+"/", depth+1, stack, ignored)
+}
+
+// readIgnore reads the .gitignore of the directory open at fd, if it is a
+// regular file (a symlinked one is not read, as git does).
+func readIgnore(fd int, prefix string) *ignoreList {
+	data, _, reason := readFileAt(fd, ".gitignore", maxIgnoreFile)
+	if reason != "" || len(data) == 0 {
+		return nil
+	}
+	return parseIgnore(prefix, data)
+}
+
+// readExclude reads .git/info/exclude of the workspace, component by
+// component without following symlinks.
+func readExclude(root int) *ignoreList {
+	fd := root
+	for _, d := range []string{".git", "info"} {
+		next, err := unix.Openat(fd, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if fd != root {
+			_ = unix.Close(fd)
+		}
+		if err != nil {
+			return nil
+		}
+		fd = next
+	}
+	defer func() { _ = unix.Close(fd) }()
+	data, _, reason := readFileAt(fd, "exclude", maxIgnoreFile)
+	if reason != "" || len(data) == 0 {
+		return nil
+	}
+	return parseIgnore("", data)
 }
 
 // submodule refuses anything the agent put in a submodule's directory.
@@ -282,17 +345,18 @@ func (s *scanner) file(fd int, name, p string, st *unix.Stat_t) error {
 	if st.Size > s.lim.MaxFile {
 		return s.refuse(p, reasonTooLarge)
 	}
-	content, mode, reason := s.readFile(fd, name)
+	content, mode, reason := readFileAt(fd, name, s.lim.MaxFile)
 	if reason != "" {
 		return s.refuse(p, reason)
 	}
 	return s.record(e, p, mode, content)
 }
 
-// readFile opens name under fd without following a symlink and without
-// blocking, checks on the open fd that it is a regular file with one link
-// within the size limit, and reads it. reason is set when it refuses.
-func (s *scanner) readFile(dirfd int, name string) (content []byte, mode uint32, reason string) {
+// readFileAt opens name under dirfd without following a symlink and
+// without blocking, checks on the open fd that it is a regular file with
+// one link and at most limit bytes, and reads it. reason is set when it
+// refuses.
+func readFileAt(dirfd int, name string, limit int64) (content []byte, mode uint32, reason string) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, 0, reasonUnreadable
@@ -307,13 +371,13 @@ func (s *scanner) readFile(dirfd int, name string) (content []byte, mode uint32,
 		return nil, 0, reasonSpecial
 	case st.Nlink > 1:
 		return nil, 0, reasonHardLink
-	case st.Size > s.lim.MaxFile:
+	case st.Size > limit:
 		return nil, 0, reasonTooLarge
 	}
 	// Read to EOF but never past the limit: the file may grow.
 	content = make([]byte, 0, st.Size)
 	for {
-		if int64(len(content)) > s.lim.MaxFile {
+		if int64(len(content)) > limit {
 			return nil, 0, reasonTooLarge
 		}
 		if len(content) == cap(content) {
@@ -331,7 +395,7 @@ func (s *scanner) readFile(dirfd int, name string) (content []byte, mode uint32,
 		}
 		content = content[:len(content)+n]
 	}
-	if int64(len(content)) > s.lim.MaxFile {
+	if int64(len(content)) > limit {
 		return nil, 0, reasonTooLarge
 	}
 	return content, gitFileMode(&st), ""
