@@ -46,7 +46,7 @@ A run in progress is never removed: cancel it first. With --delete-branch the
 run's branch agentrun/<id> is deleted too, but only while it still points at
 the run's own result commit: a branch with other commits on it (you built on
 it, or moved it) is kept, and for a single ID that is the branch_ahead error,
-unless --force. --force also removes a run whose record is damaged.
+unless --force. With an ID, --force also removes a run whose record is damaged.
 
 Under --json: {"removed": [{"id", "status", "branch_deleted", "branch_kept"}],
 "kept": [{"id", "status", "code", "why"}]}.
