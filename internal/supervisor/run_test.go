@@ -1,0 +1,132 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/store/files"
+)
+
+// gitRepo makes a real repository with one commit.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("requires git")
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// inProcess plans and stores a run and returns a Supervisor for it, run in
+// this process (so the race detector sees the whole flow).
+func inProcess(t *testing.T, agentCmd string, checks []run.CheckSpec) (*Supervisor, *files.Store) {
+	t.Helper()
+	st, l := newStore(t)
+	ctx := context.Background()
+	r, _, err := Plan(ctx, Request{Repo: gitRepo(t), Task: "write a file\n\ndetails", AgentCmd: agentCmd, Checks: checks,
+		Attempts: 2, Timeout: time.Minute, Sandbox: "host", Backends: map[string]sandbox.Backend{"host": host.New()},
+		Export: run.ExportConfig{MaxFiles: 100, MaxBytes: 1 << 20, AuthorName: "T", AuthorEmail: "t@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := TakeLock(l, r.ID, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lk.Close() })
+	d := DefaultDeps(st, l)
+	d.Backends = map[string]sandbox.Backend{"host": host.New()}
+	return &Supervisor{Deps: d, ID: r.ID, MaxParallel: 1}, st
+}
+
+func TestRunInProcess(t *testing.T) {
+	s, st := inProcess(t, "echo hi > hi.txt", []run.CheckSpec{{Name: "hi", Command: "test -f hi.txt"}})
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Get(context.Background(), s.ID)
+	if r.State != run.StateSucceeded || r.Commit == "" || r.Result == nil || r.Result.FilesChanged != 1 {
+		t.Fatalf("%s %s %+v", r.State, r.Message, r.Result)
+	}
+	if r.Supervisor != nil || r.Provenance.Enforced == nil {
+		t.Fatalf("supervisor %+v enforced %v", r.Supervisor, r.Provenance.Enforced)
+	}
+	if _, err := os.Stat(filepath.Join(s.Layout.RunDir(s.ID), "sandbox")); err == nil {
+		// Destroy removes the backend's state.
+		ents, _ := os.ReadDir(filepath.Join(s.Layout.RunDir(s.ID), "sandbox"))
+		if len(ents) > 0 {
+			t.Fatalf("sandbox state left: %v", ents)
+		}
+	}
+}
+
+func TestRunInProcessCancelRequested(t *testing.T) {
+	s, st := inProcess(t, "sleep 60", nil)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, _ := st.Get(ctx, s.ID)
+		if r.State == run.StateRunning && len(r.Attempts) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never running")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// No signal (it would reach this test process): the supervisor's
+	// watcher sees the request.
+	if _, err := st.Update(ctx, s.ID, func(r *run.Run) error { r.CancelRequested = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("supervisor did not stop")
+	}
+	r, _ := st.Get(ctx, s.ID)
+	if r.State != run.StateCancelled || r.Attempts[0].Outcome != run.ReasonCancelled {
+		t.Fatalf("%s, attempt %+v", r.State, r.Attempts[0])
+	}
+}
+
+func TestRunInProcessStopSignalInterrupts(t *testing.T) {
+	s, st := inProcess(t, "sleep 60", nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for {
+		r, _ := st.Get(context.Background(), s.ID)
+		if r.State == run.StateRunning && len(r.Attempts) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel(errStopSignal) // what SIGTERM without a cancel request does
+	<-done
+	r, _ := st.Get(context.Background(), s.ID)
+	if r.State != run.StateInterrupted {
+		t.Fatalf("%s", r.State)
+	}
+}
