@@ -102,6 +102,10 @@ type call struct {
 
 	mu  sync.Mutex // guards off and writes to outs
 	off [2]int64
+	// limit caps what is written to each of outs: the runner is on the
+	// other side of an isolation boundary and is not trusted to honour
+	// the output cap itself.
+	limit int64
 }
 
 func (c *call) finish(r *response, err error) {
@@ -131,8 +135,12 @@ func (c *call) deliver(r *response) {
 		return
 	}
 	data := r.Data[max(c.off[i]-r.Off, 0):]
+	written := c.off[i]
 	c.off[i] = end
-	if c.outs[i] != nil {
+	if c.limit > 0 {
+		data = data[:max(min(int64(len(data)), c.limit-written), 0)]
+	}
+	if c.outs[i] != nil && len(data) > 0 {
 		c.outs[i].Write(data)
 	}
 }
@@ -345,7 +353,7 @@ func writeRequest(w *connWriter, req *request) error {
 }
 
 // roundTrip runs one request and returns its result.
-func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, stderr io.Writer, cancelWait time.Duration) (json.RawMessage, error) {
+func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, stderr io.Writer, limit int64, cancelWait time.Duration) (json.RawMessage, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", op, err)
@@ -356,6 +364,7 @@ func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, st
 		args:   raw,
 		outs:   [2]io.Writer{stdout, stderr},
 		doneCh: make(chan struct{}),
+		limit:  limit,
 	}
 	cl.mu.Lock()
 	if cl.closed {
@@ -386,11 +395,16 @@ func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, st
 	// Ask the runner to stop it and wait (bounded) for its answer, so the
 	// command is known to be gone when we return.
 	cl.mu.Lock()
+	if !c.sent {
+		// Never sent: nothing runs; do not send it later.
+		delete(cl.calls, c.id)
+		cl.mu.Unlock()
+		return nil, ctx.Err()
+	}
 	c.cancelled = true
 	w, gen = cl.w, cl.gen
-	sent := c.sent
 	cl.mu.Unlock()
-	if w != nil && sent {
+	if w != nil {
 		if err := writeRequest(w, &request{ID: c.id, Op: opCancel}); err != nil {
 			cl.broken(gen, err)
 		}
@@ -431,7 +445,7 @@ func result(c *call) (json.RawMessage, error) {
 }
 
 func call1[T any](cl *client, ctx context.Context, op string, args any) (*T, error) {
-	raw, err := cl.roundTrip(ctx, op, args, nil, nil, 0)
+	raw, err := cl.roundTrip(ctx, op, args, nil, nil, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +464,11 @@ func (cl *client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.W
 	if grace <= 0 {
 		grace = DefaultKillGrace
 	}
-	raw, err := cl.roundTrip(ctx, opExec, req, stdout, stderr, grace+5*time.Second)
+	limit := req.OutputCap
+	if limit <= 0 {
+		limit = DefaultOutputCap
+	}
+	raw, err := cl.roundTrip(ctx, opExec, req, stdout, stderr, limit, grace+5*time.Second)
 	if raw == nil {
 		return nil, err
 	}

@@ -1,9 +1,46 @@
 // Package runner is the program inside every sandbox and its client.
 //
-// The agentrun binary serves it (hidden subcommand) inside native and docker
-// sandboxes; the host backend serves the same ops. One protocol over one
-// stream: length-prefixed JSON frames with request ids; a request id runs
-// once (a retried id returns the first result); a client whose stream is cut
-// reconnects and resumes; commands that were running when the runner
-// restarted are reported failed (CodeInterrupted), never re-run.
+// The agentrun binary serves it (hidden subcommand `agentrun __runner`,
+// Main) inside native and docker sandboxes; the host backend serves it
+// in-process (Serve). The supervisor and the built-in agent reach it only
+// through Client (Dial).
+//
+// Protocol: one unix-socket stream of frames, each a 4-byte big-endian
+// length and a JSON message (at most MaxFrameSize; a bad frame closes the
+// connection, never panics). The server speaks first with its hello
+// (protocol version, instance id random per process start). Requests carry
+// an id, an op and its arguments; the server answers with stream chunks
+// (stdout/stderr with byte offsets) and one final message: a result, an
+// OpError the caller can act on, or a runner failure.
+//
+// Contract:
+//   - A request id runs once. A resent id that is running attaches to the
+//     running execution and gets its output from the offset the client
+//     already has; a finished id returns the stored result (bounded LRU).
+//   - Ids of mutating ops (exec, write_file, edit_file) are journaled in the
+//     state dir before they run: after a runner restart a resent id is
+//     answered CodeInterrupted, never run again. The client also compares
+//     instance ids when it reconnects and fails what it had sent with
+//     CodeInterrupted instead of resending it to a new instance.
+//   - A cut stream is redialled with backoff (bounded by
+//     DialOptions.ReconnectTimeout) and the requests in flight resume.
+//   - exec runs each command in its own process group; on return, timeout
+//     or cancellation the whole group, background children included, is
+//     killed (SIGTERM, grace, SIGKILL) and the call never waits on pipes a
+//     leftover child holds. On Linux the direct child also gets Pdeathsig.
+//   - File ops resolve paths under Root through os.Root: component by
+//     component, never following a symlink out of Root; ".." and absolute
+//     paths outside Root are refused (CodeEscape). Writes are atomic (temp
+//     file and rename) and never go through a symlink at the final
+//     component.
+//
+// It must never: run a request id twice, follow a path out of Root in a file
+// op, leave a process group running after its exec returned, trust a frame
+// from the other side (sizes are capped on both ends), or pass its own
+// environment to commands (the base environment is exactly
+// ServerOptions.Env).
+//
+// Known limit: if the runner process is killed outright (SIGKILL), only its
+// direct children die with it (Pdeathsig); grandchildren in their groups
+// survive unless the sandbox itself (a pid namespace) ends them.
 package runner

@@ -166,6 +166,9 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	}
 	outR.Close()
 	errR.Close()
+	if inW != nil {
+		inW.Close() // unblocks a stdin writer whose reader was never drained
+	}
 	res.Duration = time.Since(start)
 	res.Stdout = tails[0].bytes()
 	res.Stderr = tails[1].bytes()

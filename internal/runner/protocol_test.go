@@ -426,3 +426,44 @@ func TestDialWaitsForSocket(t *testing.T) {
 		t.Fatal("dial without a socket succeeded")
 	}
 }
+
+// TestClientCapsUntrustedOutput points the client at a runner that ignores
+// the output cap: the client writes no more than the cap.
+func TestClientCapsUntrustedOutput(t *testing.T) {
+	sock := filepath.Join(shortDir(t), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		h, _ := json.Marshal(hello{Proto: ProtocolVersion, Instance: "flood"})
+		WriteFrame(c, h)
+		b, err := ReadFrame(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		var req request
+		json.Unmarshal(b, &req)
+		for i := range 10 {
+			r, _ := json.Marshal(response{ID: req.ID, Stream: streamStdout, Off: int64(i * 1000), Data: bytes.Repeat([]byte("x"), 1000)})
+			WriteFrame(c, r)
+		}
+		r, _ := json.Marshal(response{ID: req.ID, Done: true, Result: json.RawMessage(`{"exit_code":0}`)})
+		WriteFrame(c, r)
+		io.Copy(io.Discard, c)
+	}()
+	c := testClient(t, sock)
+	var out bytes.Buffer
+	if _, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"x"}, OutputCap: 2500}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 2500 {
+		t.Fatalf("wrote %d bytes past a cap of 2500", out.Len())
+	}
+}
