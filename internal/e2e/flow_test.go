@@ -255,9 +255,9 @@ func TestCancelQueuedNeverStartsAgent(t *testing.T) {
 // free and with it busy: the cancelled run's agent never starts.
 func TestCancelRace(t *testing.T) {
 	e := newEnv(t)
-	n := 12
+	n := 25
 	if testing.Short() {
-		n = 4
+		n = 5
 	}
 	for _, busy := range []bool{false, true} {
 		var blocker submitDoc
