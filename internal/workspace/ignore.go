@@ -14,8 +14,13 @@ import (
 // same symlink-safe calls as any other file. Ignoring can only drop content
 // from the export, never add any, so trusting the agent's rules is safe.
 
-// maxIgnoreFile caps one ignore file.
-const maxIgnoreFile = 1 << 20
+// Caps on the agent's ignore rules, so that a hostile .gitignore cannot
+// make the scan slow: past them, rules are dropped (which can only make the
+// scan report more, never less).
+const (
+	maxIgnoreFile     = 64 << 10 // bytes of one ignore file
+	maxIgnorePatterns = 10000    // patterns of one scan, all files together
+)
 
 // ignorePattern is one line of an ignore file.
 type ignorePattern struct {
@@ -31,17 +36,20 @@ type ignoreList struct {
 	patterns []ignorePattern
 }
 
-// parseIgnore reads gitignore syntax.
-func parseIgnore(base string, data []byte) *ignoreList {
+// parseIgnore reads gitignore syntax, at most budget patterns.
+func parseIgnore(base string, data []byte, budget int) *ignoreList {
 	l := &ignoreList{base: base}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" || line[0] == '#' {
-			continue
+		if len(l.patterns) >= budget {
+			break
 		}
+		line = strings.TrimSuffix(line, "\r")
 		// Trailing spaces are dropped unless escaped.
 		for strings.HasSuffix(line, " ") && !strings.HasSuffix(line, "\\ ") {
 			line = line[:len(line)-1]
+		}
+		if line == "" || line[0] == '#' {
+			continue
 		}
 		var p ignorePattern
 		if line[0] == '!' {
@@ -97,31 +105,41 @@ func (s ignoreStack) ignored(p string, dir bool) bool {
 
 func (pt *ignorePattern) matches(rel string) bool {
 	if pt.basename {
-		ok, _ := path.Match(pt.segs[0], rel[strings.LastIndexByte(rel, '/')+1:])
-		return ok
+		return segMatch(pt.segs[0], rel[strings.LastIndexByte(rel, '/')+1:])
 	}
 	return matchSegs(pt.segs, strings.Split(rel, "/"))
 }
 
 // matchSegs matches path components against pattern components, where a
-// "**" component matches any number of path components.
+// "**" component matches any number of path components. It is the classic
+// wildcard match with one backtrack point, O(len(pat)*len(p)) whatever the
+// pattern.
 func matchSegs(pat, p []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(p); i++ {
-				if matchSegs(pat[1:], p[i:]) {
-					return true
-				}
-			}
+	pi, si := 0, 0
+	star, starSi := -1, 0
+	for si < len(p) {
+		switch {
+		case pi < len(pat) && pat[pi] == "**":
+			star, starSi = pi, si
+			pi++
+		case pi < len(pat) && segMatch(pat[pi], p[si]):
+			pi++
+			si++
+		case star >= 0:
+			pi = star + 1
+			starSi++
+			si = starSi
+		default:
 			return false
 		}
-		if len(p) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], p[0]); !ok {
-			return false
-		}
-		pat, p = pat[1:], p[1:]
 	}
-	return len(p) == 0
+	for pi < len(pat) && pat[pi] == "**" {
+		pi++
+	}
+	return pi == len(pat)
+}
+
+func segMatch(pat, name string) bool {
+	ok, _ := path.Match(pat, name)
+	return ok
 }

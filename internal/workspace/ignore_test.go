@@ -1,10 +1,13 @@
 package workspace
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestIgnoreMatching(t *testing.T) {
@@ -22,8 +25,8 @@ func TestIgnoreMatching(t *testing.T) {
 		"trailing   ",
 		"[!x]y.bak",
 		"",
-	}, "\n")))
-	sub := parseIgnore("sub/", []byte("*.txt\n!*.log\n/local\n"))
+	}, "\n")), maxIgnorePatterns)
+	sub := parseIgnore("sub/", []byte("*.txt\n!*.log\n/local\n"), maxIgnorePatterns)
 	stack := ignoreStack{root, sub}
 	for _, tc := range []struct {
 		p   string
@@ -113,4 +116,57 @@ func TestScanHonoursIgnoreRules(t *testing.T) {
 	if r := refusedPaths(cs); len(r) != 1 || r["lib/.gitignore"] == "" {
 		t.Errorf("refused = %v", r)
 	}
+}
+
+func TestIgnorePathologicalPatterns(t *testing.T) {
+	t.Parallel()
+	// Many "**" against a deep path: linear-time matching, right answers.
+	deep := strings.Repeat("a/", 300) + "b"
+	pat := strings.Repeat("**/a/", 40) + "**/c"
+	l := parseIgnore("", []byte(pat+"\n"+strings.Repeat("**/", 60)+"b\n"), maxIgnorePatterns)
+	if !(ignoreStack{l}).ignored(deep, false) {
+		t.Fatal("**/…/b should match")
+	}
+	l = parseIgnore("", []byte(pat+"\n"), maxIgnorePatterns)
+	if (ignoreStack{l}).ignored(deep, false) {
+		t.Fatal("…/c should not match")
+	}
+	// The budget caps patterns.
+	many := strings.Repeat("x\n", 50)
+	if l := parseIgnore("", []byte(many), 7); len(l.patterns) != 7 {
+		t.Fatalf("budget: %d patterns", len(l.patterns))
+	}
+	// Blank-after-trim and lone "!" lines do not panic.
+	parseIgnore("", []byte("   \n!\n/\n!/\n\\\n"), maxIgnorePatterns)
+}
+
+func TestReadNamesLimit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		writeFile(t, filepath.Join(dir, n), "", 0o644)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if _, err := readNames(fd, 3); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("readNames over the limit: %v", err)
+	}
+}
+
+func FuzzIgnore(f *testing.F) {
+	f.Add("*.log\n!keep.log\n/build\nout/\n**/tmp\n", "a/b/x.log", true)
+	f.Add("**/**/**/a\n[!x]y\n\\#x\n", "q/a", false)
+	f.Add("[\n\\\n!\n", "[", true)
+	f.Fuzz(func(t *testing.T, rules, p string, dir bool) {
+		l := parseIgnore("", []byte(rules), maxIgnorePatterns)
+		for _, pt := range l.patterns {
+			if len(pt.segs) == 0 {
+				t.Fatalf("pattern without components from %q", rules)
+			}
+		}
+		_ = ignoreStack{l}.ignored(p, dir)
+	})
 }

@@ -60,7 +60,9 @@ type scanner struct {
 	seen    []bool
 	newHash func() hash.Hash
 
-	trackedDirs map[string]bool // directories holding tracked entries
+	trackedDirs  map[string]bool // directories holding tracked entries
+	ignoreBudget int             // patterns still allowed
+	maxVisited   int             // entries the walk may look at
 
 	changes  []Change
 	refused  []run.Refusal
@@ -85,7 +87,10 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 		seen:     make([]bool, len(m.entries)),
 		refusedP: map[string]bool{},
 		newHash:  sha1.New,
+
+		ignoreBudget: maxIgnorePatterns,
 	}
+	s.maxVisited = len(m.entries) + 10*s.lim.MaxFiles + 100000
 	if m.format == "sha256" {
 		s.newHash = sha256.New
 	}
@@ -106,7 +111,7 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 	}
 	defer func() { _ = unix.Close(root) }()
 	var stack ignoreStack
-	if l := readExclude(root); l != nil {
+	if l := s.readExclude(root); l != nil {
 		stack = append(stack, l)
 	}
 	if err := s.walk(root, "", 0, stack, false); err != nil {
@@ -177,12 +182,12 @@ func displayPath(p string) string {
 // above it; inIgnored says the directory itself is ignored (it was entered
 // only for its tracked entries).
 func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIgnored bool) error {
-	names, err := readNames(fd)
+	names, err := readNames(fd, s.maxVisited-s.visited)
 	if err != nil {
 		return fmt.Errorf("read directory %q: %w", prefix, err)
 	}
 	if !inIgnored && slices.Contains(names, ".gitignore") {
-		if l := readIgnore(fd, prefix); l != nil {
+		if l := s.readIgnore(fd, prefix); l != nil {
 			stack = append(stack[:len(stack):len(stack)], l)
 		}
 	}
@@ -191,6 +196,9 @@ func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIg
 			continue // the workspace's own repository
 		}
 		s.visited++
+		if s.visited > s.maxVisited {
+			return fmt.Errorf("more than %d entries in the workspace: %w", s.maxVisited, ErrTooLarge)
+		}
 		if s.visited%256 == 0 && s.ctx.Err() != nil {
 			return s.ctx.Err()
 		}
@@ -254,18 +262,24 @@ func (s *scanner) dir(fd int, name, p string, depth int, stack ignoreStack, igno
 }
 
 // readIgnore reads the .gitignore of the directory open at fd, if it is a
-// regular file (a symlinked one is not read, as git does).
-func readIgnore(fd int, prefix string) *ignoreList {
+// regular file (a symlinked one is not read, as git does), within the
+// scan's pattern budget.
+func (s *scanner) readIgnore(fd int, prefix string) *ignoreList {
+	if s.ignoreBudget <= 0 {
+		return nil
+	}
 	data, _, reason := readFileAt(fd, ".gitignore", maxIgnoreFile)
 	if reason != "" || len(data) == 0 {
 		return nil
 	}
-	return parseIgnore(prefix, data)
+	l := parseIgnore(prefix, data, s.ignoreBudget)
+	s.ignoreBudget -= len(l.patterns)
+	return l
 }
 
 // readExclude reads .git/info/exclude of the workspace, component by
 // component without following symlinks.
-func readExclude(root int) *ignoreList {
+func (s *scanner) readExclude(root int) *ignoreList {
 	fd := root
 	for _, d := range []string{".git", "info"} {
 		next, err := unix.Openat(fd, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -282,7 +296,9 @@ func readExclude(root int) *ignoreList {
 	if reason != "" || len(data) == 0 {
 		return nil
 	}
-	return parseIgnore("", data)
+	l := parseIgnore("", data, s.ignoreBudget)
+	s.ignoreBudget -= len(l.patterns)
+	return l
 }
 
 // submodule refuses anything the agent put in a submodule's directory.
@@ -292,7 +308,7 @@ func (s *scanner) submodule(fd int, name, p string) error {
 		return nil
 	}
 	defer func() { _ = unix.Close(sub) }()
-	names, err := readNames(sub)
+	names, err := readNames(sub, 1)
 	if err == nil && len(names) > 0 {
 		return s.refuse(p, reasonSubmodule)
 	}
@@ -455,8 +471,9 @@ func blobID(h hash.Hash, content []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// readNames lists the directory open at fd (without "." and "..").
-func readNames(fd int) ([]string, error) {
+// readNames lists the directory open at fd (without "." and ".."); past
+// limit names it returns ErrTooLarge (limit 1: it stops at the first name).
+func readNames(fd int, limit int) ([]string, error) {
 	buf := make([]byte, 32<<10)
 	var names []string
 	for {
@@ -471,5 +488,11 @@ func readNames(fd int) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if limit == 1 && len(names) > 0 {
+			return names, nil
+		}
+		if len(names) > limit {
+			return nil, fmt.Errorf("more than %d entries in one directory: %w", limit, ErrTooLarge)
+		}
 	}
 }
