@@ -342,18 +342,16 @@ func gitFileMode(st *unix.Stat_t) uint32 {
 
 func (s *scanner) file(fd int, name, p string, st *unix.Stat_t) error {
 	e, i := s.lookup(p)
-	if e != nil && e.mode != modeGitlink {
+	if e != nil {
 		s.seen[i] = true
+		if e.mode == modeGitlink {
+			return s.refuse(p, reasonSubmodule)
+		}
 		if s.unchanged(e, st, gitFileMode(st)) {
 			return nil
 		}
-	}
-	if e != nil && e.mode == modeGitlink {
-		s.seen[i] = true
-		return s.refuse(p, reasonSubmodule)
-	}
-	if err := ValidatePath(p); err != nil {
-		return s.refuse(p, err.Error())
+	} else if err := ValidatePath(p); err != nil {
+		return s.refuse(p, err.Error()) // a new path is checked before anything is read
 	}
 	if st.Nlink > 1 {
 		return s.refuse(p, reasonHardLink)
@@ -427,8 +425,7 @@ func (s *scanner) symlink(fd int, name, p string, st *unix.Stat_t) error {
 		if s.unchanged(e, st, modeSymlink) {
 			return nil
 		}
-	}
-	if err := ValidatePath(p); err != nil {
+	} else if err := ValidatePath(p); err != nil {
 		return s.refuse(p, err.Error())
 	}
 	if len(s.buf) < maxPathLen+1 {
@@ -441,22 +438,34 @@ func (s *scanner) symlink(fd int, name, p string, st *unix.Stat_t) error {
 	if n > maxPathLen {
 		return s.refuse(p, errLinkLong.Error())
 	}
-	target := string(s.buf[:n])
-	if err := ValidateSymlink(p, target); err != nil {
+	target := s.buf[:n]
+	if s.same(e, modeSymlink, target) {
+		return nil // the base's own link, as it was
+	}
+	if err := ValidateSymlink(p, string(target)); err != nil {
 		return s.refuse(p, err.Error())
 	}
-	return s.record(e, p, modeSymlink, []byte(target))
+	return s.record(e, p, modeSymlink, []byte(string(target)))
+}
+
+// same reports content and mode equal to the manifest entry's.
+func (s *scanner) same(e *entry, mode uint32, content []byte) bool {
+	return e != nil && e.mode == mode && blobID(s.newHash(), content) == e.blob
 }
 
 // record adds an add or modify change unless the content and mode equal
-// the manifest entry's.
+// the manifest entry's. A changed tracked path is validated here (a new
+// one was validated before it was read).
 func (s *scanner) record(e *entry, p string, mode uint32, content []byte) error {
-	if e != nil && e.mode == mode && blobID(s.newHash(), content) == e.blob {
+	if s.same(e, mode, content) {
 		return nil
 	}
 	kind := "add"
 	if e != nil {
 		kind = "modify"
+		if err := ValidatePath(p); err != nil {
+			return s.refuse(p, err.Error())
+		}
 	}
 	if content == nil {
 		content = []byte{}

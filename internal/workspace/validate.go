@@ -61,15 +61,14 @@ func ValidatePath(p string) error {
 
 // Refusal reasons for symlinks.
 var (
-	errLinkEmpty    = errors.New("symlink target is empty")
-	errLinkLong     = errors.New("symlink target too long")
-	errLinkBad      = errors.New("symlink target has invalid characters")
-	errLinkAbs      = errors.New("symlink target is absolute")
-	errLinkEscape   = errors.New("symlink target escapes the workspace")
-	errLinkForm     = errors.New("symlink target has '.', '..' or empty components after a name")
-	errLinkDotGit   = errors.New("symlink target has a .git component")
-	errLinkSpecial  = errors.New("symlink in place of a git control file")
-	errLinkReadFail = errors.New("symlink target cannot be read")
+	errLinkEmpty   = errors.New("symlink target is empty")
+	errLinkLong    = errors.New("symlink target too long")
+	errLinkBad     = errors.New("symlink target has invalid characters")
+	errLinkAbs     = errors.New("symlink target is absolute")
+	errLinkEscape  = errors.New("symlink target escapes the workspace")
+	errLinkForm    = errors.New("symlink target has '.', '..' or empty components after a name")
+	errLinkDotGit  = errors.New("symlink target has a .git component")
+	errLinkSpecial = errors.New("symlink in place of a git control file")
 )
 
 // ValidateSymlink checks the target of the symlink at path p (already a

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCreateIsStandaloneCheckout(t *testing.T) {
@@ -428,5 +430,47 @@ func TestCancelled(t *testing.T) {
 	}
 	if _, err := NewCheckout().Create(ctx, repo, base, filepath.Join(t.TempDir(), "ws"), t.TempDir()); err == nil {
 		t.Fatal("Create with a cancelled context succeeded")
+	}
+}
+
+func TestScanKeepsBaseLinksAndSubmodules(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	// The user's own repository may hold an escaping link and a submodule.
+	if err := os.Symlink("/etc/hostname", filepath.Join(repo, "ext")); err != nil {
+		t.Fatal(err)
+	}
+	tgit(t, repo, "add", "ext")
+	sub := base
+	tgit(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+sub+",mod")
+	tgit(t, repo, "commit", "-q", "-m", "link and submodule")
+	base = tgit(t, repo, "rev-parse", "HEAD")
+	ws, dir := newWorkspace(t, repo, base)
+
+	// Touch the link (new ctime): it is read again, found as it was, and
+	// neither refused nor changed.
+	now := unix.NsecToTimespec(time.Now().UnixNano())
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "ext"), []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	cs := scanWS(t, ws, Limits{})
+	if len(cs.Changes) != 0 || len(cs.Refused) != 0 {
+		t.Fatalf("changes %v refused %v", kinds(cs), cs.Refused)
+	}
+	// Files put in the submodule's directory are refused; the rest exports
+	// and the tree keeps the link and the submodule.
+	writeFile(t, filepath.Join(dir, "mod", "x.go"), "package x\n", 0o644)
+	writeFile(t, filepath.Join(dir, "notes.txt"), "changed\n", 0o644)
+	cs = scanWS(t, ws, Limits{})
+	if r := refusedPaths(cs); r["mod"] != reasonSubmodule || len(r) != 1 {
+		t.Fatalf("refused = %v", r)
+	}
+	res, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/sub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := tgit(t, repo, "ls-tree", res.Commit)
+	if !strings.Contains(ls, "160000 commit "+sub+"\tmod") || !strings.Contains(ls, "120000 blob") {
+		t.Fatalf("tree:\n%s", ls)
 	}
 }
