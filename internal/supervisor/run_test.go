@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
@@ -128,5 +130,23 @@ func TestRunInProcessStopSignalInterrupts(t *testing.T) {
 	r, _ := st.Get(context.Background(), s.ID)
 	if r.State != run.StateInterrupted {
 		t.Fatalf("%s", r.State)
+	}
+}
+
+type panicAgent struct{}
+
+func (panicAgent) Attempt(context.Context, agent.AttemptInput) (*agent.Outcome, error) {
+	panic("agent bug")
+}
+
+func TestPanicEndsRunFailedInternal(t *testing.T) {
+	s, st := inProcess(t, "true", nil)
+	s.NewAgent = func(*run.Run, func(string) string, func(string)) (agent.Agent, error) { return panicAgent{}, nil }
+	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "agent bug") {
+		t.Fatalf("err %v", err)
+	}
+	r, _ := st.Get(context.Background(), s.ID)
+	if r.State != run.StateFailed || r.Reason != run.ReasonInternal || r.Supervisor != nil {
+		t.Fatalf("%s/%s supervisor %+v", r.State, r.Reason, r.Supervisor)
 	}
 }

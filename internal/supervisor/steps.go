@@ -404,7 +404,9 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 	if err != nil {
 		return fail(fmt.Errorf("export: %w", err))
 	}
-	res.Refused = append(res.Refused, cs.Refused...)
+	if len(res.Refused) == 0 {
+		res.Refused = cs.Refused // (an Export may already carry them)
+	}
 	if _, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
 		r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res
 		return nil
