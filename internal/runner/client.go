@@ -484,6 +484,10 @@ func (cl *client) ReadFile(ctx context.Context, req ReadFileRequest) (*ReadFileR
 }
 
 func (cl *client) WriteFile(ctx context.Context, req WriteFileRequest) (*WriteFileResult, error) {
+	if int64(len(req.Data)) > DefaultWriteCap {
+		// The runner refuses it too; do not ship the bytes to hear so.
+		return nil, &OpError{Code: CodeTooLarge, Message: req.Path + ": data is larger than the write cap"}
+	}
 	return call1[WriteFileResult](cl, ctx, opWriteFile, req)
 }
 

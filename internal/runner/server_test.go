@@ -6,9 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 )
 
 // testServer serves a runner in-process on a unix socket over root and
@@ -100,6 +98,19 @@ func TestFileSmoke(t *testing.T) {
 	if err != nil || st.Type != "symlink" {
 		t.Fatal(st, err)
 	}
-	_ = strings.TrimSpace
-	_ = time.Second
+}
+
+func TestServerRefusesOversizedWrite(t *testing.T) {
+	s, err := newServer(ServerOptions{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	_, err = s.writeFile(&WriteFileRequest{Path: "big", Data: make([]byte, DefaultWriteCap+1)})
+	if !IsCode(err, CodeTooLarge) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.opts.Root, "big")); !os.IsNotExist(err) {
+		t.Fatalf("file made: %v", err)
+	}
 }
