@@ -74,6 +74,10 @@ func mainErr(socket, root, state, proxySocket, proxyListen, envFile string) erro
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	// Only the owner (the supervisor's side) may connect.
+	if err := os.Chmod(socket, 0o600); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)

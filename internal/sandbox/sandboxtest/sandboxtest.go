@@ -69,11 +69,35 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 	}
 	t.Run("Stop", func(t *testing.T) {
 		for _, e := range []*env{subject, twin} {
+			// A command still running when the sandbox stops is ended:
+			// its Exec returns instead of waiting for it.
+			returned := make(chan error, 1)
+			go func() {
+				_, err := e.cl.Exec(ctx, runner.ExecRequest{Shell: "sleep 100 & echo started > started; wait", KillGrace: 300 * time.Millisecond}, nil, nil)
+				returned <- err
+			}()
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				if _, err := os.Stat(filepath.Join(e.host, "started")); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command did not start")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			if err := e.sb.Stop(ctx); err != nil {
 				t.Fatalf("stop: %v", err)
 			}
 			if err := e.sb.Stop(ctx); err != nil {
 				t.Fatalf("second stop: %v", err)
+			}
+			select {
+			case <-returned:
+			case <-time.After(15 * time.Second):
+				t.Fatal("an exec running at Stop never returned")
+			}
+			if _, err := e.cl.Stat(ctx, runner.StatRequest{Path: "."}); err == nil {
+				t.Error("the runner still answers after Stop")
 			}
 		}
 	})
@@ -181,4 +205,3 @@ type step struct {
 
 func bg() context.Context { return context.Background() }
 
-var _ = time.Second
