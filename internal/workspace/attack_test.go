@@ -291,8 +291,16 @@ func TestAttackDeviceNode(t *testing.T) {
 	if err := unix.Mknod(filepath.Join(dir, "zero"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))); err != nil {
 		requireCap(t, false, "mknod: "+err.Error())
 	}
+	// A device where the scan reads ignore rules, too.
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(filepath.Join(dir, "sub", ".gitignore"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 5))); err != nil {
+		t.Fatal(err)
+	}
 	cs := scanWS(t, ws, Limits{})
-	if refusedPaths(cs)["zero"] != reasonSpecial || len(cs.Changes) != 0 {
+	r := refusedPaths(cs)
+	if r["zero"] != reasonSpecial || r["sub/.gitignore"] != reasonSpecial || len(cs.Changes) != 0 {
 		t.Fatalf("device: refused %v, changes %v", cs.Refused, kinds(cs))
 	}
 }

@@ -371,6 +371,14 @@ func (s *scanner) file(fd int, name, p string, st *unix.Stat_t) error {
 // one link and at most limit bytes, and reads it. reason is set when it
 // refuses.
 func readFileAt(dirfd int, name string, limit int64) (content []byte, mode uint32, reason string) {
+	// Look before opening: opening a device node can act on the device.
+	var pre unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &pre, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, 0, reasonUnreadable
+	}
+	if uint32(pre.Mode)&unix.S_IFMT != unix.S_IFREG {
+		return nil, 0, reasonSpecial
+	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, 0, reasonUnreadable
