@@ -100,6 +100,10 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 		return nil, &OpError{Code: CodeExec, Message: err.Error()}
 	}
 	pgid := cmd.Process.Pid
+	if !s.opts.NoWatchdog {
+		s.watchdog.add(pgid)
+		defer s.watchdog.remove(pgid)
+	}
 	if inW != nil {
 		go func() {
 			inW.Write(req.Stdin)

@@ -213,3 +213,21 @@ func TestRunnerMainUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerKilledKillsGrandchildren kills the runner outright while a
+// command's background child runs: Pdeathsig does not reach a grandchild,
+// the watchdog ends its group.
+func TestRunnerKilledKillsGrandchildren(t *testing.T) {
+	root, sock := t.TempDir(), filepath.Join(shortDir(t), "s")
+	p, _ := runnerProc(t, sock, root, t.TempDir())
+	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second, ReconnectTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go c.Exec(context.Background(), ExecRequest{Shell: "sleep 100 & echo $! > pid; (sleep 100; echo) & wait"}, nil, nil)
+	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(root, "pid")))
+	p.Process.Kill()
+	p.Wait()
+	waitGone(t, pid)
+}

@@ -32,6 +32,10 @@ type ServerOptions struct {
 	// to the unix socket ProxySocket.
 	ProxySocket string
 	ProxyListen string
+	// NoWatchdog turns off the watchdog process that kills the command
+	// groups if the runner dies without ending them (a sandbox whose pid
+	// namespace ends with the runner does not need it).
+	NoWatchdog bool
 	// Ready, if set, is called once everything listens.
 	Ready func()
 }
@@ -94,6 +98,7 @@ type server struct {
 	previous map[string]bool // ids started by an earlier instance
 	journal  *journal
 	conns    map[net.Conn]struct{}
+	watchdog watchdog
 	closing  bool
 	wg       sync.WaitGroup
 }
@@ -137,6 +142,7 @@ func newServer(opts ServerOptions) (*server, error) {
 }
 
 func (s *server) close() {
+	s.watchdog.close()
 	s.root.Close()
 	if s.journal != nil {
 		s.journal.close()
