@@ -40,7 +40,8 @@
 // environment to commands (the base environment is exactly
 // ServerOptions.Env).
 //
-// Known limit: if the runner process is killed outright (SIGKILL), only its
-// direct children die with it (Pdeathsig); grandchildren in their groups
-// survive unless the sandbox itself (a pid namespace) ends them.
+// Dying outright: Pdeathsig reaches only a command's direct child, so the
+// server starts a watchdog (a small shell process in its own group, fed the
+// live process groups on a pipe) that kills every group still listed when
+// the pipe ends because the runner died.
 package runner
