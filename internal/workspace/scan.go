@@ -218,7 +218,9 @@ func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIg
 		if kind == unix.S_IFDIR {
 			tracked = tracked || s.trackedDirs[p]
 		}
-		ignored := inIgnored || stack.ignored(p, kind == unix.S_IFDIR)
+		// A tracked file is never ignored; a tracked directory is entered,
+		// but its untracked entries follow its ignore state.
+		ignored := inIgnored || ((!tracked || kind == unix.S_IFDIR) && stack.ignored(p, kind == unix.S_IFDIR))
 		if ignored && !tracked {
 			continue // an untracked, ignored entry: not a change
 		}
