@@ -83,6 +83,9 @@ func (s *Supervisor) execute(parent context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
+	// Nothing runs in the sandbox any more: stop it before the workspace
+	// is read, so no process left behind can change it during the scan.
+	s.releaseResources()
 	return s.export(ctx, rc)
 }
 

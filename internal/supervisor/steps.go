@@ -119,12 +119,21 @@ func baseEnv(home string) []string {
 	return []string{"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + filepath.Join(home, "tmp")}
 }
 
+// stopGrace bounds a sandbox's polite stop before it is killed.
+const stopGrace = 50 * time.Millisecond
+
 // cleanup stops the sandbox, then the proxy. It never touches the workspace.
 func (s *Supervisor) cleanup(rc *runState) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if rc.sb != nil {
-		if err := rc.sb.Destroy(ctx); err != nil {
+		// The agent's and the checks' process groups are already gone
+		// (Exec returns only after killing them): what is left is the
+		// backend's own, so the grace for a polite stop is short.
+		sctx, scancel := context.WithTimeout(ctx, stopGrace)
+		err := rc.sb.Destroy(sctx)
+		scancel()
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "supervise %s: destroy sandbox: %v\n", s.ID, err)
 		}
 		s.event(run.NewEvent(run.EventSandbox, "sandbox stopped", nil))
