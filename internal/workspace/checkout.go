@@ -56,18 +56,28 @@ func (checkoutProvider) Create(ctx context.Context, repo, commit, dir, stateDir 
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
+	ws, err := create(ctx, repo, commit, format, dir, stateDir)
+	if err != nil {
+		// dir did not exist before: leave nothing half made behind.
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+	}
+	return ws, nil
+}
+
+func create(ctx context.Context, repo, commit, format, dir, stateDir string) (Workspace, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
+		return nil, err
 	}
 	if err := populate(ctx, repo, commit, format, dir); err != nil {
-		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+		return nil, err
 	}
 	m, err := recordManifest(ctx, dir, commit, format)
 	if err != nil {
-		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+		return nil, err
 	}
 	if err := writeManifest(stateDir, m); err != nil {
-		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
+		return nil, err
 	}
 	return &checkoutWorkspace{dir: dir, m: m}, nil
 }

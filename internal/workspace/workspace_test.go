@@ -428,8 +428,12 @@ func TestCancelled(t *testing.T) {
 	if _, ok, _ := mustRepo(t, repo).BranchTip(context.Background(), "agentrun/cancel"); ok {
 		t.Fatal("branch created by a cancelled export")
 	}
-	if _, err := NewCheckout().Create(ctx, repo, base, filepath.Join(t.TempDir(), "ws"), t.TempDir()); err == nil {
+	wsDir := filepath.Join(t.TempDir(), "ws")
+	if _, err := NewCheckout().Create(ctx, repo, base, wsDir, t.TempDir()); err == nil {
 		t.Fatal("Create with a cancelled context succeeded")
+	}
+	if _, err := os.Stat(wsDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed Create left %s behind: %v", wsDir, err)
 	}
 }
 
