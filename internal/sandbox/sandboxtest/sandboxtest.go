@@ -22,6 +22,9 @@ type Options struct {
 	// Reference is the backend every outcome is compared with (default:
 	// the host backend).
 	Reference sandbox.Backend
+	// NoEgress skips the allowlist network check (a backend that has no
+	// relay to the egress proxy yet).
+	NoEgress bool
 }
 
 // BaseEnv is the base environment of the suite's sandboxes.
@@ -66,6 +69,18 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 		if !ok && s.fatal {
 			t.FailNow()
 		}
+	}
+	t.Run("egress/no-proxy-env-without-allowlist", func(t *testing.T) {
+		res, err := subject.cl.Exec(ctx, runner.ExecRequest{Shell: `echo "${HTTP_PROXY:-unset}"`}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(res.Stdout)); got != "unset" {
+			t.Fatalf("network none: HTTP_PROXY is %q", got)
+		}
+	})
+	if !opts.NoEgress {
+		t.Run("egress/allowlist-relay", func(t *testing.T) { runEgress(t, b, ref, opts.Spec) })
 	}
 	t.Run("Stop", func(t *testing.T) {
 		for _, e := range []*env{subject, twin} {
