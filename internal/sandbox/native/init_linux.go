@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -96,15 +97,21 @@ func initMain() int {
 		return fail("start", err)
 	}
 	report(status{OK: true, Enforced: enforced})
+	var stopping atomic.Bool
+	var current atomic.Int64
+	current.Store(int64(pid))
 	go func() {
 		for s := range sigs {
-			unix.Kill(pid, s.(syscall.Signal))
+			if s == unix.SIGTERM || s == unix.SIGINT || s == unix.SIGHUP {
+				stopping.Store(true)
+			}
+			unix.Kill(int(current.Load()), s.(syscall.Signal))
 		}
 	}()
 	restarts := 0
 	for {
 		code, died := reapUntil(pid)
-		if !died || c.Mode != modeServe || restarts >= maxServeRestarts {
+		if !died || c.Mode != modeServe || code == 0 || stopping.Load() || restarts >= maxServeRestarts {
 			return code
 		}
 		// The runner died on its own: start another on the same listener;
@@ -114,6 +121,7 @@ func initMain() int {
 			fmt.Fprintln(os.Stderr, "agentrun "+entryName+": restart runner:", err)
 			return 70
 		}
+		current.Store(int64(pid))
 	}
 }
 

@@ -255,12 +255,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	}
 	cmd.SysProcAttr = attr
 
-	name := "agentrun-" + safeName(spec.RunID) + "-" + randomHex(4)
-	cg, cgEnforced := setupCgroups(name, lim)
 	if err := cmd.Start(); err != nil {
-		cg.remove()
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
+	// The init blocks reading its config until it is in its cgroups: make
+	// them while its runtime starts.
+	name := "agentrun-" + safeName(spec.RunID) + "-" + randomHex(4)
+	cg, cgEnforced := setupCgroups(name, lim)
 	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
 	go func() {
 		cmd.Wait()

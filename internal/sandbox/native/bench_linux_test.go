@@ -1,0 +1,103 @@
+package native_test
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/runner"
+)
+
+// reportP50 reports the median of the measured durations in ms.
+func reportP50(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
+}
+
+// BenchmarkStartToFirstExec: Start (namespaces, root, confinement, runner)
+// until the first Exec of `true` has returned. Destroy is not timed.
+func BenchmarkStartToFirstExec(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	var ds []time.Duration
+	for b.Loop() {
+		spec := newSpec(b)
+		t0 := time.Now()
+		sb, err := nb.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec true: %v %v", err, res)
+		}
+		ds = append(ds, time.Since(t0))
+		b.StopTimer()
+		sb.Destroy(ctx)
+		b.StartTimer()
+	}
+	reportP50(b, ds)
+}
+
+// BenchmarkCommandTrue: a one-shot sandbox running `true` (no runner), the
+// same work as the bwrap reference.
+func BenchmarkCommandTrue(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	spec := newSpec(b)
+	var ds []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		code, _, err := nb.Command(ctx, spec, []string{"true"}, nil, nil, nil)
+		if err != nil || code != 0 {
+			b.Fatalf("true: %d %v", code, err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	reportP50(b, ds)
+}
+
+// BenchmarkRoundTripExecTrue: Exec of `true` in a running sandbox.
+func BenchmarkRoundTripExecTrue(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	sb, err := nb.Start(ctx, newSpec(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	var ds []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec true: %v %v", err, res)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	reportP50(b, ds)
+}
+
+// BenchmarkBwrapReference times bubblewrap running `true` with every
+// namespace, for comparison only (skipped without bwrap).
+func BenchmarkBwrapReference(b *testing.B) {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Skip("bwrap is not installed")
+	}
+	var ds []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true").CombinedOutput()
+		if err != nil {
+			b.Fatalf("bwrap: %v\n%s", err, out)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	reportP50(b, ds)
+}

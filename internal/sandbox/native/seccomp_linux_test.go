@@ -1,0 +1,150 @@
+package native
+
+import (
+	"encoding/binary"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompData encodes struct seccomp_data for the bpf VM, which loads
+// words big-endian (the kernel loads them in host order; the words are
+// the same).
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], nr)
+	binary.BigEndian.PutUint32(b[4:], arch)
+	for i, a := range args {
+		// The filter reads the low word at offset 16+8i (little-endian
+		// layout); put it there.
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+func newFilterVM(t testing.TB) *bpf.VM {
+	t.Helper()
+	raw, err := filterProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("filter does not disassemble")
+	}
+	vm, err := bpf.NewVM(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+func runFilter(t testing.TB, vm *bpf.VM, data []byte) uint32 {
+	t.Helper()
+	v, err := vm.Run(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(v)
+}
+
+func TestSeccompFilter(t *testing.T) {
+	vm := newFilterVM(t)
+	eperm := uint32(retErrno | uint32(unix.EPERM))
+	cases := []struct {
+		name string
+		data []byte
+		want uint32
+	}{
+		{"read", seccompData(auditArch, unix.SYS_READ), retAllow},
+		{"execve", seccompData(auditArch, unix.SYS_EXECVE), retAllow},
+		{"foreign arch", seccompData(auditArch^1, unix.SYS_READ), retKillProcess},
+		{"fork-like clone", seccompData(auditArch, unix.SYS_CLONE, uint64(unix.SIGCHLD)), retAllow},
+		{"thread clone", seccompData(auditArch, unix.SYS_CLONE, unix.CLONE_VM|unix.CLONE_FS|unix.CLONE_FILES|unix.CLONE_SIGHAND|unix.CLONE_THREAD), retAllow},
+		{"clone new user ns", seccompData(auditArch, unix.SYS_CLONE, unix.CLONE_NEWUSER|uint64(unix.SIGCHLD)), eperm},
+		{"clone new mount ns", seccompData(auditArch, unix.SYS_CLONE, unix.CLONE_NEWNS), eperm},
+		{"clone3", seccompData(auditArch, unix.SYS_CLONE3), retErrno | uint32(unix.ENOSYS)},
+		{"ioctl TIOCSTI", seccompData(auditArch, unix.SYS_IOCTL, 0, unix.TIOCSTI), eperm},
+		{"ioctl TIOCSTI high bits", seccompData(auditArch, unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI), eperm},
+		{"ioctl TCGETS", seccompData(auditArch, unix.SYS_IOCTL, 0, unix.TCGETS), retAllow},
+	}
+	for _, nr := range append(slices.Clone(deniedCommon), deniedArch...) {
+		cases = append(cases, struct {
+			name string
+			data []byte
+			want uint32
+		}{"denied " + strconv.Itoa(int(nr)), seccompData(auditArch, uint32(nr)), eperm})
+	}
+	if x32Bit != 0 {
+		cases = append(cases, struct {
+			name string
+			data []byte
+			want uint32
+		}{"x32 read", seccompData(auditArch, x32Bit|unix.SYS_READ), eperm})
+	}
+	for _, c := range cases {
+		if got := runFilter(t, vm, c.data); got != c.want {
+			t.Errorf("%s: got %#x, want %#x", c.name, got, c.want)
+		}
+	}
+}
+
+// FuzzSeccompFilter: whatever a process asks, the filter answers with one
+// of its actions, kills foreign architectures and never allows a denied
+// call or a namespace-making clone.
+func FuzzSeccompFilter(f *testing.F) {
+	f.Add(uint32(auditArch), uint32(unix.SYS_READ), uint64(0), uint64(0))
+	f.Add(uint32(auditArch), uint32(unix.SYS_CLONE), uint64(unix.CLONE_NEWUSER), uint64(0))
+	f.Add(uint32(auditArch), uint32(unix.SYS_IOCTL), uint64(0), uint64(unix.TIOCSTI))
+	f.Add(uint32(0), uint32(unix.SYS_PTRACE), uint64(0), uint64(0))
+	vm := newFilterVM(f)
+	denied := map[uint32]bool{}
+	for _, nr := range append(slices.Clone(deniedCommon), deniedArch...) {
+		denied[uint32(nr)] = true
+	}
+	f.Fuzz(func(t *testing.T, arch, nr uint32, a0, a1 uint64) {
+		got := runFilter(t, vm, seccompData(arch, nr, a0, a1))
+		switch {
+		case arch != auditArch:
+			if got != retKillProcess {
+				t.Fatalf("foreign arch %#x: %#x", arch, got)
+			}
+			return
+		case denied[nr], x32Bit != 0 && nr >= x32Bit, nr == unix.SYS_CLONE && uint32(a0)&nsFlags != 0:
+			if got == retAllow {
+				t.Fatalf("nr %d args %#x %#x allowed", nr, a0, a1)
+			}
+		}
+		if got != retAllow && got&0xffff0000 != retErrno && got != retKillProcess {
+			t.Fatalf("unexpected action %#x", got)
+		}
+	})
+}
+
+// FuzzReadOnlyTarget: an accepted extra path is absolute and covers none
+// of the sandbox's own mounts.
+func FuzzReadOnlyTarget(f *testing.F) {
+	for _, s := range []string{"/usr/local/go", "/opt", "/", "/workspace/x", "/proc", "/a/../proc/1", "rel", "/tmp/../etc", "/.agentrun", "/home"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if checkReadOnlyTarget(p) != nil {
+			return
+		}
+		c := filepath.Clean(p)
+		if !filepath.IsAbs(c) || c == "/" {
+			t.Fatalf("accepted %q", p)
+		}
+		for _, r := range reservedTargets {
+			if c == r || strings.HasPrefix(c, r+"/") || strings.HasPrefix(r, c+"/") {
+				t.Fatalf("accepted %q overlapping %s", p, r)
+			}
+		}
+	})
+}
