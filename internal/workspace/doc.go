@@ -19,6 +19,7 @@
 //     counted against the limits; tracked paths are never ignored.
 //   - Export (export.go): writes blobs, tree, commit and branch with git
 //     plumbing in the user's repository, then the patch and the diffstat.
+//   - workspacetest: the conformance suite every Provider passes.
 //
 // Invariant: the host never runs git inside a workspace after the agent has
 // had it. Creation happens before the agent starts; the change scan reads
