@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // testServer serves a runner in-process on a unix socket over root and
@@ -112,5 +114,49 @@ func TestServerRefusesOversizedWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.opts.Root, "big")); !os.IsNotExist(err) {
 		t.Fatalf("file made: %v", err)
+	}
+}
+
+func TestExecLooksUpArgv0OnTheCommandPath(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "bin", "mytool"), []byte("#!/bin/sh\necho mine\n"), 0o755)
+	c := testClient(t, testServer(t, root, ServerOptions{Env: []string{"PATH=/usr/bin:/bin"}}))
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, ExecRequest{Argv: []string{"mytool"}}, nil, nil); !IsCode(err, CodeExec) {
+		t.Fatalf("found a tool off the PATH: %v", err)
+	}
+	res, err := c.Exec(ctx, ExecRequest{Argv: []string{"mytool"}, Env: []string{"PATH=" + filepath.Join(root, "bin") + ":/usr/bin:/bin"}}, nil, nil)
+	if err != nil || string(res.Stdout) != "mine\n" {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+func TestDialRefusesOtherProtocol(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "rt")
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		WriteFrame(c, []byte(`{"proto":99,"instance":"x"}`))
+		c.Close()
+	}()
+	if _, err := Dial(context.Background(), filepath.Join(dir, "s"), DialOptions{}); err == nil || !strings.Contains(err.Error(), "protocol 99") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestExecTimeoutReportsSignal(t *testing.T) {
+	c := testClient(t, testServer(t, t.TempDir(), ServerOptions{}))
+	res, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"sleep", "30"}, Timeout: 100 * time.Millisecond}, nil, nil)
+	if err != nil || !res.TimedOut || res.ExitCode != -1 || res.Signal != "SIGTERM" {
+		t.Fatalf("res %+v err %v", res, err)
 	}
 }
