@@ -328,7 +328,8 @@ func TestKilledSupervisorIsInterruptedAndResumes(t *testing.T) {
 	res = e.run("resume", "--wait", "--json", "--task", "finish the job", d.ID)
 	must(t, res, 0)
 	r = e.get(d.ID)
-	if r.State != run.StateSucceeded || len(r.Attempts) != 2 || !r.Attempts[1].Resumed {
+	if r.State != run.StateSucceeded || len(r.Attempts) != 2 || !r.Attempts[1].Resumed ||
+		r.Attempts[0].Outcome != run.ReasonInterrupted || r.Attempts[0].FinishedAt == nil {
 		t.Fatalf("after resume: %s, %+v", r.State, r.Attempts)
 	}
 	prompt, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "2", "prompt.txt"))
@@ -544,4 +545,30 @@ func TestSupervisorSurvivesCLIExit(t *testing.T) {
 	}
 	// The supervisor ran in its own session.
 	_ = exec.Command
+}
+
+func TestResumeFailedRun(t *testing.T) {
+	e := newEnv(t)
+	agent := `if grep -q "make it pass"; then echo ok > ok.txt; else echo no > no.txt; fi`
+	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", agent, "--attempts", "1", "--check", "ok=test -f ok.txt", "--wait", "t")
+	must(t, res, 1)
+	if d.Reason != "checks_failed" {
+		t.Fatalf("%+v", d)
+	}
+	res = e.run("resume", "--wait", "--task", "make it pass", d.ID[:5])
+	must(t, res, 0)
+	r := e.get(d.ID)
+	if r.State != run.StateSucceeded || len(r.Attempts) != 2 {
+		t.Fatalf("%s %d attempts", r.State, len(r.Attempts))
+	}
+	prompt, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "2", "prompt.txt"))
+	for _, want := range []string{"failed (checks_failed)", "ok", "make it pass"} {
+		if !strings.Contains(string(prompt), want) {
+			t.Errorf("resumed prompt lacks %q:\n%s", want, prompt)
+		}
+	}
+	// Both attempts' work is in the result (the workspace was kept).
+	for _, f := range []string{"no.txt", "ok.txt"} {
+		e.git(e.repo, "cat-file", "-e", r.Commit+":"+f)
+	}
 }

@@ -23,7 +23,7 @@ func buildPrompt(task, prev string) string {
 }
 
 // previousEnding says how the run's last attempt ended, for a resumed run.
-func previousEnding(r *run.Run, resumed bool, note string) string {
+func previousEnding(r *run.Run, resumed bool, ended, note string) string {
 	var b strings.Builder
 	if a := r.LastAttempt(); a != nil && resumed {
 		outcome := string(a.Outcome)
@@ -44,8 +44,8 @@ func previousEnding(r *run.Run, resumed bool, note string) string {
 		if len(failed) > 0 {
 			fmt.Fprintf(&b, " Checks that failed: %s.", strings.Join(failed, ", "))
 		}
-		if r.Message != "" {
-			fmt.Fprintf(&b, " The run ended with: %s.", r.Message)
+		if ended != "" {
+			fmt.Fprintf(&b, " The run ended %s.", ended)
 		}
 	}
 	if note != "" {

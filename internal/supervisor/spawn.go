@@ -20,6 +20,9 @@ import (
 type Handoff struct {
 	Env  map[string]string `json:"env,omitempty"`
 	Note string            `json:"note,omitempty"` // extra instructions given to resume
+	// Ended says how the run ended before it was resumed (its state,
+	// reason and message are replaced when it is queued again).
+	Ended string `json:"ended,omitempty"`
 }
 
 // maxHandoff bounds the handoff (a pipe buffer holds 64 KiB).

@@ -151,7 +151,7 @@ func (s *Supervisor) cleanup(rc *runState) {
 func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err error) {
 	r := rc.r
 	first := len(r.Attempts) + 1
-	prev := previousEnding(r, rc.resumed, s.Handoff.Note)
+	prev := previousEnding(r, rc.resumed, s.Handoff.Ended, s.Handoff.Note)
 	budget := max(r.MaxAttempts, 1)
 	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) })
 	if err != nil {

@@ -256,6 +256,18 @@ func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, seq
 	return nil
 }
 
+// endedAs describes how r ended, for the resumed agent.
+func endedAs(r *run.Run) string {
+	s := string(r.State)
+	if r.Reason != "" {
+		s += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
+}
+
 // Resume queues an interrupted or failed run again and spawns a new
 // supervisor that continues it on its own workspace with new attempts.
 // note is added to the next prompt.
@@ -274,8 +286,13 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 		lk.Close()
 		return nil, fmt.Errorf("resume: %w", err)
 	}
+	now := time.Now().UTC()
 	if _, err := st.Update(ctx, r.ID, func(r *run.Run) error {
 		r.CancelRequested, r.Supervisor, r.FinishedAt = false, nil, nil
+		if a := r.LastAttempt(); a != nil && a.FinishedAt == nil {
+			a.FinishedAt, a.Outcome = &now, run.ReasonInterrupted
+			a.Message = "the supervisor stopped during this attempt"
+		}
 		return nil
 	}); err != nil {
 		lk.Close()
@@ -283,7 +300,7 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 	}
 	if err = enqueue(l, nr.Seq, r.ID); err == nil {
 		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-			Handoff: Handoff{Env: o.Env, Note: note}, Lock: lk})
+			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lock: lk})
 	} else {
 		lk.Close()
 	}

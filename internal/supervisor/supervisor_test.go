@@ -170,9 +170,9 @@ func TestPrompts(t *testing.T) {
 	if buildPrompt("the task", "") != "the task" {
 		t.Fatal("first prompt is not the task")
 	}
-	r := &run.Run{Attempts: []run.Attempt{{N: 1, Checks: []run.CheckResult{{Name: "unit"}}}}, Message: "supervisor died"}
-	prev := previousEnding(r, true, "also update the docs")
-	for _, want := range []string{"resumed", "attempt (1)", "interrupted", "unit", "also update the docs"} {
+	r := &run.Run{Attempts: []run.Attempt{{N: 1, Checks: []run.CheckResult{{Name: "unit"}}}}, Message: "resumed"}
+	prev := previousEnding(r, true, "failed (checks_failed): checks failed: unit", "also update the docs")
+	for _, want := range []string{"resumed", "attempt (1)", "interrupted", "unit", "also update the docs", "failed (checks_failed)"} {
 		if !strings.Contains(prev, want) {
 			t.Errorf("resume note lacks %q:\n%s", want, prev)
 		}
