@@ -135,11 +135,13 @@ func populate(ctx context.Context, repo, commit, format, dir string) error {
 // into dir's object store: pack-objects in repo (the commit marked shallow,
 // so the walk stops there) piped into index-pack in dir. New objects are not
 // delta-compressed (local copy, speed first); deltas already in repo's packs
-// are reused.
+// are reused. The pack is not fsynced: like the checked-out files (which git
+// never syncs), it is durable only after the kernel's writeback, and a
+// workspace lost to a crash in that window is made again from the base.
 func copyObjects(ctx context.Context, repo, commit, dir string) error {
 	pack := gitCmd{dir: repo, args: []string{"pack-objects", "--revs", "--stdout", "-q", "--window=0", "--compression=1"},
 		stdin: strings.NewReader("--shallow " + commit + "\n" + commit + "\n")}.command(ctx)
-	index := gitCmd{dir: dir, args: []string{"index-pack", "--stdin"}}.command(ctx)
+	index := gitCmd{dir: dir, args: []string{"-c", "core.fsync=none", "index-pack", "--stdin"}}.command(ctx)
 	cmds := []*exec.Cmd{pack, index}
 	r, w, err := os.Pipe()
 	if err != nil {
