@@ -572,3 +572,28 @@ func TestResumeFailedRun(t *testing.T) {
 		e.git(e.repo, "cat-file", "-e", r.Commit+":"+f)
 	}
 }
+
+func TestTaskFromStdinAndFile(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--wait", "-")
+	cmd.Dir, cmd.Env = e.repo, e.vars
+	cmd.Stdin = strings.NewReader("task from stdin\nline two\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	commit := between(string(out), `"commit": "`, `"`)
+	if got := e.git(e.repo, "show", commit+":task.txt"); got != "task from stdin\nline two" {
+		t.Fatalf("stdin task %q", got)
+	}
+	if msg := e.git(e.repo, "log", "-1", "--format=%s", commit); msg != "task from stdin" {
+		t.Fatalf("subject %q", msg)
+	}
+	f := filepath.Join(e.root, "task.md")
+	_ = os.WriteFile(f, []byte("task from file"), 0o644)
+	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--task-file", f, "--wait")
+	must(t, res, 0)
+	if got := e.git(e.repo, "show", d.Commit+":task.txt"); got != "task from file" {
+		t.Fatalf("file task %q", got)
+	}
+}
