@@ -281,11 +281,17 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 		}
 		return err
 	}
-	if app.JSON {
+	switch {
+	case app.JSON && follow:
+		// The stream is JSON Lines: events, agent output, then the result.
+		if err := writeJSONLineCompact(app.Stdout, toSubmitOutput(env, end)); err != nil {
+			return err
+		}
+	case app.JSON:
 		if err := writeJSON(app.Stdout, toSubmitOutput(env, end)); err != nil {
 			return err
 		}
-	} else {
+	default:
 		app.printEnd(end)
 	}
 	if end.State != run.StateSucceeded {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -595,5 +596,27 @@ func TestTaskFromStdinAndFile(t *testing.T) {
 	must(t, res, 0)
 	if got := e.git(e.repo, "show", d.Commit+":task.txt"); got != "task from file" {
 		t.Fatalf("file task %q", got)
+	}
+}
+
+func TestFollowJSONIsJSONLines(t *testing.T) {
+	e := newEnv(t)
+	res := e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "echo out-line; echo x > x.txt", "--follow", "t")
+	must(t, res, 0)
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	var sawOutput bool
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		if m["type"] == "agent_output" && m["message"] == "out-line" {
+			sawOutput = true
+		}
+	}
+	var last submitDoc
+	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if !sawOutput || last.Status != "succeeded" || last.Commit == "" {
+		t.Fatalf("output %v, last %+v", sawOutput, last)
 	}
 }
