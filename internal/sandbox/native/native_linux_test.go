@@ -319,3 +319,37 @@ func TestPreflightRefusesNetworkHost(t *testing.T) {
 		t.Fatalf("not a catalog error: %v", err)
 	}
 }
+
+// TestRunnerRestart kills the runner from inside: the init starts another
+// on the same socket, the command that was running is reported
+// interrupted (never run again) and the sandbox goes on serving.
+func TestRunnerRestart(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	sb := start(t, b, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: `echo ran >> /workspace/count; kill -KILL $PPID; sleep 5`}, nil, nil)
+	if !runner.IsCode(err, runner.CodeInterrupted) {
+		t.Fatalf("exec across a runner restart: %v, want %s", err, runner.CodeInterrupted)
+	}
+	res := run(t, sb, `cat /workspace/count`)
+	if string(res.Stdout) != "ran\n" {
+		t.Fatalf("the interrupted command ran %q times", res.Stdout)
+	}
+}
+
+func TestPreflightErrorsAreCatalogErrors(t *testing.T) {
+	for name, exe := range map[string]string{
+		"missing binary":   filepath.Join(t.TempDir(), "nope"),
+		"not the sandbox": "/bin/true",
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := native.New(native.Options{Executable: exe}).Preflight(context.Background())
+			ce, ok := catalog.As(err)
+			if !ok || ce.Code != catalog.SandboxPreflight.Code || ce.Fix == "" || !errors.Is(err, sandbox.ErrUnavailable) {
+				t.Fatalf("got %v (%#v), want a sandbox_preflight catalog error with a fix", err, ce)
+			}
+		})
+	}
+}
