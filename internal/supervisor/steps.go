@@ -72,9 +72,8 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	if !ok {
 		return fmt.Errorf("sandbox backend %q is not available in this build", r.Sandbox.Backend)
 	}
-	if err := b.Preflight(ctx); err != nil {
-		return err
-	}
+	// No Preflight here: submit ran it, and Start fails with the same
+	// catalog error if the machine changed since.
 	t1 := time.Now()
 	sb, err := b.Start(ctx, spec)
 	if err != nil {

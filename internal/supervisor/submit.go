@@ -97,20 +97,29 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	if !ok {
 		return nil, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(sortedKeys(backends), ", "))
 	}
-	if err := b.Preflight(ctx); err != nil {
-		if _, ok := catalog.As(err); ok {
-			return nil, nil, err
+	// The backend's preflight (which may probe the kernel) and the
+	// repository inspection (git processes) run side by side.
+	var info repoInfo
+	var repoErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		info, repoErr = inspectRepo(ctx, req.Repo, r.BaseRef)
+	}()
+	preErr := b.Preflight(ctx)
+	<-done
+	if preErr != nil {
+		if _, ok := catalog.As(preErr); ok {
+			return nil, nil, preErr
 		}
-		return nil, nil, catalog.SandboxPreflight.Wrap(err, "%s: %v", name, err)
+		return nil, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
 	}
 	r.Sandbox.Backend = name
 	if name == "host" {
 		warnings = append(warnings, "--sandbox host does not isolate: the agent runs as you, with your files and your network")
 	}
-	// Repository.
-	info, err := inspectRepo(ctx, req.Repo, r.BaseRef)
-	if err != nil {
-		return nil, nil, err
+	if repoErr != nil {
+		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
 	if info.Dirty {
