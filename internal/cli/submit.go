@@ -134,11 +134,12 @@ used only when named. Network: --network none|allowlist; --allow HOST[:PORT] or
 preset:NAME (repeatable). Defaults: an agent profile may reach its API hosts;
 --agent-cmd and builtin get no network unless --allow is given.
 
-Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR, plus the
-variables the agent profile names and those named with --env NAME. Their values
-are read from your environment now and handed to the run's supervisor over a
-pipe; they are never written to disk. 'agentrun resume' therefore needs them in
-its environment again.
+Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR; the agent
+(not the checks) also gets the variables its profile names and those named with
+--env NAME. Their values are read from your environment now and handed to the
+run's supervisor over a pipe; they are never written to disk. 'agentrun resume'
+therefore needs them in its environment again. The built-in agent's API keys
+(OPENAI_API_KEY, ANTHROPIC_API_KEY) stay in the supervisor, outside the sandbox.
 
 A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
