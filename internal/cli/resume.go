@@ -36,8 +36,9 @@ func (app *App) newResumeCmd() *cobra.Command {
 		Use:   "resume ID [--task TEXT] [--wait | --follow]",
 		Short: "Continue an interrupted or failed run with a new attempt",
 		Long: `Continue an interrupted or failed run on its own workspace with new attempts
-(up to the run's --attempts again). The agent is told how the previous attempt
-ended; --task adds instructions.
+(up to the run's --attempts again; its --timeout counts again from the resume).
+The agent is told how the previous attempt and the run ended; --task adds
+instructions.
 
 The values of the environment variables the run passes to its agent (its
 profile's and those named with --env at submit) were never stored: they are
