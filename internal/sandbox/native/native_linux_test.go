@@ -341,7 +341,7 @@ func TestRunnerRestart(t *testing.T) {
 
 func TestPreflightErrorsAreCatalogErrors(t *testing.T) {
 	for name, exe := range map[string]string{
-		"missing binary":   filepath.Join(t.TempDir(), "nope"),
+		"missing binary":  filepath.Join(t.TempDir(), "nope"),
 		"not the sandbox": "/bin/true",
 	} {
 		t.Run(name, func(t *testing.T) {
