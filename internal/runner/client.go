@@ -186,8 +186,8 @@ func (cl *client) readLoop(conn net.Conn, gen int, br *bufio.Reader) {
 			cl.broken(gen, err)
 			return
 		}
-		var r response
-		if err := json.Unmarshal(frame, &r); err != nil {
+		r, err := decodeResponse(frame)
+		if err != nil {
 			cl.broken(gen, fmt.Errorf("bad frame: %w", err))
 			return
 		}
@@ -202,9 +202,9 @@ func (cl *client) readLoop(conn net.Conn, gen int, br *bufio.Reader) {
 			continue
 		}
 		if r.Done {
-			c.finish(&r, nil)
+			c.finish(r, nil)
 		} else {
-			c.deliver(&r)
+			c.deliver(r)
 		}
 	}
 }
@@ -339,7 +339,7 @@ func (cl *client) send(w *connWriter, gen int, c *call) {
 }
 
 func writeRequest(w *connWriter, req *request) error {
-	b, err := json.Marshal(req)
+	b, err := encodeRequest(req)
 	if err != nil {
 		return err
 	}

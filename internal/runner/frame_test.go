@@ -60,8 +60,10 @@ func TestReadFrameErrors(t *testing.T) {
 // decoding both ends do: it must never panic, never return more than the
 // cap, and a decoded frame must re-encode to the same bytes.
 func FuzzReadFrame(f *testing.F) {
-	f.Add(frame(`{"id":"a-1","op":"exec","args":{"argv":["true"]}}`))
-	f.Add(frame(`{"id":"a-1","stream":"stdout","off":3,"data":"aGk="}`))
+	f.Add(frame("{\"id\":\"a-1\",\"op\":\"exec\"}\n{\"argv\":[\"true\"]}"))
+	f.Add(frame("{\"id\":\"a-1\",\"stream\":\"stdout\",\"off\":3}\nhi\x00\n"))
+	f.Add(frame("{\"id\":\"a-1\",\"stream\":\"stderr\",\"off\":-5}\nx"))
+	f.Add(frame("{\"id\":\"a-1\",\"done\":true}\n{\"exit_code\":0}"))
 	f.Add(frame(`{"id":"a-1","done":true,"error":{"code":"not_found","message":"x"}}`))
 	f.Add(frame(`{"proto":1,"instance":"abc","pid":1}`))
 	f.Add(frame(`null`))
@@ -87,15 +89,22 @@ func FuzzReadFrame(f *testing.F) {
 			if err != nil || !bytes.Equal(back, p) {
 				t.Fatalf("round trip: %v", err)
 			}
-			var req request
-			_ = json.Unmarshal(p, &req)
-			var resp response
-			_ = json.Unmarshal(p, &resp)
+			if req, err := decodeRequest(p); err == nil {
+				var a ExecRequest
+				_ = decodeArgs(req.Args, &a)
+			}
 			var h hello
 			_ = json.Unmarshal(p, &h)
-			if resp.ID != "" {
-				c := &call{id: resp.ID}
-				c.deliver(&resp) // must not panic on any offset
+			if resp, err := decodeResponse(p); err == nil {
+				c := &call{id: resp.ID, outs: [2]io.Writer{io.Discard, io.Discard}, limit: 100, doneCh: make(chan struct{})}
+				c.deliver(resp) // must not panic on any offset
+				if resp.Done {
+					c.finish(resp, nil)
+					var res ExecResult
+					if raw, err := result(c); err == nil {
+						_ = json.Unmarshal(raw, &res)
+					}
+				}
 			}
 		}
 	})

@@ -50,7 +50,7 @@ func (r *rawConn) send(id, op string, args any, off ...int64) {
 	if len(off) == 2 {
 		req.StdoutOff, req.StderrOff = off[0], off[1]
 	}
-	b, _ := json.Marshal(req)
+	b, _ := encodeRequest(&req)
 	if err := WriteFrame(r.c, b); err != nil {
 		r.t.Fatal(err)
 	}
@@ -67,15 +67,15 @@ func (r *rawConn) collect(id string) (string, *response) {
 		if err != nil {
 			r.t.Fatalf("read: %v", err)
 		}
-		var resp response
-		if err := json.Unmarshal(b, &resp); err != nil {
+		resp, err := decodeResponse(b)
+		if err != nil {
 			r.t.Fatal(err)
 		}
 		if resp.ID != id {
 			continue
 		}
 		if resp.Done {
-			return out.String(), &resp
+			return out.String(), resp
 		}
 		if resp.Stream == streamStdout {
 			out.Write(resp.Data)
@@ -377,7 +377,7 @@ func TestClientSurvivesBadServer(t *testing.T) {
 			var hdr [4]byte
 			binary.BigEndian.PutUint32(hdr[:], 5)
 			c.Write(append(hdr[:], "{bad}"...))
-			WriteFrame(c, []byte(`{"id":"x","done":true,"result":"not an object"}`))
+			WriteFrame(c, []byte("{\"id\":\"x\",\"done\":true}\n\"not an object\""))
 			c.Close()
 		}
 	}()
@@ -448,13 +448,15 @@ func TestClientCapsUntrustedOutput(t *testing.T) {
 		if err != nil {
 			return
 		}
-		var req request
-		json.Unmarshal(b, &req)
+		req, err := decodeRequest(b)
+		if err != nil {
+			return
+		}
 		for i := range 10 {
-			r, _ := json.Marshal(response{ID: req.ID, Stream: streamStdout, Off: int64(i * 1000), Data: bytes.Repeat([]byte("x"), 1000)})
+			r, _ := encodeResponse(&response{ID: req.ID, Stream: streamStdout, Off: int64(i * 1000), Data: bytes.Repeat([]byte("x"), 1000)})
 			WriteFrame(c, r)
 		}
-		r, _ := json.Marshal(response{ID: req.ID, Done: true, Result: json.RawMessage(`{"exit_code":0}`)})
+		r, _ := encodeResponse(&response{ID: req.ID, Done: true, Result: json.RawMessage(`{"exit_code":0}`)})
 		WriteFrame(c, r)
 		io.Copy(io.Discard, c)
 	}()

@@ -183,7 +183,7 @@ type connWriter struct {
 }
 
 func (w *connWriter) send(r *response) error {
-	b, err := json.Marshal(r)
+	b, err := encodeResponse(r)
 	if err != nil {
 		return err
 	}
@@ -211,15 +211,15 @@ func (s *server) handle(ctx context.Context, c net.Conn) {
 		if err != nil {
 			return
 		}
-		var req request
-		if err := json.Unmarshal(frame, &req); err != nil || req.ID == "" || req.Op == "" {
+		req, err := decodeRequest(frame)
+		if err != nil {
 			return // a bad frame closes the connection
 		}
 		if req.Op == opCancel {
 			s.cancel(req.ID)
 			continue
 		}
-		e := s.start(ctx, &req)
+		e := s.start(ctx, req)
 		off := [2]int64{max(req.StdoutOff, 0), max(req.StderrOff, 0)}
 		s.wg.Add(1)
 		go func() {
