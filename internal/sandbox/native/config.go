@@ -44,7 +44,8 @@ type config struct {
 
 	FileSize  int64 `json:"file_size"`
 	OpenFiles int64 `json:"open_files"`
-	Nproc     int64 `json:"nproc"` // 0: not set (root shares the host count)
+	Nproc     int64 `json:"nproc"`    // 0: not set (root shares the host count)
+	TmpSize   int64 `json:"tmp_size"` // bytes of each tmpfs (/tmp, /dev/shm, HOME)
 }
 
 // status is the init's one-line answer on fd 4: ready, or why not.

@@ -11,10 +11,24 @@
 // pivots into it. It then confines the thread that forks the sandboxed
 // program: rlimits, every capability dropped, no_new_privs, Landlock when
 // the kernel has it, and a seccomp filter denying what a coding agent never
-// needs. The sandboxed program is the runner (runner.Serve over a
-// listening socket the host made and passed in) or, for one-shot use,
-// a plain command. The init reaps every orphan and never waits for the
-// runner's own children, so the runner's exec.Cmd waits are never stolen.
+// needs. The sandboxed program is the runner (runner.Serve) or, for
+// one-shot use (Backend.Command), a plain command. The init reaps every
+// orphan and never waits for the runner's own children, so the runner's
+// exec.Cmd waits are never stolen; a runner that dies on its own is
+// started again on the same socket (its journal, on a private tmpfs,
+// turns resent requests into CodeInterrupted).
+//
+// The runner's socket is made by the host: a listening unix socket in
+// Spec.StateDir (mode 0600), whose descriptor is passed down to the
+// runner. The host dials the path as soon as the init says it is ready;
+// nothing inside the sandbox can create or replace that socket, and no
+// host directory is bind-mounted writable besides the workspace and HOME.
+//
+// Egress: the sandbox has its own network namespace with only loopback.
+// With NetworkAllowlist the egress proxy's host socket is bind-mounted at
+// /.agentrun/proxy.sock, the runner's bridge listens on 127.0.0.1:3128
+// and HTTP(S)_PROXY point there. With Landlock ABI >= 4, TCP connect is
+// allowed to that port only (so with NetworkNone, to no port at all).
 //
 // Memory, pids and cpu limits are cgroups set up from the host before the
 // init runs anything (v1 as root, v2 when a delegated subtree is writable)

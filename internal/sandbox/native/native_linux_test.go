@@ -353,3 +353,18 @@ func TestPreflightErrorsAreCatalogErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLongStateDir: a state dir too deep for a unix socket path still
+// works (the socket is reached through a held directory descriptor).
+func TestLongStateDir(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	spec.StateDir = filepath.Join(spec.StateDir, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	sb := start(t, b, spec)
+	if res := run(t, sb, "echo ok"); string(res.Stdout) != "ok\n" {
+		t.Fatalf("exec: %+v", res)
+	}
+	if fi, err := os.Stat(filepath.Join(spec.StateDir, "runner.sock")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("runner socket: %v %v", fi, err)
+	}
+}

@@ -252,6 +252,8 @@ func TestProbes(t *testing.T) {
 					t.Errorf("the probe did not run: %v", r)
 				}
 			}},
+		{name: "fill /tmp past the memory limit", spec: func(s *sandbox.Spec) { s.Limits.MemoryBytes = 32 << 20 },
+			script: `head -c 50000000 /dev/zero > /tmp/big; [ $(wc -c < /tmp/big) -gt 33554432 ] && exit 0; exit 1`},
 		{name: "file past the size limit", spec: func(s *sandbox.Spec) { s.Limits.FileSizeBytes = 1 << 20 },
 			script: `head -c 3000000 /dev/zero > /workspace/big; [ $(wc -c < /workspace/big) -gt 1048576 ] && exit 0; exit 1`},
 	}

@@ -90,10 +90,10 @@ func buildRoot(c *config) error {
 		if err := bind(c.Home, r+homeDir, false, false); err != nil {
 			return err
 		}
-	} else if err := tmpfs(r+homeDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)); err != nil {
+	} else if err := tmpfs(r+homeDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)+sizeOpt(c)); err != nil {
 		return err
 	}
-	if err := tmpfs(r+"/tmp", "mode=1777"); err != nil {
+	if err := tmpfs(r+"/tmp", "mode=1777"+sizeOpt(c)); err != nil {
 		return err
 	}
 	if err := tmpfs(r+stateDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)); err != nil {
@@ -107,7 +107,7 @@ func buildRoot(c *config) error {
 			return err
 		}
 	}
-	if err := buildDev(r); err != nil {
+	if err := buildDev(r, sizeOpt(c)); err != nil {
 		return err
 	}
 	if err := buildProc(r); err != nil {
@@ -123,6 +123,14 @@ func buildRoot(c *config) error {
 		}
 	}
 	return nil
+}
+
+// sizeOpt bounds a tmpfs (the kernel default is half the host's memory).
+func sizeOpt(c *config) string {
+	if c.TmpSize <= 0 {
+		return ""
+	}
+	return ",size=" + strconv.FormatInt(c.TmpSize, 10)
 }
 
 func systemPath(r, p string) error {
@@ -187,7 +195,7 @@ func buildEtc(r string, c *config) error {
 	return nil
 }
 
-func buildDev(r string) error {
+func buildDev(r, size string) error {
 	d := r + "/dev"
 	if err := os.Mkdir(d, 0o755); err != nil {
 		return fmt.Errorf("make /dev: %w", err)
@@ -216,7 +224,7 @@ func buildDev(r string) error {
 			return fmt.Errorf("link /dev/ptmx: %w", err)
 		}
 	}
-	if err := tmpfs(d+"/shm", "mode=1777"); err != nil {
+	if err := tmpfs(d+"/shm", "mode=1777"+size); err != nil {
 		return err
 	}
 	links := map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"}

@@ -153,6 +153,9 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 			lim.Memory = int64(si.Totalram) * int64(si.Unit) / 2
 		}
 	}
+	// tmpfs pages count against the memory cgroup where there is one;
+	// bound them anyway so that /tmp cannot fill the host's memory.
+	c.TmpSize = lim.Memory
 	lim.CPUs = l.CPUs
 	if lim.CPUs <= 0 {
 		lim.CPUs = float64(runtime.NumCPU())
@@ -414,6 +417,12 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, startError(fmt.Errorf("listen for the runner: %w", err))
 	}
 	ln.SetUnlinkOnClose(false)
+	// Only this user may connect, whatever the umask and the dir's mode.
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		dir.Close()
+		return nil, startError(fmt.Errorf("protect the runner socket: %w", err))
+	}
 	lf, err := ln.File()
 	ln.Close()
 	if err != nil {
