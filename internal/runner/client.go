@@ -354,6 +354,9 @@ func writeRequest(w *connWriter, req *request) error {
 
 // roundTrip runs one request and returns its result.
 func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, stderr io.Writer, limit int64, cancelWait time.Duration) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", op, err)
@@ -389,7 +392,17 @@ func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, st
 	case <-ctx.Done():
 	}
 	if cancelWait <= 0 {
-		cl.forget(c.id)
+		// Stop it (a long grep) but do not wait for its answer.
+		cl.mu.Lock()
+		delete(cl.calls, c.id)
+		w, gen = cl.w, cl.gen
+		sent := c.sent
+		cl.mu.Unlock()
+		if w != nil && sent {
+			if err := writeRequest(w, &request{ID: c.id, Op: opCancel}); err != nil {
+				cl.broken(gen, err)
+			}
+		}
 		return nil, ctx.Err()
 	}
 	// Ask the runner to stop it and wait (bounded) for its answer, so the

@@ -160,3 +160,22 @@ func TestExecTimeoutReportsSignal(t *testing.T) {
 		t.Fatalf("res %+v err %v", res, err)
 	}
 }
+
+func TestCancelledGrepStops(t *testing.T) {
+	root := t.TempDir()
+	for i := range 200 {
+		d := filepath.Join(root, "d"+strings.Repeat("x", i%7), string(rune('a'+i%26)))
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "f"+strings.Repeat("y", i)), []byte(strings.Repeat("some text line\n", 2000)), 0o644)
+	}
+	c := testClient(t, testServer(t, root, ServerOptions{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Millisecond, cancel)
+	if _, err := c.Grep(ctx, GrepRequest{Pattern: "nomatch"}); err != nil && err != context.Canceled {
+		t.Fatalf("got %v", err)
+	}
+	res, err := c.Grep(context.Background(), GrepRequest{Pattern: "text", Limit: 3})
+	if err != nil || len(res.Matches) != 3 || !res.Truncated {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
