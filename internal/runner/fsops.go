@@ -23,6 +23,9 @@ func (s *server) rel(p string) (string, error) {
 	if p == "" {
 		return ".", nil
 	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", &OpError{Code: CodeBadRequest, Message: "path holds a NUL byte"}
+	}
 	if filepath.IsAbs(p) {
 		c := filepath.Clean(p)
 		for _, r := range s.rootNames {
@@ -59,6 +62,12 @@ func fsErr(p string, err error) error {
 		return &OpError{Code: CodeSymlink, Message: p + ": is a symlink"}
 	case errors.Is(err, fs.ErrPermission):
 		return &OpError{Code: CodePermission, Message: p + ": permission denied"}
+	case errors.Is(err, syscall.EROFS):
+		return &OpError{Code: CodePermission, Message: p + ": read-only file system"}
+	case errors.Is(err, syscall.EFBIG):
+		return &OpError{Code: CodeTooLarge, Message: p + ": past the sandbox's file size limit"}
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return &OpError{Code: CodeBadRequest, Message: "path too long"}
 	case strings.HasSuffix(err.Error(), ": not a directory"):
 		// os.Root's own refusal to open a non-directory as a root.
 		return &OpError{Code: CodeNotDir, Message: p + ": not a directory"}

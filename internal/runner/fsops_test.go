@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,5 +144,31 @@ func TestWriteRaceWithSymlinkSwap(t *testing.T) {
 	ents, _ := os.ReadDir(outside)
 	if len(ents) != 0 {
 		t.Fatalf("a write escaped through the swapped symlink: %v", ents)
+	}
+}
+
+func TestBadPaths(t *testing.T) {
+	c := testClient(t, testServer(t, t.TempDir(), ServerOptions{}))
+	ctx := context.Background()
+	long := strings.Repeat("a", 300)
+	for _, p := range []string{"a\x00b", long, strings.Repeat(long+"/", 20) + "f"} {
+		if _, err := c.WriteFile(ctx, WriteFileRequest{Path: p, Data: []byte("x")}); !IsCode(err, CodeBadRequest) {
+			t.Errorf("write %.20q: %v", p, err)
+		}
+		if _, err := c.ReadFile(ctx, ReadFileRequest{Path: p}); !IsCode(err, CodeBadRequest) && !IsCode(err, CodeNotFound) {
+			t.Errorf("read %.20q: %v", p, err)
+		}
+	}
+}
+
+func TestSymlinkLoop(t *testing.T) {
+	root := t.TempDir()
+	os.Symlink("b", filepath.Join(root, "a"))
+	os.Symlink("a", filepath.Join(root, "b"))
+	c := testClient(t, testServer(t, root, ServerOptions{}))
+	_, err := c.ReadFile(context.Background(), ReadFileRequest{Path: "a"})
+	var oe *OpError
+	if !errorsAs(err, &oe) {
+		t.Fatalf("a symlink loop is not an op error: %v", err)
 	}
 }
