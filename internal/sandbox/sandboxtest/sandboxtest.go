@@ -219,4 +219,3 @@ type step struct {
 }
 
 func bg() context.Context { return context.Background() }
-
