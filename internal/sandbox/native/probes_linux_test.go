@@ -243,7 +243,11 @@ func TestProbes(t *testing.T) {
 		{name: "reach a container engine socket", script: fmt.Sprintf(`for s in %s /run/podman/podman.sock /var/run/docker.sock /run/docker.sock; do perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1; exit 0' $s && exit 0; done; exit 1`, tg.engineSock)},
 		{name: "reach a host abstract socket", script: fmt.Sprintf(`perl -MSocket -e 'socket(my $s, PF_UNIX, SOCK_STREAM, 0) or exit 2; connect($s, pack_sockaddr_un("\0%s")) or exit 1; exit 0'`, tg.abstract)},
 		{name: "read the supervisor's environment", script: `cat /proc/1/environ /proc/$PPID/environ /proc/self/environ 2>/dev/null | tr '\0' '\n' | grep -q ` + secretText + ` && exit 0; env | grep -q ` + secretText + ` && exit 0; grep -rqs ` + secretText + ` /proc/[0-9]*/environ && exit 0; exit 1`},
-		{name: "gain privilege through a setuid binary", script: `cp /usr/bin/id /workspace/suid-id && chmod 4755 /workspace/suid-id || exit 2; [ "$(/workspace/suid-id -u)" != "$(id -ru)" ] && exit 0; exit 1`, spec: func(s *sandbox.Spec) {}},
+		{name: "gain privilege through a setuid binary", script: `grep -q '^NoNewPrivs:.*1' /proc/self/status || exit 0
+awk '($5 == "/workspace" || $5 == "/usr" || $5 == "/tmp") && $6 !~ /nosuid/ { f = 1 } END { exit !f }' /proc/self/mountinfo && exit 0
+cp /usr/bin/id /workspace/suid-id && chmod 4755 /workspace/suid-id || exit 2
+[ "$(/workspace/suid-id -u)" != "$(id -ru)" ] && exit 0
+for b in /usr/bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $b ] && [ -x $b ] && echo "setuid $b present, ignored"; done; exit 1`},
 		{name: "fork bomb", spec: func(s *sandbox.Spec) { s.Limits.Pids = 64 },
 			script: `perl -e 'my $n = 0; for (1..300) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 30; exit 0 } $n++ } print "forked=$n\n"; exit($n > 64 ? 0 : 1)'`,
 			check: func(t *testing.T, r result) {

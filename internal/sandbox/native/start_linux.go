@@ -242,6 +242,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	defer stW.Close()
 
 	cmd := exec.Command(c.Executable, entryName, roleInit)
+	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
