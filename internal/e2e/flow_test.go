@@ -448,6 +448,9 @@ func TestBadInputCreatesNothing(t *testing.T) {
 			if ids := e.runIDs(); len(ids) != 0 {
 				t.Fatalf("runs were created: %v", ids)
 			}
+			if fileExists(e.home) {
+				t.Fatalf("the data directory was created")
+			}
 		})
 	}
 	for _, c := range []struct {
