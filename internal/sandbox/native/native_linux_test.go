@@ -368,3 +368,51 @@ func TestLongStateDir(t *testing.T) {
 		t.Fatalf("runner socket: %v %v", fi, err)
 	}
 }
+
+// TestCgroupLimitsInForce reads back, from the host, the limits of the
+// cgroups the init runs in, for every one Enforced claims.
+func TestCgroupLimitsInForce(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	spec.Limits = sandbox.Limits{MemoryBytes: 100 << 20, Pids: 100, CPUs: 0.5}
+	sb := start(t, b, spec)
+	pid, _ := initOf(t, os.Getpid())
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		for _, c := range strings.Split(f[1], ",") {
+			paths[c] = f[2]
+		}
+	}
+	want := map[string][2]string{
+		"memory": {"memory.limit_in_bytes", strconv.Itoa(100 << 20)},
+		"pids":   {"pids.max", "100"},
+		"cpu":    {"cpu.cfs_quota_us", "50000"},
+	}
+	enf := sb.Enforced()
+	checked := 0
+	for ctrl, w := range want {
+		if enf[ctrl] != "enforced" {
+			t.Logf("%s: %s", ctrl, enf[ctrl])
+			continue
+		}
+		p, ok := paths[ctrl]
+		if !ok || !strings.Contains(p, "agentrun-") {
+			t.Logf("%s is not a v1 controller here (%q); skipping the read-back", ctrl, p)
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, p, w[0]))
+		if err != nil {
+			t.Fatalf("%s claimed enforced: %v", ctrl, err)
+		}
+		if strings.TrimSpace(string(got)) != w[1] {
+			t.Errorf("%s/%s = %q, want %s", ctrl, w[0], got, w[1])
+		}
+		checked++
+	}
+	t.Logf("read back %d cgroup limits", checked)
+}
