@@ -44,6 +44,8 @@ type submitOptions struct {
 	Provider     string
 	BaseURL      string
 	MaxTurns     int
+	ContextWin   int
+	Temperature  float64
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -73,6 +75,12 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--max-parallel must be at least 1")
 	case o.set("max-files") && o.MaxFiles < 1, o.set("max-bytes") && o.MaxBytes < 1:
 		return catalog.Usage.New("--max-files and --max-bytes must be at least 1")
+	case o.set("max-turns") && o.MaxTurns < 1:
+		return catalog.Usage.New("--max-turns must be at least 1")
+	case o.set("context-window") && o.ContextWin < 1024:
+		return catalog.Usage.New("--context-window must be at least 1024 tokens")
+	case o.set("temperature") && (o.Temperature < 0 || o.Temperature > 2):
+		return catalog.Usage.New("--temperature must be between 0 and 2")
 	case o.Network != "" && o.Network != "none" && o.Network != "allowlist":
 		return catalog.BadNetwork.New("%q", o.Network)
 	}
@@ -184,6 +192,8 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
 	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent)")
 	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
+	f.IntVar(&o.ContextWin, "context-window", 0, "model context window in tokens (builtin agent; default: AGENTRUN_CONTEXT_WINDOW, what the server reports, a built-in table)")
+	f.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (builtin agent; default: the server's)")
 	return c
 }
 
@@ -218,7 +228,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	checks, _ := parseChecks(o.Checks)
 	req := supervisor.Request{
 		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
-		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns},
+		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
 		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, IncludeDirty: o.IncludeDirty,
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
@@ -226,6 +236,10 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	if o.set("attempts") {
 		req.Attempts = o.Attempts
+	}
+	if o.set("temperature") {
+		t := o.Temperature
+		req.Builtin.Temperature = &t
 	}
 	if o.Timeout != "" {
 		req.Timeout, _ = time.ParseDuration(o.Timeout)
