@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -415,4 +416,31 @@ func TestCgroupLimitsInForce(t *testing.T) {
 		checked++
 	}
 	t.Logf("read back %d cgroup limits", checked)
+}
+
+// TestSurvivesThreadExit: the sandbox must die with its supervisor
+// process, not with the OS thread that happened to start it (Pdeathsig
+// is per thread; the runtime ends a thread when a goroutine locked to it
+// returns).
+func TestSurvivesThreadExit(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	got := make(chan sandbox.Sandbox, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread exits with the goroutine
+		sb, err := b.Start(context.Background(), spec)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- sb
+	}()
+	sb := <-got
+	if sb == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	time.Sleep(200 * time.Millisecond)
+	if res := run(t, sb, "echo alive"); string(res.Stdout) != "alive\n" {
+		t.Fatalf("sandbox after its starting thread exited: %+v", res)
+	}
 }

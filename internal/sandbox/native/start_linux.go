@@ -259,7 +259,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	}
 	cmd.SysProcAttr = attr
 
-	if err := cmd.Start(); err != nil {
+	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
 	// The init blocks reading its config until it is in its cgroups: make
@@ -328,6 +328,30 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 		p.enforced[k] = v
 	}
 	return p, nil
+}
+
+// forkThread is an OS thread that never exits. Pdeathsig fires when the
+// thread that forked the init exits (not the process), and the runtime
+// ends a thread whenever a goroutine locked to it returns: forking from
+// this thread ties the sandbox to the process, as intended.
+var forkThread struct {
+	once sync.Once
+	reqs chan func()
+}
+
+func startOnForkThread(cmd *exec.Cmd) error {
+	forkThread.once.Do(func() {
+		forkThread.reqs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range forkThread.reqs {
+				f()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	forkThread.reqs <- func() { errc <- cmd.Start() }
+	return <-errc
 }
 
 // setupError is a step of the inside setup that the kernel refused.
