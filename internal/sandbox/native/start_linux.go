@@ -464,6 +464,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	lf.Close()
 	logf.Close()
 	if err != nil {
+		// Nothing runs; leave only sandbox.log, for the reason.
+		os.Remove(sock)
+		os.Remove(c.Root)
 		dir.Close()
 		return nil, startError(err)
 	}
