@@ -33,7 +33,10 @@
 // Memory, pids and cpu limits are cgroups set up from the host before the
 // init runs anything (v1 as root, v2 when a delegated subtree is writable)
 // and removed by Destroy. Enforced reports per feature "enforced" or
-// "unavailable: why"; nothing is claimed that is not in force.
+// "unavailable: why"; nothing is claimed that is not in force. Keys:
+// namespaces, userns, seccomp, landlock, landlock_net, no_new_privs, caps,
+// rlimit_core, rlimit_fsize, rlimit_nofile, rlimit_nproc, memory, pids,
+// cpu.
 //
 // Contract: the sandbox dies with its supervisor (the init has
 // Pdeathsig SIGKILL; when pid 1 dies the kernel kills the whole pid
