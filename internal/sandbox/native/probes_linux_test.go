@@ -245,7 +245,10 @@ func TestProbes(t *testing.T) {
 		{name: "read the supervisor's environment", script: `cat /proc/1/environ /proc/$PPID/environ /proc/self/environ 2>/dev/null | tr '\0' '\n' | grep -q ` + secretText + ` && exit 0; env | grep -q ` + secretText + ` && exit 0; grep -rqs ` + secretText + ` /proc/[0-9]*/environ && exit 0; exit 1`},
 		{name: "gain privilege through a setuid binary", script: `grep -q '^NoNewPrivs:.*1' /proc/self/status || exit 0
 awk '($5 == "/workspace" || $5 == "/usr" || $5 == "/tmp") && $6 !~ /nosuid/ { f = 1 } END { exit !f }' /proc/self/mountinfo && exit 0
-cp /usr/bin/id /workspace/suid-id && chmod 4755 /workspace/suid-id || exit 2
+cp /usr/bin/id /workspace/suid-id || exit 2
+chmod 4755 /workspace/suid-id && echo "setuid bit set" && exit 0
+chmod 2755 /workspace/suid-id && echo "setgid bit set" && exit 0
+perl -e 'sysopen(my $f, "/workspace/suid-new", 0101, 04755) or exit 1; exit 0' && [ -u /workspace/suid-new ] && echo "created setuid" && exit 0
 [ "$(/workspace/suid-id -u)" != "$(id -ru)" ] && exit 0
 for b in /usr/bin/su /usr/bin/passwd /usr/bin/mount; do [ -u $b ] && [ -x $b ] && echo "setuid $b present, ignored"; done; exit 1`},
 		{name: "fork bomb", spec: func(s *sandbox.Spec) { s.Limits.Pids = 64 },

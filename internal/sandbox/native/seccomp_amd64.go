@@ -15,3 +15,7 @@ var deniedArch = []uintptr{
 	unix.SYS_GET_KERNEL_SYMS, unix.SYS_QUERY_MODULE, unix.SYS_NFSSERVCTL, unix.SYS_SYSFS,
 	unix.SYS_USTAT, unix.SYS__SYSCTL,
 }
+
+var modeArgsArch = []modeArg{
+	{unix.SYS_CHMOD, 1}, {unix.SYS_CREAT, 1}, {unix.SYS_OPEN, 2}, {unix.SYS_MKNOD, 1},
+}

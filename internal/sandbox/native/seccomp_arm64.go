@@ -10,3 +10,5 @@ const (
 )
 
 var deniedArch = []uintptr{unix.SYS_NFSSERVCTL}
+
+var modeArgsArch []modeArg

@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -50,13 +51,27 @@ var deniedCommon = []uintptr{
 	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
 }
 
+// modeArg names the argument of a call that holds a file mode.
+type modeArg struct {
+	nr  uintptr
+	arg int
+}
+
+// modeArgsCommon are the calls that set a file's mode, on every
+// architecture; modeArgsArch adds the legacy ones of an architecture.
+var modeArgsCommon = []modeArg{
+	{unix.SYS_FCHMOD, 1}, {unix.SYS_FCHMODAT, 2}, {unix.SYS_FCHMODAT2, 2},
+	{unix.SYS_OPENAT, 3}, {unix.SYS_MKNODAT, 2},
+}
+
 // deniedIoctls inject input into a terminal.
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
 // filterProgram assembles the sandbox's seccomp filter: a foreign
 // architecture kills the process; denied calls fail with EPERM; clone3
 // fails with ENOSYS (so libcs fall back to clone, whose flags a classic
-// filter can read); clone with namespace flags fails with EPERM.
+// filter can read); clone with namespace flags fails with EPERM; so does
+// making a file setuid or setgid (chmod, open/mknod with such a mode).
 func filterProgram() ([]bpf.RawInstruction, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("no seccomp filter for this architecture")
@@ -86,6 +101,18 @@ func filterProgram() ([]bpf.RawInstruction, error) {
 		deny(nr, unix.EPERM)
 	}
 	deny(unix.SYS_CLONE3, unix.ENOSYS)
+	// openat2's mode is in a struct a classic filter cannot read.
+	deny(unix.SYS_OPENAT2, unix.ENOSYS)
+	// No setuid or setgid files: they would keep their bit on the host.
+	for _, m := range append(slices.Clone(modeArgsCommon), modeArgsArch...) {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(m.nr), SkipFalse: 4},
+			bpf.LoadAbsolute{Off: offArg0 + 8*uint32(m.arg), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: unix.S_ISUID | unix.S_ISGID, SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
+			bpf.RetConstant{Val: retAllow},
+		)
+	}
 	// clone: flags are the first argument on every architecture here.
 	p = append(p,
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(unix.SYS_CLONE), SkipFalse: 4},

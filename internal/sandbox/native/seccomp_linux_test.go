@@ -73,6 +73,14 @@ func TestSeccompFilter(t *testing.T) {
 		{"ioctl TIOCSTI", seccompData(auditArch, unix.SYS_IOCTL, 0, unix.TIOCSTI), eperm},
 		{"ioctl TIOCSTI high bits", seccompData(auditArch, unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI), eperm},
 		{"ioctl TCGETS", seccompData(auditArch, unix.SYS_IOCTL, 0, unix.TCGETS), retAllow},
+		{"fchmod 0755", seccompData(auditArch, unix.SYS_FCHMOD, 3, 0o755), retAllow},
+		{"fchmod 04755", seccompData(auditArch, unix.SYS_FCHMOD, 3, 0o4755), eperm},
+		{"fchmodat 02755", seccompData(auditArch, unix.SYS_FCHMODAT, 3, 0, 0o2755), eperm},
+		{"fchmodat 0644", seccompData(auditArch, unix.SYS_FCHMODAT, 3, 0, 0o644), retAllow},
+		{"openat create 0644", seccompData(auditArch, unix.SYS_OPENAT, 3, 0, unix.O_CREAT, 0o644), retAllow},
+		{"openat create 04755", seccompData(auditArch, unix.SYS_OPENAT, 3, 0, unix.O_CREAT, 0o4755), eperm},
+		{"mknodat setgid", seccompData(auditArch, unix.SYS_MKNODAT, 3, 0, unix.S_IFREG|0o2755), eperm},
+		{"openat2", seccompData(auditArch, unix.SYS_OPENAT2), retErrno | uint32(unix.ENOSYS)},
 	}
 	for _, nr := range append(slices.Clone(deniedCommon), deniedArch...) {
 		cases = append(cases, struct {

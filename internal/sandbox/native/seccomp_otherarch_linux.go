@@ -10,3 +10,5 @@ const (
 )
 
 var deniedArch []uintptr
+
+var modeArgsArch []modeArg
