@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,20 +44,6 @@ func requireNative(t testing.TB) *native.Backend {
 	return b
 }
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Getuid() != 0 {
-		requireCap(t, "root", "the test needs root")
-	}
-}
-
-func requireNonRoot(t testing.TB) {
-	t.Helper()
-	if os.Getuid() == 0 {
-		t.Skip("needs an unprivileged user (CI runs this package again as one)")
-	}
-}
-
 func backend(t testing.TB) *native.Backend {
 	t.Helper()
 	var ro []string
@@ -71,8 +58,6 @@ func backend(t testing.TB) *native.Backend {
 func newSpec(t testing.TB) sandbox.Spec {
 	t.Helper()
 	dir := t.TempDir()
-	// Let an unprivileged sandbox user reach it when tests run as another
-	// user than the temp dir's owner is not a concern: all are ours.
 	ws := filepath.Join(dir, "workspace")
 	home := filepath.Join(dir, "home")
 	for _, d := range []string{ws, home} {
@@ -125,17 +110,7 @@ func sh(t testing.TB, b *native.Backend, spec sandbox.Spec, script string) resul
 }
 
 func (r result) String() string {
-	return "exit " + itoa(r.code) + "\nstdout: " + strings.TrimSpace(r.stdout) + "\nstderr: " + strings.TrimSpace(r.stderr)
-}
-
-func itoa(n int) string {
-	if n < 0 {
-		return "-" + itoa(-n)
-	}
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
+	return "exit " + strconv.Itoa(r.code) + "\nstdout: " + strings.TrimSpace(r.stdout) + "\nstderr: " + strings.TrimSpace(r.stderr)
 }
 
 func testbinPath(t testing.TB) string { return testbin.Agentrun(t) }
