@@ -125,12 +125,42 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 	if err != nil {
 		return nil, err
 	}
-	cl, err := runner.Dial(ctx, sock, runner.DialOptions{Wait: 10 * time.Second})
+	cl, err := s.dial(ctx, sock)
 	if err != nil {
-		return nil, fmt.Errorf("host sandbox: %w", err)
+		return nil, err
 	}
 	s.client = cl
 	return s, nil
+}
+
+// dial connects to the runner, failing at once if a runner subprocess
+// exits before it listens.
+func (s *hostSandbox) dial(ctx context.Context, sock string) (runner.Client, error) {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type dialed struct {
+		cl  runner.Client
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		cl, err := runner.Dial(dctx, sock, runner.DialOptions{Wait: 10 * time.Second})
+		ch <- dialed{cl, err}
+	}()
+	select {
+	case d := <-ch:
+		if d.err != nil {
+			return nil, fmt.Errorf("host sandbox: %w", d.err)
+		}
+		return d.cl, nil
+	case err := <-s.served:
+		s.served <- err // Stop reads it again
+		cancel()
+		if d := <-ch; d.cl != nil {
+			d.cl.Close()
+		}
+		return nil, fmt.Errorf("host sandbox: runner exited before serving (%v): %s", err, strings.TrimSpace(s.stderr.String()))
+	}
 }
 
 func (s *hostSandbox) startInProcess(sock string) error {
@@ -164,6 +194,7 @@ func (s *hostSandbox) startSubprocess(exe, sock string) error {
 	cmd.Env = []string{}
 	cmd.Dir = s.workDir
 	cmd.SysProcAttr = sysProcAttr()
+	cmd.Stderr = &s.stderr
 	stdin, err := cmd.StdinPipe() // EOF when we die: the runner stops
 	if err != nil {
 		return err
@@ -187,6 +218,7 @@ type hostSandbox struct {
 	proc      *exec.Cmd          // subprocess server
 	procStdin interface{ Close() error }
 	served    chan error
+	stderr    limitedBuffer // of a runner subprocess
 	made      []string
 
 	mu        sync.Mutex
@@ -241,11 +273,13 @@ func (s *hostSandbox) Stop(ctx context.Context) error {
 	case s.proc != nil:
 		s.proc.Process.Signal(syscall.SIGTERM)
 		s.procStdin.Close()
-		if err = wait(ctx, s.served); err != nil {
+		select {
+		case <-s.served: // its exit status after SIGTERM is not an error
+		case <-ctx.Done():
 			s.proc.Process.Kill()
 			<-s.served
+			err = fmt.Errorf("host sandbox stop: %w", ctx.Err())
 		}
-		err = nil // the runner's exit status after SIGTERM is not an error
 	}
 	if s.bridge != nil {
 		s.bridge.Close()
@@ -293,4 +327,25 @@ func setEnv(env []string, key, value string) []string {
 		}
 	}
 	return append(out, key+"="+value)
+}
+
+// limitedBuffer keeps the first 4 KiB written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 4096 - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }

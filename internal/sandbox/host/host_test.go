@@ -289,3 +289,18 @@ func BenchmarkStart(b *testing.B) {
 		})
 	}
 }
+
+func TestSubprocessThatDiesFailsStartFast(t *testing.T) {
+	sp := spec(t, shortDir(t))
+	start := time.Now()
+	_, err := host.NewWithOptions(host.Options{Subprocess: true, Executable: "/bin/false"}).Start(context.Background(), sp)
+	if err == nil || !strings.Contains(err.Error(), "exited before serving") {
+		t.Fatalf("got %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if _, err := os.Stat(sp.StateDir); !os.IsNotExist(err) {
+		t.Fatalf("failed start left %s", sp.StateDir)
+	}
+}
