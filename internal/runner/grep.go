@@ -16,6 +16,9 @@ const (
 	maxGrepFileSize  = 8 << 20
 	maxGrepLineText  = 500
 	binarySniff      = 8000
+	// maxGrepBytes bounds the bytes one grep reads; past it the result is
+	// Truncated.
+	maxGrepBytes = 512 << 20
 )
 
 func (s *server) grep(ctx context.Context, req *GrepRequest) (*GrepResult, error) {
@@ -55,6 +58,7 @@ func (s *server) grep(ctx context.Context, req *GrepRequest) (*GrepResult, error
 	}
 	defer sub.Close()
 	fsys := sub.FS()
+	var budget int64 = maxGrepBytes
 	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -73,6 +77,12 @@ func (s *server) grep(ctx context.Context, req *GrepRequest) (*GrepResult, error
 		}
 		if !d.Type().IsRegular() || !globMatch(req.Glob, p) {
 			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if budget -= min(info.Size(), maxGrepFileSize); budget < 0 {
+				res.Truncated = true
+				return fs.SkipAll
+			}
 		}
 		if !s.grepFile(re, slashRel(rel, p), slashRel(rel, p), res, limit) {
 			return fs.SkipAll
