@@ -37,6 +37,7 @@ type submitOptions struct {
 	TaskFile     string
 	Network      string
 	Allow        []string
+	LoopbackTCP  bool
 	MaxFiles     int
 	MaxBytes     int64
 	MaxParallel  int
@@ -184,6 +185,7 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
 	f.StringVar(&o.TaskFile, "task-file", "", "read the task from this file")
 	f.StringVar(&o.Network, "network", "", "none or allowlist")
+	f.BoolVar(&o.LoopbackTCP, "loopback-tcp", false, "let the agent and checks connect to servers they start on the sandbox's own loopback (native; the sandbox still has no other network)")
 	f.StringArrayVar(&o.Allow, "allow", nil, "allow HOST, HOST:PORT, *.DOMAIN, IP, CIDR or preset:NAME (repeatable)")
 	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
 	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
@@ -230,7 +232,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
 		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
-		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, IncludeDirty: o.IncludeDirty,
+		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
 		Version: Version, Getenv: app.Getenv,
 	}

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/testbin"
 )
 
@@ -186,6 +188,20 @@ func (e *env) stopAll() {
 		r, err := e.store().Get(context.Background(), id)
 		if err == nil && r.State.Active() {
 			e.agentrun(nil, "cancel", id)
+		}
+	}
+	// A detached supervisor may still be writing its last events after the
+	// run's state is final: wait until every one has let go of its lock, so
+	// the temp dir is not removed under it.
+	l := layout.Layout{Home: e.home}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, id := range e.runIDs() {
+		for time.Now().Before(deadline) {
+			held, err := supervisor.Held(l.SupervisorLock(id))
+			if err != nil || !held {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }

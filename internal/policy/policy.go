@@ -27,6 +27,7 @@ type Effective struct {
 	Sandbox       string          `json:"sandbox"`
 	Network       string          `json:"network"`
 	Allow         []string        `json:"allow"`
+	LoopbackTCP   bool            `json:"loopback_tcp,omitempty"`
 	Env           []string        `json:"env"`
 	ReadOnlyPaths []string        `json:"read_only_paths"`
 	Limits        run.Limits      `json:"limits"`
@@ -59,6 +60,7 @@ func FromRun(r *run.Run) Effective {
 		Sandbox:       r.Sandbox.Backend,
 		Network:       r.Sandbox.Network,
 		Allow:         set(r.Sandbox.Allow),
+		LoopbackTCP:   r.Sandbox.LoopbackTCP,
 		Env:           set(r.Agent.Env),
 		ReadOnlyPaths: set(r.Sandbox.ReadOnlyPaths),
 		Limits:        r.Sandbox.Limits,

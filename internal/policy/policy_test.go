@@ -44,6 +44,7 @@ func TestDigestChangesWithPolicy(t *testing.T) {
 		"sandbox":  func(r *run.Run) { r.Sandbox.Backend = "host" },
 		"network":  func(r *run.Run) { r.Sandbox.Network = "none" },
 		"allow":    func(r *run.Run) { r.Sandbox.Allow = append(r.Sandbox.Allow, "c.example") },
+		"loopback": func(r *run.Run) { r.Sandbox.LoopbackTCP = true },
 		"env":      func(r *run.Run) { r.Agent.Env = append(r.Agent.Env, "SECRET") },
 		"limits":   func(r *run.Run) { r.Sandbox.Limits.Pids = 10 },
 		"checks":   func(r *run.Run) { r.Checks[0].Command = "true" },

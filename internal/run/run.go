@@ -145,7 +145,11 @@ type SandboxConfig struct {
 	Backend string   `json:"backend"`
 	Network string   `json:"network,omitempty"` // none | allowlist
 	Allow   []string `json:"allow,omitempty"`
-	Limits  Limits   `json:"limits"`
+	// LoopbackTCP lets processes inside connect to servers on the
+	// sandbox's own loopback (test suites that start local servers). The
+	// network namespace still has only loopback.
+	LoopbackTCP bool   `json:"loopback_tcp,omitempty"`
+	Limits      Limits `json:"limits"`
 	// ReadOnlyPaths are extra host paths bound read-only (e.g. /usr/local/go).
 	ReadOnlyPaths []string `json:"read_only_paths,omitempty"`
 }

@@ -34,6 +34,10 @@ type Spec struct {
 	// egress proxy that the in-sandbox relay forwards to.
 	Network     NetworkMode
 	ProxySocket string
+	// LoopbackTCP lets processes inside connect to any TCP port of the
+	// sandbox's own loopback. Without it a backend that can (native with
+	// Landlock ABI >= 4) allows TCP connect only to the egress bridge.
+	LoopbackTCP bool
 	// ReadOnlyPaths are extra host paths made visible read-only.
 	ReadOnlyPaths []string
 	Limits        Limits

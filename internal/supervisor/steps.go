@@ -47,6 +47,7 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		StateDir:      l.SandboxState(r.ID),
 		Env:           baseEnv(home),
 		Network:       sandbox.NetworkNone,
+		LoopbackTCP:   r.Sandbox.LoopbackTCP,
 		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
 		Limits:        sandbox.Limits(r.Sandbox.Limits),
 	}

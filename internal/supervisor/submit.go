@@ -33,6 +33,7 @@ type Request struct {
 	Sandbox      string // "" = default backend
 	Network      string // "" = the agent's default
 	Allow        []string
+	LoopbackTCP  bool // processes may connect to servers on the sandbox's own loopback
 	IncludeDirty bool
 	Export       run.ExportConfig
 	Version      string // agentrun version, for provenance
@@ -74,6 +75,7 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	}
 	r.Agent = agentSpec
 	r.Sandbox.Network = network
+	r.Sandbox.LoopbackTCP = req.LoopbackTCP
 	if network == string(sandbox.NetworkAllowlist) {
 		allow := slices.Concat(agentSpec.Hosts, req.Allow)
 		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {

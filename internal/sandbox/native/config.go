@@ -39,6 +39,7 @@ type config struct {
 	Home        string   `json:"home,omitempty"` // empty: a private tmpfs
 	Executable  string   `json:"executable"`
 	ProxySocket string   `json:"proxy_socket,omitempty"`
+	LoopbackTCP bool     `json:"loopback_tcp,omitempty"`
 	ReadOnly    []string `json:"read_only,omitempty"`
 	Env         []string `json:"env"`
 

@@ -77,6 +77,7 @@ func confine(c *config) (map[string]string, error) {
 		if c.ProxySocket != "" {
 			pol.ProxyPort = proxyPort
 		}
+		pol.AnyTCP = c.LoopbackTCP
 		ll, err := applyLandlock(abi, pol)
 		if err != nil {
 			return nil, err

@@ -65,6 +65,9 @@ type landlockPolicy struct {
 	ReadWrite []string // everything beneath
 	Devices   []string // read, write and ioctl of device files beneath
 	ProxyPort int      // the only TCP port connect may reach (0: none)
+	// AnyTCP leaves TCP connect unrestricted by Landlock (--loopback-tcp):
+	// the network namespace, which has only loopback, is then the bound.
+	AnyTCP bool
 }
 
 // applyLandlock restricts the calling thread (no_new_privs must be set):
@@ -77,7 +80,9 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 	attr := llRulesetAttr{handledFS: handled}
 	size := unsafe.Sizeof(uint64(0))
 	out := map[string]string{}
-	if abi >= 4 {
+	if abi >= 4 && pol.AnyTCP {
+		out["landlock_net"] = "off: --loopback-tcp allows TCP connect to any port of the sandbox's own loopback (the network namespace still has only loopback)"
+	} else if abi >= 4 {
 		attr.handledNet = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 		size = 2 * unsafe.Sizeof(uint64(0))
 		out["landlock_net"] = "enforced"
@@ -128,7 +133,7 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	if abi >= 4 && pol.ProxyPort > 0 {
+	if abi >= 4 && !pol.AnyTCP && pol.ProxyPort > 0 {
 		rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(pol.ProxyPort)}
 		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, llRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
 			return nil, fmt.Errorf("landlock port rule: %w", errno)

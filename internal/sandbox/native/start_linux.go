@@ -138,6 +138,7 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 	default:
 		return nil, lim, fmt.Errorf("network %q is not supported by the native sandbox (use none or allowlist)", spec.Network)
 	}
+	c.LoopbackTCP = spec.LoopbackTCP
 	c.Env = sandboxEnv(spec.Env, c.ProxySocket != "")
 	l := spec.Limits
 	c.FileSize = orDefault(l.FileSizeBytes, defaultFileSize)

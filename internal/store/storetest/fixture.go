@@ -45,7 +45,7 @@ func FullRun(id string) *run.Run {
 		MaxAttempts: 3,
 		Timeout:     run.Duration(90 * time.Minute),
 		Sandbox: run.SandboxConfig{
-			Backend: "native", Network: "allowlist", Allow: []string{"proxy.golang.org:443"},
+			Backend: "native", Network: "allowlist", Allow: []string{"proxy.golang.org:443"}, LoopbackTCP: true,
 			Limits:        run.Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1.5, FileSizeBytes: 1 << 28, OpenFiles: 1024},
 			ReadOnlyPaths: []string{"/usr/local/go"},
 		},
