@@ -102,7 +102,7 @@ func Send(ctx context.Context, hc *http.Client, policy Retry, method, url string
 		if resp.StatusCode/100 == 2 {
 			return data, nil
 		}
-		he := &HTTPError{Status: resp.StatusCode, Body: clip(string(data), 2000)}
+		he := &HTTPError{Status: resp.StatusCode, Body: Clip(string(data), 2000)}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 			lastErr = &retryAfter{HTTPError: he, after: parseRetryAfter(resp.Header.Get("Retry-After"))}
 			continue
@@ -161,7 +161,8 @@ func redactURL(u string) string {
 	return u
 }
 
-func clip(s string, n int) string {
+// Clip cuts s to n bytes, marking the cut with an ellipsis.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

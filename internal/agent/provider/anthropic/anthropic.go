@@ -11,9 +11,9 @@
 package anthropic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -40,30 +40,25 @@ type Config struct {
 
 // Client implements provider.Provider.
 type Client struct {
-	base string
-	key  string
-	hc   *http.Client
-	rp   provider.Retry
+	ep   provider.Endpoint
+	wire provider.Wire
 }
 
 // New returns a client.
 func New(c Config) *Client {
 	base := strings.TrimSuffix(strings.TrimRight(c.BaseURL, "/"), "/v1")
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	return &Client{base: base, key: c.APIKey, hc: hc, rp: c.Retry}
+	cl := &Client{ep: provider.Endpoint{
+		Base:    cmp.Or(base, DefaultBaseURL),
+		Headers: map[string]string{"x-api-key": c.APIKey, "anthropic-version": APIVersion},
+		Client:  c.HTTPClient,
+		Retry:   c.Retry,
+	}}
+	cl.wire = provider.Wire{Path: "/v1/messages", What: "messages request", Encode: EncodeRequest, Decode: DecodeResponse,
+		Models: cl.Models, NotFoundIsModel: true}
+	return cl
 }
 
 func (c *Client) Name() string { return "anthropic" }
-
-func (c *Client) headers() map[string]string {
-	return map[string]string{"x-api-key": c.key, "anthropic-version": APIVersion}
-}
 
 type block struct {
 	Type      string          `json:"type"`
@@ -189,15 +184,7 @@ func nonEmpty(s string) string {
 
 // Chat performs one turn.
 func (c *Client) Chat(ctx context.Context, req provider.Request) (*provider.Response, error) {
-	body, err := EncodeRequest(req)
-	if err != nil {
-		return nil, catalog.Internal.Wrap(err, "encode messages request")
-	}
-	data, err := provider.Send(ctx, c.hc, c.rp, http.MethodPost, c.base+"/v1/messages", c.headers(), body)
-	if err != nil {
-		return nil, c.classify(ctx, req.Model, err)
-	}
-	return DecodeResponse(data)
+	return c.ep.Chat(ctx, req, c.wire)
 }
 
 // DecodeResponse reads a Messages API response.
@@ -251,7 +238,7 @@ func DecodeResponse(data []byte) (*provider.Response, error) {
 
 // Models lists the models the key may use.
 func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
-	data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, c.base+"/v1/models?limit=100", c.headers(), nil)
+	data, err := c.ep.Once(ctx, http.MethodGet, c.ep.Base+"/v1/models?limit=100", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -268,23 +255,4 @@ func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 		out = append(out, provider.ModelInfo{ID: m.ID, Loaded: true})
 	}
 	return out, nil
-}
-
-func (c *Client) classify(ctx context.Context, model string, err error) error {
-	var he *provider.HTTPError
-	if !errors.As(err, &he) {
-		return err
-	}
-	switch {
-	case he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden:
-		return catalog.ModelAuth.Wrap(err, "the server answered %s", http.StatusText(he.Status))
-	case he.Status == http.StatusNotFound || provider.LooksLikeModelMissing(he.Status, he.Body):
-		have, _ := c.Models(ctx)
-		return provider.NotLoaded(model, have)
-	}
-	msg := he.Body
-	if len(msg) > 400 {
-		msg = msg[:400]
-	}
-	return catalog.ModelProtocol.Wrap(err, "http %d: %s", he.Status, msg)
 }

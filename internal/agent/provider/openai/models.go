@@ -13,7 +13,7 @@ import (
 // says (vLLM's max_model_len, OpenRouter's context_length, LM Studio's
 // loaded_context_length).
 func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
-	data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, c.base+"/models", c.headers(), nil)
+	data, err := c.ep.Once(ctx, http.MethodGet, c.ep.Base+"/models", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +50,9 @@ func (c *Client) Models(ctx context.Context) ([]provider.ModelInfo, error) {
 // its native API, llama.cpp in /props, vLLM and others in /models, Ollama
 // in /api/show.
 func (c *Client) ContextWindow(ctx context.Context, model string) int {
-	root := strings.TrimSuffix(c.base, "/v1")
+	root := strings.TrimSuffix(c.ep.Base, "/v1")
 	// LM Studio native API: the context length the model is loaded with.
-	if data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, root+"/api/v0/models/"+model, c.headers(), nil); err == nil {
+	if data, err := c.ep.Once(ctx, http.MethodGet, root+"/api/v0/models/"+model, nil); err == nil {
 		var m struct {
 			LoadedContextLength int `json:"loaded_context_length"`
 			MaxContextLength    int `json:"max_context_length"`
@@ -63,7 +63,7 @@ func (c *Client) ContextWindow(ctx context.Context, model string) int {
 	}
 	// llama.cpp server: the context the server runs with (its /models
 	// only has the training context, which may be larger).
-	if data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodGet, root+"/props", c.headers(), nil); err == nil {
+	if data, err := c.ep.Once(ctx, http.MethodGet, root+"/props", nil); err == nil {
 		var p struct {
 			Settings struct {
 				NCtx int `json:"n_ctx"`
@@ -82,7 +82,7 @@ func (c *Client) ContextWindow(ctx context.Context, model string) int {
 	}
 	// Ollama: model info carries <arch>.context_length.
 	body, _ := json.Marshal(map[string]string{"model": model})
-	if data, err := provider.Send(ctx, c.hc, provider.Retry{Attempts: 1}, http.MethodPost, root+"/api/show", c.headers(), body); err == nil {
+	if data, err := c.ep.Once(ctx, http.MethodPost, root+"/api/show", body); err == nil {
 		var s struct {
 			ModelInfo  map[string]any `json:"model_info"`
 			Parameters string         `json:"parameters"`

@@ -14,9 +14,9 @@
 package openai
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -37,33 +37,27 @@ type Config struct {
 
 // Client implements provider.Provider.
 type Client struct {
-	base string
-	key  string
-	hc   *http.Client
-	rp   provider.Retry
+	ep   provider.Endpoint
+	wire provider.Wire
 }
 
 // New returns a client.
 func New(c Config) *Client {
-	base := strings.TrimRight(c.BaseURL, "/")
-	if base == "" {
-		base = DefaultBaseURL
+	cl := &Client{ep: provider.Endpoint{
+		Base:   cmp.Or(strings.TrimRight(c.BaseURL, "/"), DefaultBaseURL),
+		Client: c.HTTPClient,
+		Retry:  c.Retry,
+	}}
+	cl.wire = provider.Wire{Path: "/chat/completions", What: "chat request", Encode: EncodeRequest, Decode: DecodeResponse, Models: cl.Models}
+	if c.APIKey != "" {
+		cl.ep.Headers = map[string]string{"Authorization": "Bearer " + c.APIKey}
+	} else {
+		cl.wire.AuthHint = " and no key is set"
 	}
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	return &Client{base: base, key: c.APIKey, hc: hc, rp: c.Retry}
+	return cl
 }
 
 func (c *Client) Name() string { return "openai" }
-
-func (c *Client) headers() map[string]string {
-	if c.key == "" {
-		return nil
-	}
-	return map[string]string{"Authorization": "Bearer " + c.key}
-}
 
 // Wire types. Field order is fixed, so encoding is deterministic.
 type wireFunc struct {
@@ -160,25 +154,17 @@ func EncodeRequest(req provider.Request) ([]byte, error) {
 
 // Chat performs one turn.
 func (c *Client) Chat(ctx context.Context, req provider.Request) (*provider.Response, error) {
-	body, err := EncodeRequest(req)
-	if err != nil {
-		return nil, catalog.Internal.Wrap(err, "encode chat request")
-	}
-	data, err := provider.Send(ctx, c.hc, c.rp, http.MethodPost, c.base+"/chat/completions", c.headers(), body)
-	if err != nil {
-		return nil, c.classify(ctx, req.Model, err)
-	}
-	return DecodeResponse(data)
+	return c.ep.Chat(ctx, req, c.wire)
 }
 
 // DecodeResponse reads a chat completion.
 func DecodeResponse(data []byte) (*provider.Response, error) {
 	var w wireResponse
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, catalog.ModelProtocol.Wrap(err, "chat completion is not JSON: %s", clip(string(data), 200))
+		return nil, catalog.ModelProtocol.Wrap(err, "chat completion is not JSON: %s", provider.Clip(string(data), 200))
 	}
 	if w.Error != nil && len(w.Choices) == 0 {
-		return nil, catalog.ModelProtocol.New("server error: %s", clip(w.Error.Message, 300))
+		return nil, catalog.ModelProtocol.New("server error: %s", provider.Clip(w.Error.Message, 300))
 	}
 	if len(w.Choices) == 0 {
 		return nil, catalog.ModelProtocol.New("chat completion has no choices")
@@ -218,30 +204,4 @@ func DecodeResponse(data []byte) (*provider.Response, error) {
 		out.Usage = provider.Usage{PromptTokens: -1, CompletionTokens: -1, CachedTokens: -1}
 	}
 	return out, nil
-}
-
-func (c *Client) classify(ctx context.Context, model string, err error) error {
-	var he *provider.HTTPError
-	if !errors.As(err, &he) {
-		return err
-	}
-	switch {
-	case he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden:
-		cause := "the server answered " + http.StatusText(he.Status)
-		if c.key == "" {
-			cause += " and no key is set"
-		}
-		return catalog.ModelAuth.Wrap(err, "%s", cause)
-	case provider.LooksLikeModelMissing(he.Status, he.Body):
-		have, _ := c.Models(ctx)
-		return provider.NotLoaded(model, have)
-	}
-	return catalog.ModelProtocol.Wrap(err, "%s", clip(he.Error(), 400))
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
