@@ -343,13 +343,7 @@ func writeRequest(w *connWriter, req *request) error {
 	if err != nil {
 		return err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := WriteFrame(w.c, b); err != nil {
-		w.c.Close()
-		return err
-	}
-	return nil
+	return w.frame(b)
 }
 
 // roundTrip runs one request and returns its result.

@@ -187,6 +187,12 @@ func (w *connWriter) send(r *response) error {
 	if err != nil {
 		return err
 	}
+	return w.frame(b)
+}
+
+// frame writes one encoded message whole; a failed write closes the
+// connection (a half-written frame leaves the stream unusable).
+func (w *connWriter) frame(b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := WriteFrame(w.c, b); err != nil {
@@ -290,40 +296,19 @@ func (s *server) do(ctx context.Context, e *execution, req *request) *response {
 	)
 	switch req.Op {
 	case opExec:
-		var a ExecRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.exec(ctx, e, &a)
-		}
+		res, err = serve(req.Args, func(a *ExecRequest) (*ExecResult, error) { return s.exec(ctx, e, a) })
 	case opReadFile:
-		var a ReadFileRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.readFile(&a)
-		}
+		res, err = serve(req.Args, s.readFile)
 	case opWriteFile:
-		var a WriteFileRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.writeFile(&a)
-		}
+		res, err = serve(req.Args, s.writeFile)
 	case opEditFile:
-		var a EditFileRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.editFile(&a)
-		}
+		res, err = serve(req.Args, s.editFile)
 	case opListDir:
-		var a ListDirRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.listDir(&a)
-		}
+		res, err = serve(req.Args, s.listDir)
 	case opGrep:
-		var a GrepRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.grep(ctx, &a)
-		}
+		res, err = serve(req.Args, func(a *GrepRequest) (*GrepResult, error) { return s.grep(ctx, a) })
 	case opStat:
-		var a StatRequest
-		if err = decodeArgs(req.Args, &a); err == nil {
-			res, err = s.stat(&a)
-		}
+		res, err = serve(req.Args, s.stat)
 	default:
 		err = &OpError{Code: CodeBadRequest, Message: "unknown op " + req.Op}
 	}
@@ -343,6 +328,15 @@ func (s *server) do(ctx context.Context, e *execution, req *request) *response {
 	}
 	resp.Result = b
 	return resp
+}
+
+// serve decodes an op's arguments into a fresh A and runs f on them.
+func serve[A, R any](raw json.RawMessage, f func(*A) (R, error)) (any, error) {
+	var a A
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	return f(&a)
 }
 
 func decodeArgs(raw json.RawMessage, v any) error {
