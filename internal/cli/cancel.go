@@ -33,16 +33,9 @@ func (app *App) newCancelCmd() *cobra.Command {
 SIGTERM to its whole process group, SIGKILL after a grace period, and the run
 ends cancelled. The command waits for the run to end (unless --no-wait).
 Cancelling a run that has already ended changes nothing.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return catalog.Usage.New("give exactly one run id")
-			}
-			o.ID = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return app.runCancel(cmd.Context(), o)
-		},
+		RunE: oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
+			return app.runCancel(ctx, o)
+		}),
 	}
 	c.Flags().BoolVar(&o.NoWait, "no-wait", false, "return once the cancel is requested")
 	return c
@@ -52,18 +45,11 @@ Cancelling a run that has already ended changes nothing.`,
 const cancelWait = 30 * time.Second
 
 func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
-	env, err := app.openEnv()
+	env, before, err := app.readRun(ctx, o.ID)
 	if err != nil {
 		return err
 	}
-	id, err := env.Store.Resolve(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	before, err := env.Store.Get(ctx, id)
-	if err != nil {
-		return err
-	}
+	id := before.ID
 	r, err := supervisor.Cancel(ctx, env.Store, env.Layout, id)
 	if err != nil {
 		return err

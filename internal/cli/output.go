@@ -27,6 +27,16 @@ import (
 // never a path), an unknown or ambiguous prefix is an error naming the
 // candidates, and a run whose supervisor died is reconciled to interrupted.
 func (app *App) lookupRun(ctx context.Context, arg string) (*Env, *run.Run, error) {
+	env, r, err := app.readRun(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, app.reconcile(ctx, env, r), nil
+}
+
+// readRun is lookupRun without the reconcile: the record as stored, for
+// commands that reconcile (or act) on their own terms.
+func (app *App) readRun(ctx context.Context, arg string) (*Env, *run.Run, error) {
 	env, err := app.openEnv()
 	if err != nil {
 		return nil, nil, err
@@ -39,7 +49,54 @@ func (app *App) lookupRun(ctx context.Context, arg string) (*Env, *run.Run, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	return env, app.reconcile(ctx, env, r), nil
+	return env, r, nil
+}
+
+// lookupEnded is lookupRun for commands that need a run that has ended: a
+// run still in progress is catalog.NotFinished, with fix (a format taking
+// the run id) as its fix.
+func (app *App) lookupEnded(ctx context.Context, arg, fix string) (*Env, *run.Run, error) {
+	env, r, err := app.lookupRun(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !r.State.Terminal() {
+		return nil, nil, catalog.NotFinished.New("run %s is %s", r.ID, r.State).WithFix(fix, r.ID)
+	}
+	return env, r, nil
+}
+
+// oneRunID is the RunE of a command whose one argument is a run id: it
+// stores the id, validates the options and runs.
+func oneRunID(id *string, validate func() error, run func(context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return catalog.Usage.New("give exactly one run id")
+		}
+		*id = args[0]
+		if err := validate(); err != nil {
+			return err
+		}
+		return run(cmd.Context())
+	}
+}
+
+// stateLine is a run's state for people: coloured, with its reason and
+// message.
+func stateLine(col bool, r *run.Run) string {
+	state := paint(col, stateColour(r.State), string(r.State))
+	if r.Reason != "" {
+		state += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" {
+		state += ": " + oneLine(r.Message, 0)
+	}
+	return state
+}
+
+// changesLine is a diffstat summary: "3 files, +10 -2".
+func changesLine(files, ins, del int) string {
+	return fmt.Sprintf("%d files, +%d -%d", files, ins, del)
 }
 
 // reconcile asks the supervisor package whether an active run still has a

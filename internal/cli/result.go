@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -83,13 +82,9 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	env, r, err := app.lookupRun(ctx, o.ID)
+	env, r, err := app.lookupEnded(ctx, o.ID, "follow it with 'agentrun logs -f %s', then ask again")
 	if err != nil {
 		return err
-	}
-	if !r.State.Terminal() {
-		return catalog.NotFinished.New("run %s is %s", r.ID, r.State).
-			WithFix("follow it with 'agentrun logs -f %s', then ask again", r.ID)
 	}
 	out := resultOutput{
 		ID: r.ID, Status: r.State, Reason: r.Reason, Message: r.Message,
@@ -146,15 +141,8 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 func (app *App) printResult(r *run.Run, out *resultOutput) error {
 	col := app.colour()
 	var f fields
-	state := paint(col, stateColour(r.State), string(r.State))
-	if r.Reason != "" {
-		state += " (" + string(r.Reason) + ")"
-	}
-	if r.Message != "" {
-		state += ": " + oneLine(r.Message, 0)
-	}
 	f.add("run", r.ID)
-	f.add("status", state)
+	f.add("status", stateLine(col, r))
 	if out.Commit != "" {
 		f.add("branch", out.Branch)
 		f.add("commit", out.Commit)
@@ -165,7 +153,7 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 		f.add("patch", out.Patch)
 	}
 	if out.FilesChanged > 0 {
-		f.add("changes", fmt.Sprintf("%d files, +%d -%d", out.FilesChanged, out.Insertions, out.Deletions))
+		f.add("changes", changesLine(out.FilesChanged, out.Insertions, out.Deletions))
 	}
 	var checks []string
 	for _, c := range out.Checks {

@@ -43,16 +43,9 @@ instructions.
 The values of the environment variables the run passes to its agent (its
 profile's and those named with --env at submit) were never stored: they are
 read again from this command's environment.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return catalog.Usage.New("give exactly one run id")
-			}
-			o.ID = args[0]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return app.runResume(cmd.Context(), o)
-		},
+		RunE: oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
+			return app.runResume(ctx, o)
+		}),
 	}
 	f := c.Flags()
 	f.StringVar(&o.Task, "task", "", "additional instructions for the next attempt")
@@ -63,15 +56,7 @@ read again from this command's environment.`,
 }
 
 func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
-	env, err := app.openEnv()
-	if err != nil {
-		return err
-	}
-	id, err := env.Store.Resolve(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	r, err := env.Store.Get(ctx, id)
+	env, r, err := app.readRun(ctx, o.ID)
 	if err != nil {
 		return err
 	}

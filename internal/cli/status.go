@@ -57,15 +57,8 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	col := app.colour()
 	var f fields
-	state := paint(col, stateColour(r.State), string(r.State))
-	if r.Reason != "" {
-		state += " (" + string(r.Reason) + ")"
-	}
-	if r.Message != "" {
-		state += ": " + oneLine(r.Message, 0)
-	}
 	f.add("run", r.ID)
-	f.add("status", state)
+	f.add("status", stateLine(col, r))
 	f.add("task", oneLine(r.Task, 72))
 	f.add("repo", app.tildePath(r.Repo))
 	base := shortCommit(r.Base)
@@ -100,7 +93,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("commit", shortCommit(c))
 	}
 	if r.Result != nil && r.Result.FilesChanged > 0 {
-		f.add("changes", fmt.Sprintf("%d files, +%d -%d", r.Result.FilesChanged, r.Result.Insertions, r.Result.Deletions))
+		f.add("changes", changesLine(r.Result.FilesChanged, r.Result.Insertions, r.Result.Deletions))
 	}
 	if r.Result != nil && len(r.Result.Refused) > 0 {
 		f.add("refused", fmt.Sprintf("%d entries (see 'agentrun result %s')", len(r.Result.Refused), r.ID))

@@ -58,13 +58,9 @@ func runVerdict(ctx context.Context, o *verdictOptions, app *App) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	env, r, err := app.lookupRun(ctx, o.ID)
+	env, r, err := app.lookupEnded(ctx, o.ID, "wait for it to end ('agentrun logs -f %s'), then record the verdict")
 	if err != nil {
 		return err
-	}
-	if !r.State.Terminal() {
-		return catalog.NotFinished.New("run %s is %s", r.ID, r.State).
-			WithFix("wait for it to end ('agentrun logs -f %s'), then record the verdict", r.ID)
 	}
 	v := &run.Verdict{Value: o.Value, Note: o.Note, By: o.By, At: o.Now}
 	msg := o.Value
