@@ -28,14 +28,8 @@ var (
 // git (or a case-insensitive, NTFS or HFS+ file system) would take for
 // .git. The error text is the refusal reason.
 func ValidatePath(p string) error {
-	if p == "" {
-		return errPathEmpty
-	}
-	if len(p) > maxPathLen {
-		return errPathLong
-	}
-	if !utf8.ValidString(p) {
-		return errPathUTF8
+	if err := textFault(p, errPathEmpty, errPathLong, errPathUTF8); err != nil {
+		return err
 	}
 	if p[0] == '/' {
 		return errPathAbs
@@ -82,14 +76,8 @@ func ValidateSymlink(p, target string) error {
 	if isGitControlFile(p[strings.LastIndexByte(p, '/')+1:]) {
 		return errLinkSpecial
 	}
-	if target == "" {
-		return errLinkEmpty
-	}
-	if len(target) > maxPathLen {
-		return errLinkLong
-	}
-	if !utf8.ValidString(target) {
-		return errLinkBad
+	if err := textFault(target, errLinkEmpty, errLinkLong, errLinkBad); err != nil {
+		return err
 	}
 	for _, c := range []byte(target) {
 		if c < 0x20 || c == 0x7f || c == '\\' {
@@ -121,6 +109,21 @@ func ValidateSymlink(p, target string) error {
 				return errLinkDotGit
 			}
 		}
+	}
+	return nil
+}
+
+// textFault is the first check a path and a symlink target share: s must
+// be non-empty, at most maxPathLen bytes and valid UTF-8. Each failure is
+// reported with the caller's own reason, in that order.
+func textFault(s string, empty, long, notUTF8 error) error {
+	switch {
+	case s == "":
+		return empty
+	case len(s) > maxPathLen:
+		return long
+	case !utf8.ValidString(s):
+		return notUTF8
 	}
 	return nil
 }
