@@ -33,6 +33,7 @@ var causes = map[string]string{
 	"usage":             "A flag or argument the command does not accept: an unknown flag, a missing or extra argument, a value of the wrong type.",
 	"empty_task":        "The task given as an argument, on stdin (`-`) or in `--task-file` is empty or only whitespace.",
 	"task_file":         "The file named by `--task-file` does not exist, is not readable, or is not a regular file.",
+	"task_too_large":    "The task given as an argument, on stdin (`-`) or in `--task-file` is over 1 MiB. It is refused rather than cut.",
 	"conflicting_flags": "Two flags that exclude each other were given together, e.g. `--wait` with `--follow`, `--agent` with `--agent-cmd`, a TASK with `--task-file`, or `clean ID` with `--finished`.",
 	"bad_check":         "A `--check` value without `=`, with an empty name or command, or with a name that is not letters, digits, `.`, `-` and `_`.",
 	"bad_attempts":      "`--attempts` is not a whole number of at least 1.",

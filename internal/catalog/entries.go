@@ -59,4 +59,7 @@ var (
 	BadStatus = Entry{"bad_status", "invalid --status", "use one of: queued, preparing, running, checking, exporting, succeeded, failed, cancelled, interrupted (comma-separated or repeated)", ExitUsage}
 	NoLog     = Entry{"no_log", "no such log", "see the run's attempts and checks with 'agentrun status ID'", ExitUsage}
 	NoTarget  = Entry{"no_target", "nothing chosen to clean", "name a run id, or pass --finished to clean every finished run", ExitUsage}
+
+	// Submit input limits.
+	TaskTooLarge = Entry{"task_too_large", "the task is too large", "give at most 1 MiB of task text; put longer material in a file of the repository and name it in the task", ExitUsage}
 )

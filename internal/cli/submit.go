@@ -336,24 +336,36 @@ func (app *App) printEnd(r *run.Run) {
 	}
 }
 
+// maxTaskBytes caps the task text from any source.
+const maxTaskBytes = 1 << 20
+
 // readTask reads the task from the argument, stdin ('-') or --task-file.
 func (app *App) readTask(o *submitOptions) (string, error) {
 	var task string
 	switch {
 	case o.TaskFile != "":
-		b, err := os.ReadFile(o.TaskFile)
+		f, err := os.Open(o.TaskFile)
+		if err != nil {
+			return "", catalog.TaskFile.Wrap(err, "%v", err)
+		}
+		b, err := io.ReadAll(io.LimitReader(f, maxTaskBytes+1))
+		f.Close()
 		if err != nil {
 			return "", catalog.TaskFile.Wrap(err, "%v", err)
 		}
 		task = string(b)
 	case len(o.Args) == 1 && o.Args[0] == "-":
-		b, err := io.ReadAll(io.LimitReader(app.Stdin, 1<<20))
+		// Read one byte past the limit: a longer task is refused, never cut.
+		b, err := io.ReadAll(io.LimitReader(app.Stdin, maxTaskBytes+1))
 		if err != nil {
 			return "", catalog.TaskFile.Wrap(err, "stdin: %v", err)
 		}
 		task = string(b)
 	case len(o.Args) == 1:
 		task = o.Args[0]
+	}
+	if len(task) > maxTaskBytes {
+		return "", catalog.TaskTooLarge.New("the task is over %d bytes", maxTaskBytes)
 	}
 	if strings.TrimSpace(task) == "" {
 		return "", catalog.EmptyTask.New("the task has no text")
