@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/sockettest"
 )
 
 // BenchmarkConnectLatency measures the latency the proxy adds to opening a
@@ -21,21 +23,7 @@ import (
 // times each up to the first echoed byte. It reports the p50 of both and
 // of their difference; the target is p50-added-us <= 1000.
 func BenchmarkConnectLatency(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port := strconv.Itoa(sockettest.EchoTCP(b))
 	al, err := NewAllowlist([]string{"echo.test:" + port, "127.0.0.1:" + port})
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/sockettest"
 )
 
 // Connections beyond MaxConns get 503 at once; the ones inside keep working.
@@ -134,7 +136,7 @@ func TestProxyUpstreamHeaderBounds(t *testing.T) {
 // A Proxy without a Policy denies everything.
 func TestProxyNilPolicyDenies(t *testing.T) {
 	t.Parallel()
-	port := echoServer(t)
+	port := sockettest.EchoTCP(t)
 	rec := newRecorder()
 	sock := shortTempDir(t) + "/p.sock"
 	p := NewProxy(ProxyOptions{Socket: sock, OnRecord: rec.add})

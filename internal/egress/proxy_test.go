@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/sockettest"
 )
 
 // upstream is a real HTTP server on 127.0.0.1 that counts hits and keeps
@@ -328,7 +330,7 @@ func TestProxyResolvesOnceAndDialsCheckedIP(t *testing.T) {
 
 func TestProxyCountsTunnelBytes(t *testing.T) {
 	t.Parallel()
-	port := echoServer(t)
+	port := sockettest.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c, br, resp := tp.connect(t, target)
@@ -354,7 +356,7 @@ func TestProxyCountsTunnelBytes(t *testing.T) {
 // the upstream.
 func TestProxyConnectPipelined(t *testing.T) {
 	t.Parallel()
-	port := echoServer(t)
+	port := sockettest.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c := tp.dial(t)
@@ -451,7 +453,7 @@ func TestProxyUpstreamFailures(t *testing.T) {
 
 func TestProxyStopClosesTunnels(t *testing.T) {
 	t.Parallel()
-	port := echoServer(t)
+	port := sockettest.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c, br, resp := tp.connect(t, target)
@@ -490,7 +492,7 @@ func TestProxyStopClosesTunnels(t *testing.T) {
 
 func TestProxyIdleTimeout(t *testing.T) {
 	t.Parallel()
-	port := echoServer(t)
+	port := sockettest.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 200 * time.Millisecond })
 	c, br, resp := tp.connect(t, target)

@@ -9,32 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// echoServer serves a unix socket that echoes every connection.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	sock := filepath.Join(shortDir(t), "proxy")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				io.Copy(c, c)
-				c.(*net.UnixConn).CloseWrite()
-				c.Close()
-			}()
-		}
-	}()
-	return sock
-}
+	"github.com/agentrun/agentrun/internal/sockettest"
+)
 
 func echoThrough(t *testing.T, addr string, payload []byte) {
 	t.Helper()
@@ -55,7 +32,7 @@ func echoThrough(t *testing.T, addr string, payload []byte) {
 }
 
 func TestBridgeRelays(t *testing.T) {
-	b, err := ListenBridge("127.0.0.1:0", echoServer(t))
+	b, err := ListenBridge("127.0.0.1:0", sockettest.EchoUnix(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +74,7 @@ func TestBridgeRelays(t *testing.T) {
 }
 
 func TestBridgeTargetDown(t *testing.T) {
-	b, err := ListenBridge("127.0.0.1:0", filepath.Join(shortDir(t), "none"))
+	b, err := ListenBridge("127.0.0.1:0", filepath.Join(sockettest.ShortDir(t), "none"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +100,7 @@ func TestServeStartsBridge(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	ready := make(chan struct{})
-	testServer(t, t.TempDir(), ServerOptions{ProxySocket: echoServer(t), ProxyListen: addr, Ready: func() { close(ready) }})
+	testServer(t, t.TempDir(), ServerOptions{ProxySocket: sockettest.EchoUnix(t, ""), ProxyListen: addr, Ready: func() { close(ready) }})
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
@@ -138,7 +115,7 @@ func TestServeBridgeListenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	ln, err := net.Listen("unix", filepath.Join(shortDir(t), "s"))
+	ln, err := net.Listen("unix", filepath.Join(sockettest.ShortDir(t), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}

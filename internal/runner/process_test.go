@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/sockettest"
 	"github.com/agentrun/agentrun/internal/testbin"
 )
 
@@ -38,16 +39,6 @@ func runnerProc(t *testing.T, sock, root, state string, extra ...string) (*exec.
 		}
 	})
 	return cmd, stdin
-}
-
-func shortDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "rt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 func waitFile(t *testing.T, p string) string {
@@ -89,7 +80,7 @@ func waitGone(t *testing.T, pid int) {
 // command died with the runner, the client reports it interrupted, and a
 // resent id is answered interrupted from the journal, never run again.
 func TestRunnerRestartInterrupts(t *testing.T) {
-	root, state, sock := t.TempDir(), t.TempDir(), filepath.Join(shortDir(t), "s")
+	root, state, sock := t.TempDir(), t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
 	p1, _ := runnerProc(t, sock, root, state)
 	ctx := context.Background()
 	c, err := Dial(ctx, sock, DialOptions{Wait: 10 * time.Second})
@@ -146,7 +137,7 @@ func TestRunnerRestartInterrupts(t *testing.T) {
 }
 
 func TestRunnerMainEnvFileAndStdinEOF(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(shortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
 	envFile := filepath.Join(t.TempDir(), "env")
 	os.WriteFile(envFile, []byte("A=1\x00PATH=/usr/bin:/bin\x00B=two words"), 0o600)
 	p, stdin := runnerProc(t, sock, root, t.TempDir(), "--env-file", envFile)
@@ -180,7 +171,7 @@ func TestRunnerMainEnvFileAndStdinEOF(t *testing.T) {
 }
 
 func TestRunnerMainSIGTERMKillsGroups(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(shortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
 	p, _ := runnerProc(t, sock, root, t.TempDir())
 	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second})
 	if err != nil {
@@ -218,7 +209,7 @@ func TestRunnerMainUsage(t *testing.T) {
 // command's background child runs: Pdeathsig does not reach a grandchild,
 // the watchdog ends its group.
 func TestRunnerKilledKillsGrandchildren(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(shortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
 	p, _ := runnerProc(t, sock, root, t.TempDir())
 	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second, ReconnectTimeout: 100 * time.Millisecond})
 	if err != nil {

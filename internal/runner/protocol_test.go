@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/sockettest"
 )
 
 // rawConn speaks the protocol frame by frame, to send chosen ids.
@@ -430,7 +432,7 @@ func TestDialWaitsForSocket(t *testing.T) {
 // TestClientCapsUntrustedOutput points the client at a runner that ignores
 // the output cap: the client writes no more than the cap.
 func TestClientCapsUntrustedOutput(t *testing.T) {
-	sock := filepath.Join(shortDir(t), "s")
+	sock := filepath.Join(sockettest.ShortDir(t), "s")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

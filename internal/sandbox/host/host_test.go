@@ -16,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
 	"github.com/agentrun/agentrun/internal/sandbox/sandboxtest"
+	"github.com/agentrun/agentrun/internal/sockettest"
 	"github.com/agentrun/agentrun/internal/testbin"
 )
 
@@ -26,16 +27,6 @@ func TestConformance(t *testing.T) {
 func TestConformanceSubprocess(t *testing.T) {
 	b := host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(t)})
 	sandboxtest.Run(t, b, sandboxtest.Options{})
-}
-
-func shortDir(t testing.TB) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "ht")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 func spec(t testing.TB, dir string) sandbox.Spec {
@@ -75,7 +66,7 @@ func execOut(t *testing.T, sb sandbox.Sandbox, shell string) string {
 
 func TestEnvironmentIsExactlyTheSpec(t *testing.T) {
 	t.Setenv("AGENTRUN_TEST_TOKEN", "secret")
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	sp := spec(t, dir)
 	sb := start(t, host.New(), sp)
 	res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"env"}}, nil, nil)
@@ -92,7 +83,7 @@ func TestEnvironmentIsExactlyTheSpec(t *testing.T) {
 }
 
 func TestEnforcedClaimsNothing(t *testing.T) {
-	sb := start(t, host.New(), spec(t, shortDir(t)))
+	sb := start(t, host.New(), spec(t, sockettest.ShortDir(t)))
 	m := sb.Enforced()
 	for _, k := range []string{"namespaces", "filesystem", "seccomp", "landlock", "network", "memory", "pids"} {
 		if !strings.HasPrefix(m[k], "unavailable: host backend does not isolate") {
@@ -107,22 +98,8 @@ func TestEnforcedClaimsNothing(t *testing.T) {
 }
 
 func TestAllowlistBridgesToProxy(t *testing.T) {
-	dir := shortDir(t)
-	proxy := filepath.Join(dir, "proxy.sock")
-	ln, err := net.Listen("unix", proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	dir := sockettest.ShortDir(t)
+	proxy := sockettest.EchoUnix(t, filepath.Join(dir, "proxy.sock"))
 	sp := spec(t, dir)
 	sp.Network, sp.ProxySocket = sandbox.NetworkAllowlist, proxy
 	sb := start(t, host.New(), sp)
@@ -154,7 +131,7 @@ func TestAllowlistBridgesToProxy(t *testing.T) {
 }
 
 func TestAllowlistNeedsProxySocket(t *testing.T) {
-	sp := spec(t, shortDir(t))
+	sp := spec(t, sockettest.ShortDir(t))
 	sp.Network = sandbox.NetworkAllowlist
 	if _, err := host.New().Start(context.Background(), sp); err == nil {
 		t.Fatal("allowlist without a proxy socket started")
@@ -165,7 +142,7 @@ func TestAllowlistNeedsProxySocket(t *testing.T) {
 }
 
 func testStopKills(t *testing.T, b sandbox.Backend) {
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	sp := spec(t, dir)
 	sb := start(t, b, sp)
 	done := make(chan error, 1)
@@ -229,7 +206,7 @@ func TestStopKillsEveryGroupSubprocess(t *testing.T) {
 }
 
 func TestLongStateDirUsesShortSocket(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockettest.ShortDir(t)
 	sp := spec(t, dir)
 	sp.StateDir = filepath.Join(dir, strings.Repeat("s", 60), strings.Repeat("t", 60), "state")
 	sb := start(t, host.New(), sp)
@@ -242,7 +219,7 @@ func TestLongStateDirUsesShortSocket(t *testing.T) {
 }
 
 func TestStopBeforeUseAndDestroyTwice(t *testing.T) {
-	sb := start(t, host.New(), spec(t, shortDir(t)))
+	sb := start(t, host.New(), spec(t, sockettest.ShortDir(t)))
 	ctx := context.Background()
 	for range 2 {
 		if err := sb.Destroy(ctx); err != nil {
@@ -271,7 +248,7 @@ func BenchmarkStart(b *testing.B) {
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			be := mode.b()
-			dir := shortDir(b)
+			dir := sockettest.ShortDir(b)
 			ctx := context.Background()
 			for b.Loop() {
 				sp := spec(b, dir)
@@ -291,7 +268,7 @@ func BenchmarkStart(b *testing.B) {
 }
 
 func TestSubprocessThatDiesFailsStartFast(t *testing.T) {
-	sp := spec(t, shortDir(t))
+	sp := spec(t, sockettest.ShortDir(t))
 	start := time.Now()
 	_, err := host.NewWithOptions(host.Options{Subprocess: true, Executable: "/bin/false"}).Start(context.Background(), sp)
 	if err == nil || !strings.Contains(err.Error(), "exited before serving") {

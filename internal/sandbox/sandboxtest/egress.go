@@ -2,7 +2,6 @@ package sandboxtest
 
 import (
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sockettest"
 )
 
 // proxyEcho serves a unix socket standing in for the egress proxy: it
@@ -25,19 +25,7 @@ func proxyEcho(t *testing.T) string {
 	ln, err := net.Listen("unix", sock)
 	must(t, err)
 	must(t, os.Chmod(sock, 0o777))
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
+	sockettest.Echo(t, ln)
 	return sock
 }
 
