@@ -463,18 +463,24 @@ func call1[T any](cl *client, ctx context.Context, op string, args any) (*T, err
 	return &v, nil
 }
 
+// bounds is the output cap per stream and the kill grace of req, with the
+// defaults filled in: the client waits by them, the server enforces them.
+func (req *ExecRequest) bounds() (limit int64, grace time.Duration) {
+	limit, grace = req.OutputCap, req.KillGrace
+	if limit <= 0 {
+		limit = DefaultOutputCap
+	}
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	return limit, grace
+}
+
 // Exec runs a command; see Client. If ctx is cancelled, the command is
 // killed and Exec returns its result (Cancelled set) together with
 // ctx.Err().
 func (cl *client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*ExecResult, error) {
-	grace := req.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
-	limit := req.OutputCap
-	if limit <= 0 {
-		limit = DefaultOutputCap
-	}
+	limit, grace := req.bounds()
 	raw, err := cl.roundTrip(ctx, opExec, req, stdout, stderr, limit, grace+5*time.Second)
 	if raw == nil {
 		return nil, err

@@ -43,14 +43,7 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	if err != nil {
 		return nil, &OpError{Code: CodeExec, Message: err.Error()}
 	}
-	limit := req.OutputCap
-	if limit <= 0 {
-		limit = DefaultOutputCap
-	}
-	grace := req.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
+	limit, grace := req.bounds()
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
