@@ -100,6 +100,13 @@ func (s *Supervisor) prepareWorkspace(ctx context.Context, rc *runState) error {
 	if _, statErr := os.Lstat(dir); statErr == nil {
 		rc.ws, err = s.Workspaces.Open(ctx, dir, state)
 		rc.resumed = len(r.Attempts) > 0
+		if errors.Is(err, workspace.ErrNoManifest) && len(r.Attempts) == 0 {
+			// A supervisor killed while making the workspace left it half
+			// made; no agent has had it yet, so make it again.
+			if err = errors.Join(os.RemoveAll(dir), os.RemoveAll(state)); err == nil {
+				rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state)
+			}
+		}
 	} else {
 		rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state)
 	}
