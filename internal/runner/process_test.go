@@ -41,6 +41,21 @@ func runnerProc(t *testing.T, sock, root, state string, extra ...string) (*exec.
 	return cmd, stdin
 }
 
+// waitExit waits for the runner process to exit cleanly after why.
+func waitExit(t *testing.T, p *exec.Cmd, why string) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- p.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("runner exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("runner did not exit on %s", why)
+	}
+}
+
 func waitFile(t *testing.T, p string) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -157,16 +172,7 @@ func TestRunnerMainEnvFileAndStdinEOF(t *testing.T) {
 	go c.Exec(context.Background(), ExecRequest{Shell: "sleep 100 & echo $! > pid; wait"}, nil, nil)
 	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(root, "pid")))
 	stdin.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- p.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("runner exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("runner did not exit on stdin EOF")
-	}
+	waitExit(t, p, "stdin EOF")
 	waitGone(t, pid)
 }
 
@@ -181,16 +187,7 @@ func TestRunnerMainSIGTERMKillsGroups(t *testing.T) {
 	go c.Exec(context.Background(), ExecRequest{Shell: "(sleep 100; echo) & echo $! > pid; wait", KillGrace: 200 * time.Millisecond}, nil, nil)
 	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(root, "pid")))
 	p.Process.Signal(syscall.SIGTERM)
-	exited := make(chan error, 1)
-	go func() { exited <- p.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("runner exit: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("runner did not exit on SIGTERM")
-	}
+	waitExit(t, p, "SIGTERM")
 	waitGone(t, pid) // a grandchild in the group: killed by group, not by Pdeathsig
 }
 

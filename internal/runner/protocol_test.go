@@ -200,6 +200,21 @@ func (w *notifyWriter) String() string {
 const countedLoop = "echo ran >> count; for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.05; done"
 const countedLoopOut = "line1\nline2\nline3\nline4\nline5\nline6\nline7\nline8\n"
 
+// wantCountedLoopOnce checks that countedLoop ran once in root and that its
+// whole output arrived, streamed to w and in the result's tail.
+func wantCountedLoopOnce(t *testing.T, root string, w *notifyWriter, res *ExecResult, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.String() != countedLoopOut || string(res.Stdout) != countedLoopOut {
+		t.Fatalf("streamed %q, tail %q", w.String(), res.Stdout)
+	}
+	if n := lines(t, filepath.Join(root, "count")); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
 func TestCutStreamResumes(t *testing.T) {
 	root := t.TempDir()
 	c := testClient(t, testServer(t, root, ServerOptions{}))
@@ -211,15 +226,7 @@ func TestCutStreamResumes(t *testing.T) {
 		cut(c)
 	}()
 	res, err := c.Exec(context.Background(), ExecRequest{Shell: countedLoop}, w, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.String() != countedLoopOut || string(res.Stdout) != countedLoopOut {
-		t.Fatalf("streamed %q, tail %q", w.String(), res.Stdout)
-	}
-	if n := lines(t, filepath.Join(root, "count")); n != 1 {
-		t.Fatalf("ran %d times", n)
-	}
+	wantCountedLoopOnce(t, root, w, res, err)
 }
 
 // TestCutStreamFinishesWhileAway keeps the client from reconnecting (the
@@ -243,15 +250,7 @@ func TestCutStreamFinishesWhileAway(t *testing.T) {
 		os.Rename(sock+".away", sock)
 	}()
 	res, err := c.Exec(context.Background(), ExecRequest{Shell: countedLoop + "; echo x > done"}, w, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.String() != countedLoopOut || string(res.Stdout) != countedLoopOut {
-		t.Fatalf("streamed %q, tail %q", w.String(), res.Stdout)
-	}
-	if n := lines(t, filepath.Join(root, "count")); n != 1 {
-		t.Fatalf("ran %d times", n)
-	}
+	wantCountedLoopOnce(t, root, w, res, err)
 }
 
 func TestReconnectGivesUp(t *testing.T) {
