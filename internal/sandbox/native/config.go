@@ -25,7 +25,11 @@ const (
 	maxConfigLen = 1 << 20
 )
 
-// config is what the host tells the init, as JSON on fd 3.
+// goLine is the host's second line on the init's fd 3: the init is in its
+// cgroups, the sandboxed program may start.
+const goLine = "go\n"
+
+// config is what the host tells the init, as one line of JSON on fd 3.
 type config struct {
 	Mode string   `json:"mode"`
 	Argv []string `json:"argv,omitempty"` // modeExec

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +49,9 @@ func initMain() int {
 		report(status{Step: step, Error: err.Error()})
 		return 70
 	}
-	c, err := readConfig(os.NewFile(cfgFD, "config"))
+	cfg := os.NewFile(cfgFD, "config")
+	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
+	c, err := readConfig(cfgR)
 	if err != nil {
 		return fail("config", err)
 	}
@@ -77,6 +80,12 @@ func initMain() int {
 		return fail("rlimits", err)
 	}
 	merge(rl)
+	// Nothing sandboxed runs before the host has put this process in its
+	// cgroups (children inherit them): the root was built meanwhile.
+	if err := awaitGo(cfgR); err != nil {
+		return fail("cgroups", err)
+	}
+	cfg.Close()
 	if c.Mode == modeProbe {
 		// A throwaway thread-confinement check: this process exits next.
 		cf, err := confine(c)
@@ -114,9 +123,12 @@ func initMain() int {
 		if !died || c.Mode != modeServe || code == 0 || stopping.Load() || restarts >= maxServeRestarts {
 			return code
 		}
-		// The runner died on its own: start another on the same listener;
-		// its journal turns resent requests into CodeInterrupted.
+		// The runner died on its own: end whatever it left running (its
+		// commands' groups, anything they started), then start another on
+		// the same listener; its journal turns resent requests into
+		// CodeInterrupted.
 		restarts++
+		killAll()
 		if pid, err = startProgram(c); err != nil {
 			fmt.Fprintln(os.Stderr, "agentrun "+entryName+": restart runner:", err)
 			return 70
@@ -125,9 +137,9 @@ func initMain() int {
 	}
 }
 
-func readConfig(f *os.File) (*config, error) {
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfigLen))
+// readConfig reads the config line the host sends first on fd 3.
+func readConfig(r *bufio.Reader) (*config, error) {
+	b, err := r.ReadBytes('\n')
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
@@ -145,6 +157,16 @@ func readConfig(f *os.File) (*config, error) {
 		return nil, fmt.Errorf("unknown mode %q", c.Mode)
 	}
 	return &c, nil
+}
+
+// awaitGo waits for the host's second line on fd 3, sent once this
+// process is in the sandbox's cgroups.
+func awaitGo(r *bufio.Reader) error {
+	b, err := r.ReadBytes('\n')
+	if err != nil || string(b) != goLine {
+		return errors.New("the host did not confirm the cgroups")
+	}
+	return nil
 }
 
 // startProgram forks the sandboxed program from this (confined) thread.
@@ -215,6 +237,23 @@ func reapUntil(pid int) (code int, died bool) {
 			return 128 + int(ws.Signal()), true
 		}
 		return ws.ExitStatus(), true
+	}
+}
+
+// killAll kills every other process of the pid namespace (kill(-1) from
+// pid 1 spares only pid 1) and reaps them all. The kernel refuses a fork
+// in a process a signal to many is being delivered to, so nothing escapes.
+func killAll() {
+	unix.Kill(-1, unix.SIGKILL)
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return // ECHILD: nothing left
+		}
 	}
 }
 

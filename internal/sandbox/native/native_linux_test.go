@@ -323,20 +323,25 @@ func TestPreflightRefusesNetworkHost(t *testing.T) {
 
 // TestRunnerRestart kills the runner from inside: the init starts another
 // on the same socket, the command that was running is reported
-// interrupted (never run again) and the sandbox goes on serving.
+// interrupted (never run again), what it left running is gone and the
+// sandbox goes on serving.
 func TestRunnerRestart(t *testing.T) {
 	b := requireNative(t)
 	spec := newSpec(t)
 	sb := start(t, b, spec)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: `echo ran >> /workspace/count; kill -KILL $PPID; sleep 5`}, nil, nil)
+	_, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: `echo ran >> /workspace/count; sleep 31337 & kill -KILL $PPID; sleep 31337`}, nil, nil)
 	if !runner.IsCode(err, runner.CodeInterrupted) {
 		t.Fatalf("exec across a runner restart: %v, want %s", err, runner.CodeInterrupted)
 	}
 	res := run(t, sb, `cat /workspace/count`)
 	if string(res.Stdout) != "ran\n" {
 		t.Fatalf("the interrupted command ran %q times", res.Stdout)
+	}
+	res = run(t, sb, `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done`)
+	if strings.Contains(string(res.Stdout), "sleep 31337") {
+		t.Fatalf("the dead runner's commands still run:\n%s", res.Stdout)
 	}
 }
 

@@ -41,6 +41,7 @@ func serveMain() int {
 		StateDir:    stateDir,
 		ProxySocket: sc.ProxySocket,
 		ProxyListen: sc.ProxyListen,
+		NoWatchdog:  true,
 	})
 	if err != nil {
 		return serveFail(err)

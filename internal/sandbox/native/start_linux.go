@@ -263,8 +263,17 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
-	// The init blocks reading its config until it is in its cgroups: make
-	// them while its runtime starts.
+	// The config goes at once: the init builds the root while the
+	// cgroups are made, and starts nothing before goLine says it is in
+	// them.
+	cfgR.Close()
+	stW.Close()
+	b2, _ := json.Marshal(c)
+	cfgErr := make(chan error, 1)
+	go func() {
+		_, err := cfgW.Write(append(b2, '\n'))
+		cfgErr <- err
+	}()
 	name := "agentrun-" + safeName(spec.RunID) + "-" + randomHex(4)
 	cg, cgEnforced := setupCgroups(name, lim)
 	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
@@ -278,13 +287,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 			cg.remove()
 		}
 	}()
-	cfgR.Close()
-	stW.Close()
 	if err := cg.add(cmd.Process.Pid); err != nil {
 		return nil, err
 	}
-	b2, _ := json.Marshal(c)
-	if _, err := cfgW.Write(b2); err != nil {
+	if err := <-cfgErr; err != nil {
+		return nil, fmt.Errorf("send the sandbox config: %w", err)
+	}
+	if _, err := io.WriteString(cfgW, goLine); err != nil {
 		return nil, fmt.Errorf("send the sandbox config: %w", err)
 	}
 	cfgW.Close()
