@@ -345,6 +345,35 @@ func TestRunnerRestart(t *testing.T) {
 	}
 }
 
+// TestStopEndsCallsAtOnce: a call waiting on a command when the sandbox
+// is stopped fails with ErrClosed, instead of redialling a runner that is
+// gone until the client's reconnect window closes.
+func TestStopEndsCallsAtOnce(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	sb := start(t, b, spec)
+	ctx := context.Background()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: "echo > /workspace/started; sleep 100"}, nil, nil)
+		returned <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(spec.Workspace, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-returned; !errors.Is(err, runner.ErrClosed) {
+		t.Fatalf("exec across Stop: %v, want %v", err, runner.ErrClosed)
+	}
+}
+
 func TestPreflightErrorsAreCatalogErrors(t *testing.T) {
 	for name, exe := range map[string]string{
 		"missing binary":  filepath.Join(t.TempDir(), "nope"),

@@ -524,22 +524,26 @@ func (s *sbox) Enforced() map[string]string {
 }
 
 // Stop asks the runner to end (SIGTERM: it kills its commands), then
-// kills the pid namespace after a grace period or when ctx ends.
+// kills the pid namespace after a grace period or when ctx ends. Calls
+// still waiting on the runner then fail at once with runner.ErrClosed
+// instead of redialling a socket nothing serves any more.
 func (s *sbox) Stop(ctx context.Context) error {
 	select {
 	case <-s.p.done:
-		return nil
 	default:
+		s.p.cmd.Process.Signal(unix.SIGTERM)
+		t := time.NewTimer(stopGrace)
+		select {
+		case <-s.p.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		s.p.kill()
 	}
-	s.p.cmd.Process.Signal(unix.SIGTERM)
-	t := time.NewTimer(stopGrace)
-	defer t.Stop()
-	select {
-	case <-s.p.done:
-	case <-t.C:
-	case <-ctx.Done():
+	if s.client != nil {
+		s.client.Close()
 	}
-	s.p.kill()
 	return nil
 }
 
