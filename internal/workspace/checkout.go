@@ -101,7 +101,7 @@ func (checkoutProvider) Open(_ context.Context, dir, stateDir string) (Workspace
 // populate makes dir a repository with the commit's objects and checks it
 // out. It runs before the agent has the directory.
 func populate(ctx context.Context, repo, commit, format, dir string) error {
-	if _, err := git(ctx, dir, "-c", "init.defaultBranch=agentrun", "init", "-q", "--template=", "--object-format="+format); err != nil {
+	if err := initRepo(ctx, dir, format); err != nil {
 		return err
 	}
 	gitDir := filepath.Join(dir, ".git")
@@ -129,6 +129,33 @@ func populate(ctx context.Context, repo, commit, format, dir string) error {
 		return err
 	}
 	return nil
+}
+
+// initRepo makes dir/.git an empty repository of the object format. On
+// Linux it writes what `git init --template=` would (the configuration git
+// would probe there is fixed: file modes kept, case-sensitive names)
+// instead of starting a process; elsewhere it asks git, which probes the
+// file system.
+func initRepo(ctx context.Context, dir, format string) error {
+	if runtime.GOOS != "linux" {
+		_, err := git(ctx, dir, "-c", "init.defaultBranch=agentrun", "init", "-q", "--template=", "--object-format="+format)
+		return err
+	}
+	gitDir := filepath.Join(dir, ".git")
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+	if format != "sha1" {
+		config = strings.Replace(config, "repositoryformatversion = 0", "repositoryformatversion = 1", 1) +
+			"[extensions]\n\tobjectformat = " + format + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "config"), []byte(config), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(gitDir, "HEAD"), []byte("ref: refs/heads/agentrun\n"), 0o644)
 }
 
 // copyObjects streams the objects of commit (not its history) from repo

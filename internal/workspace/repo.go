@@ -1,12 +1,14 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 )
@@ -16,46 +18,120 @@ import (
 type Repo struct {
 	path   string // top level of the work tree
 	format string // object format: sha1 or sha256
+	head   string // the commit at HEAD when it was opened
 }
 
 // OpenRepo resolves the repository containing dir. Catalog errors:
-// RepoMissing, NotGitRepo, NoCommits, GitMissing.
+// RepoMissing, NotGitRepo, NoCommits, GitMissing. It runs one git process.
 func OpenRepo(ctx context.Context, dir string) (*Repo, error) {
+	if err := checkRepoDir(dir); err != nil {
+		return nil, err
+	}
+	return openRepo(ctx, dir)
+}
+
+// checkRepoDir is what OpenRepo checks before running git.
+func checkRepoDir(dir string) error {
 	if _, err := exec.LookPath("git"); err != nil {
-		return nil, catalog.GitMissing.Wrap(err, "git was not found on PATH")
+		return catalog.GitMissing.Wrap(err, "git was not found on PATH")
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, catalog.RepoMissing.Wrap(err, "%s does not exist", dir)
+			return catalog.RepoMissing.Wrap(err, "%s does not exist", dir)
 		}
-		return nil, catalog.RepoMissing.Wrap(err, "%s: %v", dir, err)
+		return catalog.RepoMissing.Wrap(err, "%s: %v", dir, err)
 	}
 	if !fi.IsDir() {
-		return nil, catalog.RepoMissing.New("%s is not a directory", dir)
+		return catalog.RepoMissing.New("%s is not a directory", dir)
 	}
-	out, err := git(ctx, dir, "rev-parse", "--show-toplevel", "--show-object-format")
+	return nil
+}
+
+// openRepo asks one rev-parse for the top level, the object format and the
+// commit at HEAD: it prints the first two and then fails with status 1
+// (not 128) when HEAD names no commit.
+func openRepo(ctx context.Context, dir string) (*Repo, error) {
+	args := []string{"rev-parse", "--show-toplevel", "--show-object-format", "--verify", "-q", "HEAD^{commit}"}
+	cmd := gitCmd{dir: dir, args: args}.command(ctx)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if err != nil {
+		if !errors.Is(err, exec.ErrNotFound) {
+			err = &gitError{args: args, stderr: stderr.String(), err: err}
+		}
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, catalog.GitMissing.Wrap(err, "git was not found on PATH")
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if exitCode(err) == 1 && len(lines) == 2 && lines[0] != "" {
+			return nil, catalog.NoCommits.Wrap(err, "%s has no commit at HEAD", lines[0])
+		}
 		return nil, catalog.NotGitRepo.Wrap(err, "%s: %s", dir, gitMessage(err))
 	}
-	lines := strings.Split(out, "\n")
-	if len(lines) != 2 || lines[0] == "" {
+	if len(lines) != 3 || lines[0] == "" {
 		return nil, catalog.NotGitRepo.New("%s has no work tree", dir)
 	}
-	r := &Repo{path: lines[0], format: lines[1]}
-	if _, err := git(ctx, r.path, "rev-parse", "--verify", "-q", "HEAD^{commit}"); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, catalog.NoCommits.Wrap(err, "%s has no commit at HEAD", r.path)
+	if !isObjectID(lines[2]) {
+		return nil, fmt.Errorf("open %s: unexpected HEAD %q", dir, lines[2])
 	}
-	return r, nil
+	return &Repo{path: lines[0], format: lines[1], head: lines[2]}, nil
+}
+
+// Inspect is OpenRepo, ResolveBase(ref) and Dirty at once: the git
+// processes run side by side (from dir, which any of them may use: git
+// finds the top level itself), and the errors are reported in that order.
+func Inspect(ctx context.Context, dir, ref string) (repo *Repo, base string, dirty bool, err error) {
+	if err := checkRepoDir(dir); err != nil {
+		return nil, "", false, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var dirtyErr, baseErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { dirty, dirtyErr = dirtyIn(ctx, dir) })
+	if ref != "" && ref != "HEAD" {
+		wg.Go(func() { base, baseErr = resolveIn(ctx, dir, ref) })
+	}
+	repo, err = openRepo(ctx, dir)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return nil, "", false, err
+	}
+	wg.Wait()
+	if base == "" && baseErr == nil {
+		base = repo.head
+	}
+	if baseErr != nil {
+		return nil, "", false, errIn(baseErr, repo.path)
+	}
+	if dirtyErr != nil {
+		return nil, "", false, fmt.Errorf("status of %s: %w", repo.path, dirtyErr)
+	}
+	return repo, base, dirty, nil
+}
+
+// unknownBase is a ref that names no commit, before it becomes the
+// catalog error that names the repository (errIn).
+type unknownBase struct {
+	ref string
+	err error
+}
+
+func (e *unknownBase) Error() string { return fmt.Sprintf("%q does not name a commit", e.ref) }
+
+// errIn makes an unknownBase the catalog error, naming the repository.
+func errIn(err error, path string) error {
+	var ub *unknownBase
+	if errors.As(err, &ub) {
+		return catalog.UnknownBase.Wrap(ub.err, "%q does not name a commit in %s", ub.ref, path)
+	}
+	return err
 }
 
 // gitMessage is the first line of git's complaint in err.
@@ -81,18 +157,27 @@ func (r *Repo) ObjectFormat() string { return r.format }
 // does not name a commit, or starts with '-', is a catalog.UnknownBase
 // error.
 func (r *Repo) ResolveBase(ctx context.Context, ref string) (string, error) {
+	base, err := resolveIn(ctx, r.path, ref)
+	if err != nil {
+		return "", errIn(err, r.path)
+	}
+	return base, nil
+}
+
+// resolveIn resolves ref in the repository containing dir.
+func resolveIn(ctx context.Context, dir, ref string) (string, error) {
 	if ref == "" {
 		ref = "HEAD"
 	}
 	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, "\x00\n") {
 		return "", catalog.UnknownBase.New("%q is not a ref", ref)
 	}
-	out, err := git(ctx, r.path, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
+	out, err := git(ctx, dir, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		return "", catalog.UnknownBase.Wrap(err, "%q does not name a commit in %s", ref, r.path)
+		return "", &unknownBase{ref: ref, err: err}
 	}
 	if !isObjectID(out) {
 		return "", fmt.Errorf("resolve %q: unexpected output %q", ref, out)
@@ -103,9 +188,18 @@ func (r *Repo) ResolveBase(ctx context.Context, ref string) (string, error) {
 // Dirty reports uncommitted changes: tracked or untracked, ignoring
 // ignored files.
 func (r *Repo) Dirty(ctx context.Context) (bool, error) {
-	out, err := git(ctx, r.path, "--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none")
+	dirty, err := dirtyIn(ctx, r.path)
 	if err != nil {
 		return false, fmt.Errorf("status of %s: %w", r.path, err)
+	}
+	return dirty, nil
+}
+
+// dirtyIn runs status in the repository containing dir.
+func dirtyIn(ctx context.Context, dir string) (bool, error) {
+	out, err := git(ctx, dir, "--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none")
+	if err != nil {
+		return false, err
 	}
 	return out != "", nil
 }

@@ -46,6 +46,48 @@ func TestOpenRepo(t *testing.T) {
 	}
 }
 
+// TestInspect: the side-by-side inspection answers as OpenRepo,
+// ResolveBase and Dirty do, with the same catalog errors.
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	repo, base := newRepo(t)
+	r, got, dirty, err := Inspect(ctx, filepath.Join(repo, "src"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Path() != repo || got != base || dirty {
+		t.Fatalf("Inspect = %s %s dirty=%v, want %s %s clean", r.Path(), got, dirty, repo, base)
+	}
+	tgit(t, repo, "tag", "v1")
+	if _, got, _, err = Inspect(ctx, repo, "v1"); err != nil || got != base {
+		t.Fatalf("Inspect(v1) = %s, %v; want %s", got, err, base)
+	}
+	writeFile(t, filepath.Join(repo, "untracked.txt"), "x", 0o644)
+	if _, _, dirty, err = Inspect(ctx, repo, "HEAD"); err != nil || !dirty {
+		t.Fatalf("Inspect of a dirty tree: dirty=%v err=%v", dirty, err)
+	}
+
+	empty := t.TempDir()
+	unborn := filepath.Join(t.TempDir(), "unborn")
+	tgit(t, filepath.Dir(unborn), "init", "-q", unborn)
+	for _, tc := range []struct {
+		dir, ref string
+		want     catalog.Entry
+	}{
+		{filepath.Join(empty, "nope"), "", catalog.RepoMissing},
+		{empty, "", catalog.NotGitRepo},
+		{empty, "v1", catalog.NotGitRepo},
+		{unborn, "", catalog.NoCommits},
+		{repo, "no-such-ref", catalog.UnknownBase},
+		{repo, "--all", catalog.UnknownBase},
+	} {
+		if _, _, _, err := Inspect(ctx, tc.dir, tc.ref); !catalog.Has(err, tc.want) {
+			t.Errorf("Inspect(%s, %q) = %v, want %s", tc.dir, tc.ref, err, tc.want.Code)
+		}
+	}
+}
+
 // Not parallel: it changes PATH.
 func TestOpenRepoGitMissing(t *testing.T) {
 	repo, _ := newRepo(t)
