@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -29,13 +30,16 @@ const (
 // the patch to opts.PatchPath (if set) and counts the diff.
 //
 // Everything runs in the user's repository with git plumbing, in four
-// processes (five when the identity comes from the configuration):
-// fast-import builds blobs (raw bytes: no filters), tree and commit from the
-// base onto a temporary ref; cat-file reads the trees and the branch;
-// update-ref moves the branch with its old value (create-only unless
-// opts.Force) and drops the temporary ref in one transaction; one diff
-// (textconv and external diff off) gives numstat, diffstat and patch.
-// Nothing is read from or run in the workspace: the content comes from cs.
+// processes (five when the identity comes from the configuration), two at
+// a time: fast-import builds blobs (raw bytes: no filters), tree and
+// commit from the base onto a temporary ref, keeps them as one pack and
+// answers the ids of the commit, its tree and the base tree, while
+// cat-file reads the branch; then update-ref moves the branch with its old
+// value (create-only unless opts.Force) and drops the temporary ref in one
+// transaction, while one diff (textconv and external diff off) gives
+// numstat, diffstat and patch. The patch is written only once the branch
+// has moved. Nothing is read from or run in the workspace: the content
+// comes from cs.
 //
 // Errors: ErrNoChanges (wrapped) when cs has no changes or they leave the
 // base tree as it was; ErrBranchExists when the branch exists, opts.Force is
@@ -56,22 +60,23 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	name, email := identity(ctx, opts)
-	if err := fastImport(ctx, repo, tmpRef, name, email, cs.Changes, opts); err != nil {
-		dropRef(repo, tmpRef)
-		return nil, fmt.Errorf("export: %w", err)
+	var tipIDs []string
+	var tipErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { tipIDs, tipErr = lookup(ctx, repo, ref, ref+"^{tree}", ref+"^1", ref+"^2") })
+	imp, err := fastImport(ctx, repo, tmpRef, name, email, cs.Changes, opts)
+	wg.Wait()
+	if err == nil {
+		err = tipErr
 	}
-	ids, err := lookup(ctx, repo, tmpRef, tmpRef+"^{tree}", opts.Base+"^{tree}",
-		ref, ref+"^{tree}", ref+"^1", ref+"^2")
 	if err != nil {
 		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	commit, tree, baseTree := ids[0], ids[1], ids[2]
-	tip, tipTree, tipParent, tipParent2 := ids[3], ids[4], ids[5], ids[6]
+	commit, tree, baseTree := imp.commit, imp.tree, imp.baseTree
+	tip, tipTree, tipParent, tipParent2 := tipIDs[0], tipIDs[1], tipIDs[2], tipIDs[3]
+	var diff diffOut
 	switch {
-	case commit == "" || tree == "" || baseTree == "":
-		dropRef(repo, tmpRef)
-		return nil, errors.New("export: the imported commit or the base tree is missing")
 	case tree == baseTree:
 		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: the changes leave the base tree as it was: %w", ErrNoChanges)
@@ -81,13 +86,18 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 			return nil, fmt.Errorf("export: %s at %s: %w", opts.Branch, tip, ErrBranchExists)
 		}
 		commit = tip // this very result is already there
+		diff = runDiff(ctx, repo, opts.Base, commit)
 	default:
 		old := tip
 		if old == "" {
 			old = strings.Repeat("0", len(opts.Base)) // must not exist
 		}
+		// The diff needs only the objects: it runs while the ref moves.
+		wg.Go(func() { diff = runDiff(ctx, repo, opts.Base, commit) })
 		tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
-		if _, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx); err != nil {
+		_, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
+		wg.Wait()
+		if err != nil {
 			dropRef(repo, tmpRef)
 			if tip == "" {
 				if _, now, _ := (&Repo{path: repo}).refTip(ctx, ref); now {
@@ -98,7 +108,7 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		}
 	}
 	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
-	if err := diffResult(ctx, repo, opts.Base, commit, opts.PatchPath, res); err != nil {
+	if err := diff.result(opts.PatchPath, res); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	return res, nil
@@ -182,17 +192,7 @@ func lookup(ctx context.Context, repo string, names ...string) ([]string, error)
 func identity(ctx context.Context, opts ExportOptions) (string, string) {
 	name, email := opts.AuthorName, opts.AuthorEmail
 	if name == "" || email == "" {
-		out, _ := git(ctx, opts.Repo, "config", "--get-regexp", `^user\.(name|email)$`)
-		var cfgName, cfgEmail string
-		for line := range strings.SplitSeq(out, "\n") {
-			k, v, _ := strings.Cut(line, " ")
-			switch k {
-			case "user.name":
-				cfgName = v
-			case "user.email":
-				cfgEmail = v
-			}
-		}
+		cfgName, cfgEmail := ConfigIdentity(ctx, opts.Repo)
 		if name == "" {
 			name = cfgName
 		}
@@ -203,9 +203,32 @@ func identity(ctx context.Context, opts ExportOptions) (string, string) {
 	return cleanIdent(name, fallbackName), cleanIdent(email, fallbackEmail)
 }
 
+// ConfigIdentity reads user.name and user.email from the configuration of
+// the user's repository repo ("" for what is not set). A caller that knows
+// the export is coming can read it early, beside other work, and pass it
+// in ExportOptions.
+func ConfigIdentity(ctx context.Context, repo string) (name, email string) {
+	out, _ := git(ctx, repo, "config", "--get-regexp", `^user\.(name|email)$`)
+	for line := range strings.SplitSeq(out, "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "user.name":
+			name = v
+		case "user.email":
+			email = v
+		}
+	}
+	return name, email
+}
+
+// imported are the ids fast-import answers about what it wrote.
+type imported struct{ commit, tree, baseTree string }
+
 // fastImport writes the blobs, the tree and the commit (parent opts.Base)
-// with one fast-import process, onto ref.
-func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) error {
+// with one fast-import process, onto ref, and asks it for the ids of the
+// commit, its tree and the base's tree. The objects stay in one pack
+// (fastimport.unpackLimit=0), without a second process to unpack them.
+func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) (imported, error) {
 	now := time.Now()
 	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
 	msg := opts.Message
@@ -215,7 +238,7 @@ func fastImport(ctx context.Context, repo, ref, name, email string, changes []Ch
 	pr, pw := io.Pipe()
 	go func() {
 		w := bufio.NewWriterSize(pw, 256<<10)
-		fmt.Fprintf(w, "commit %s\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, who, who, len(msg), msg, opts.Base)
+		fmt.Fprintf(w, "commit %s\nmark :1\nauthor %s\ncommitter %s\ndata %d\n%s\nfrom %s\n", ref, who, who, len(msg), msg, opts.Base)
 		for _, c := range changes { // deletions first: a file may become a directory
 			if c.Kind == "delete" {
 				fmt.Fprintf(w, "D %s\n", quotePath(c.Path))
@@ -228,12 +251,34 @@ func fastImport(ctx context.Context, repo, ref, name, email string, changes []Ch
 				_ = w.WriteByte('\n')
 			}
 		}
-		_, _ = w.WriteString("\ndone\n")
+		fmt.Fprintf(w, "\nget-mark :1\nls :1 \"\"\nls %s \"\"\ndone\n", opts.Base)
 		pw.CloseWithError(w.Flush())
 	}()
-	_, err := gitCmd{dir: repo, args: []string{"fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
+	out, err := gitCmd{dir: repo, args: []string{"-c", "fastimport.unpackLimit=0", "fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
 	_ = pr.Close()
-	return err
+	if err != nil {
+		return imported{}, err
+	}
+	// "<commit>\n", then twice "040000 tree <tree>\t\n".
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	var imp imported
+	if len(lines) == 3 {
+		imp.commit, imp.tree, imp.baseTree = lines[0], lsTree(lines[1]), lsTree(lines[2])
+	}
+	if !isObjectID(imp.commit) || imp.tree == "" || imp.baseTree == "" {
+		return imported{}, fmt.Errorf("fast-import: unexpected answer %q", out)
+	}
+	return imp, nil
+}
+
+// lsTree is the tree id of an answer to fast-import's ls of a root.
+func lsTree(line string) string {
+	meta, _, _ := strings.Cut(line, "\t")
+	f := strings.Fields(meta)
+	if len(f) != 3 || f[1] != "tree" || !isObjectID(f[2]) {
+		return ""
+	}
+	return f[2]
 }
 
 // quotePath quotes a validated path for fast-import (C style; validated
@@ -250,17 +295,27 @@ var diffArgs = []string{
 	"--src-prefix=a/", "--dst-prefix=b/",
 }
 
-// diffResult runs one diff for numstat, diffstat and the binary-safe
-// patch, writes the patch atomically to patchPath (if set) and fills the
-// counts of res.
-func diffResult(ctx context.Context, repo, base, commit, patchPath string, res *run.ExportResult) error {
+// diffOut is the output of the result diff, or its error.
+type diffOut struct {
+	out []byte
+	err error
+}
+
+// runDiff runs one diff for numstat, diffstat and the binary-safe patch.
+func runDiff(ctx context.Context, repo, base, commit string) diffOut {
 	args := append([]string{"diff"}, diffArgs...)
 	args = append(args, "--numstat", "-z", "--stat=100", "--binary", "-p", base, commit, "--")
 	out, err := gitCmd{dir: repo, args: args}.run(ctx)
-	if err != nil {
-		return err
+	return diffOut{out, err}
+}
+
+// result fills the counts of res and writes the patch atomically to
+// patchPath (if set).
+func (d diffOut) result(patchPath string, res *run.ExportResult) error {
+	if d.err != nil {
+		return d.err
 	}
-	numstat, stat, patch, err := splitDiff(out)
+	numstat, stat, patch, err := splitDiff(d.out)
 	if err != nil {
 		return err
 	}
