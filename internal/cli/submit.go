@@ -437,10 +437,12 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) 
 }
 
 // awaitPoll is the polling interval after waiting for d: quick while a
-// short run is likely to end (a read of run.json costs microseconds), then
-// gentler.
+// short run is likely to end (a read of run.json costs microseconds; the
+// wait adds half an interval on average to a run's time), then gentler.
 func awaitPoll(d time.Duration) time.Duration {
 	switch {
+	case d < time.Second:
+		return 2 * time.Millisecond
 	case d < 2*time.Second:
 		return 5 * time.Millisecond
 	case d < 30*time.Second:

@@ -26,6 +26,12 @@ type runState struct {
 	stopProxy func(context.Context) error
 	cleanSock func()
 	resumed   bool
+	// enforced is what the sandbox enforces, recorded with the first
+	// attempt (one write of run.json less on the way to the agent).
+	enforced map[string]string
+	// ident is the author for the export, read from the repository's
+	// configuration while the agent works (nil: the run names one).
+	ident <-chan [2]string
 }
 
 // prepare: workspace, egress proxy, sandbox.
@@ -81,11 +87,18 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		return err
 	}
 	rc.sb = sb
-	enforced := sb.Enforced()
+	rc.enforced = sb.Enforced()
 	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(),
-		"enforced": enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": time.Since(t1).String()}))
-	_, err = s.Store.Update(ctx, r.ID, func(r *run.Run) error { r.Provenance.Enforced = enforced; return nil })
-	return err
+		"enforced": rc.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": time.Since(t1).String()}))
+	if r.Export.AuthorName == "" || r.Export.AuthorEmail == "" {
+		ch := make(chan [2]string, 1)
+		rc.ident = ch
+		go func() {
+			name, email := configIdentity(context.WithoutCancel(ctx), r.Repo)
+			ch <- [2]string{name, email}
+		}()
+	}
+	return nil
 }
 
 // prepareWorkspace creates the workspace from the base commit, or opens
@@ -249,6 +262,9 @@ func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, 
 	started := time.Now().UTC()
 	if _, err := s.Store.Update(ctx, r.ID, func(r *run.Run) error {
 		r.Attempts = append(r.Attempts, run.Attempt{N: n, StartedAt: started, Resumed: resumed})
+		if rc.enforced != nil {
+			r.Provenance.Enforced = rc.enforced
+		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("record attempt: %w", err)
@@ -335,6 +351,9 @@ func (s *Supervisor) checks(ctx context.Context, rc *runState, n int) ([]run.Che
 		ev.Attempt = n
 		s.event(ev)
 	}
+	if len(results) == 0 {
+		return nil, nil // nothing to record
+	}
 	_, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
 		for i := range r.Attempts {
 			if r.Attempts[i].N == n {
@@ -395,7 +414,9 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 	if s.Export == nil {
 		return fail(errMissing("export"))
 	}
+	t0 := time.Now()
 	cs, err := rc.ws.Scan(ctx, workspace.Limits{MaxFiles: r.Export.MaxFiles, MaxBytes: r.Export.MaxBytes})
+	scanTime := time.Since(t0)
 	if err != nil {
 		return fail(fmt.Errorf("scan workspace: %w", err))
 	}
@@ -406,13 +427,25 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 		s.finishNoChanges(cs.Refused)
 		return nil
 	}
-	res, err := s.Export(ctx, cs, workspace.ExportOptions{
+	opts := workspace.ExportOptions{
 		Repo: r.Repo, Base: r.Base, Branch: r.Branch,
 		Message:    CommitMessage(r.Task, r.ID),
 		AuthorName: r.Export.AuthorName, AuthorEmail: r.Export.AuthorEmail,
 		PatchPath: l.Patch(r.ID),
 		Force:     len(r.Attempts) > 0 && rc.resumed,
-	})
+	}
+	if rc.ident != nil {
+		ident := <-rc.ident
+		if opts.AuthorName == "" {
+			opts.AuthorName = ident[0]
+		}
+		if opts.AuthorEmail == "" {
+			opts.AuthorEmail = ident[1]
+		}
+	}
+	t1 := time.Now()
+	res, err := s.Export(ctx, cs, opts)
+	exportTime := time.Since(t1)
 	if isNoChanges(err) {
 		s.finishNoChanges(cs.Refused)
 		return nil
@@ -430,7 +463,8 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 		return fail(fmt.Errorf("record export: %w", err))
 	}
 	s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
-		map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused)}))
+		map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
+			"scan_time": scanTime.String(), "export_time": exportTime.String()}))
 	s.transition([]run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "")
 	return nil
 }

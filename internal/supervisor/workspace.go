@@ -14,6 +14,9 @@ func exportFunc() func(ctx context.Context, cs *workspace.ChangeSet, opts worksp
 	return workspace.Export
 }
 
+// configIdentity reads the author from the user's repository.
+var configIdentity = workspace.ConfigIdentity
+
 func isNoChanges(err error) bool { return errors.Is(err, workspace.ErrNoChanges) }
 
 // repoInfo is what submit needs to know about the user's repository.
@@ -24,28 +27,12 @@ type repoInfo struct {
 }
 
 // inspectRepo opens the user's repository (catalog errors: RepoMissing,
-// NotGitRepo, NoCommits, GitMissing, UnknownBase) and reads its state.
+// NotGitRepo, NoCommits, GitMissing, UnknownBase) and reads its state; its
+// git processes run side by side.
 func inspectRepo(ctx context.Context, dir, ref string) (repoInfo, error) {
-	repo, err := workspace.OpenRepo(ctx, dir)
+	repo, base, dirty, err := workspace.Inspect(ctx, dir, ref)
 	if err != nil {
 		return repoInfo{}, err
-	}
-	// The status walk is the slow part on a big tree: run it beside the
-	// base lookup.
-	var dirty bool
-	var dirtyErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		dirty, dirtyErr = repo.Dirty(ctx)
-	}()
-	base, err := repo.ResolveBase(ctx, ref)
-	<-done
-	if err != nil {
-		return repoInfo{}, err
-	}
-	if dirtyErr != nil {
-		return repoInfo{}, dirtyErr
 	}
 	return repoInfo{Path: repo.Path(), Base: base, Dirty: dirty}, nil
 }
