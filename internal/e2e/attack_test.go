@@ -1,0 +1,765 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// The tests in this file attack the real binary as a hostile agent, a
+// hostile repository and a careless user, and assert that each attack
+// fails. Each one runs with the native sandbox (skipped by name where it
+// cannot run) and with the host backend where the claim holds there too.
+
+// backends are the sandboxes an attack runs against.
+var backends = []string{"native", "host"}
+
+// submitOn submits with --sandbox backend; a native preflight failure skips
+// the test (a failure under AGENTRUN_REQUIRE_CAPS=1).
+func (e *env) submitOn(backend string, extraEnv []string, args ...string) (submitDoc, result) {
+	e.t.Helper()
+	res := e.agentrun(extraEnv, append([]string{"submit", "--json", "--sandbox", backend}, args...)...)
+	if backend == "native" && res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(e.t, "the native sandbox", false, res.stdout)
+	}
+	var d submitDoc
+	if err := json.Unmarshal([]byte(res.stdout), &d); err != nil {
+		e.t.Fatalf("submit output is not JSON (exit %d): %v\nstdout: %s\nstderr: %s", res.code, err, res.stdout, res.stderr)
+	}
+	return d, res
+}
+
+// noMarks fails when any file exists in dir.
+func noMarks(t *testing.T, dir, when string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, d := range ents {
+		t.Errorf("%s: marker %s appeared on the host", when, d.Name())
+	}
+}
+
+// plantGitScript plants, in the workspace's own .git and tree, every git
+// knob that would run a command if a host git touched the workspace. Each
+// command would create a file in marks.
+func plantGitScript(marks, include string) string {
+	hooks := []string{"pre-commit", "post-commit", "post-checkout", "pre-push", "post-merge",
+		"reference-transaction", "post-index-change", "pre-auto-gc", "post-rewrite", "fsmonitor-watchman", "pre-receive", "update"}
+	var b strings.Builder
+	b.WriteString("set -e\nM=" + sh(marks) + "\n")
+	b.WriteString(`cat >> .git/config <<EOF
+[core]
+	fsmonitor = touch $M/fsmonitor
+	pager = touch $M/pager
+	hooksPath = .git/hooks
+	sshCommand = touch $M/ssh
+	editor = touch $M/editor
+[diff]
+	external = touch $M/diffext
+[filter "x"]
+	clean = touch $M/clean
+	smudge = touch $M/smudge
+	process = touch $M/process
+	required = true
+[diff "x"]
+	textconv = touch $M/textconv
+[alias]
+	status = !touch $M/alias
+[include]
+	path = ` + include + `
+[includeIf "gitdir:/"]
+	path = ` + include + `
+EOF
+mkdir -p .git/hooks
+`)
+	for _, h := range hooks {
+		b.WriteString("printf '#!/bin/sh\\ntouch %s/hook-" + h + "\\n' \"$M\" > .git/hooks/" + h + "; chmod +x .git/hooks/" + h + "\n")
+	}
+	b.WriteString(`printf '* filter=x diff=x\n' > .gitattributes
+printf '[submodule "s"]\n\tpath = s\n\turl = file://%s/sub\n' "$M" > .gitmodules
+printf '[core]\n\tfsmonitor = touch %s/nested\n' "$M" > nested-config
+mkdir -p sub/.git && cp nested-config sub/.git/config
+echo changed > README.md
+echo new > new.txt
+`)
+	return b.String()
+}
+
+// TestAttackPlantedGitKnobsNeverRunOnHost: the agent arms its workspace's
+// .git and tree; neither the export nor any command the user runs after it
+// runs any of it on the host.
+func TestAttackPlantedGitKnobsNeverRunOnHost(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t)
+			marks := filepath.Join(e.root, "marks")
+			_ = os.MkdirAll(marks, 0o755)
+			// A host file the planted include.path names: it would arm git too.
+			include := filepath.Join(e.root, "include.cfg")
+			_ = os.WriteFile(include, []byte("[core]\n\tfsmonitor = touch "+marks+"/include\n"), 0o644)
+			d, res := e.submitOn(backend, nil, "--agent-cmd", plantGitScript(marks, include),
+				"--check", "ok=test -f new.txt", "--wait", "arm the workspace")
+			must(t, res, 0)
+			noMarks(t, marks, "export")
+			// The exported tree carries the data files, never a .git path.
+			tree := e.git(e.repo, "ls-tree", "-r", "--name-only", d.Commit)
+			if strings.Contains(tree, ".git/") || strings.Contains(tree, "sub/.git") {
+				t.Fatalf("a .git path was exported:\n%s", tree)
+			}
+			for _, want := range []string{".gitattributes", ".gitmodules", "new.txt", "README.md"} {
+				if !strings.Contains(tree, want) {
+					t.Errorf("%s not exported:\n%s", want, tree)
+				}
+			}
+			for _, args := range [][]string{
+				{"status", d.ID}, {"status", "--json", d.ID},
+				{"result", d.ID}, {"result", "--patch", d.ID}, {"result", "--json", d.ID},
+				{"diff", d.ID}, {"logs", d.ID}, {"logs", "--events", d.ID}, {"logs", "--check", "ok", d.ID},
+				{"list"}, {"egress", d.ID}, {"verdict", d.ID, "reject", "--note", "no"},
+				{"resume", d.ID},
+				{"clean", "--delete-branch", d.ID},
+			} {
+				e.run(args...)
+				noMarks(t, marks, strings.Join(args, " "))
+			}
+			if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+				t.Fatalf("branch left after clean --delete-branch: %s", out)
+			}
+		})
+	}
+}
+
+// TestAttackFailedRunCommandsRunNoGit: the same arming, but the run fails
+// its check; resume and clean of a failed run touch nothing either.
+func TestAttackFailedRunCommandsRunNoGit(t *testing.T) {
+	e := newEnv(t)
+	marks := filepath.Join(e.root, "marks")
+	_ = os.MkdirAll(marks, 0o755)
+	include := filepath.Join(e.root, "include.cfg")
+	_ = os.WriteFile(include, []byte("[core]\n\tfsmonitor = touch "+marks+"/include\n"), 0o644)
+	d, res := e.submitOn("native", nil, "--attempts", "1", "--agent-cmd", plantGitScript(marks, include),
+		"--check", "never=false", "--wait", "arm and fail")
+	must(t, res, 1)
+	for _, args := range [][]string{
+		{"status", d.ID}, {"result", d.ID}, {"diff", d.ID}, {"logs", d.ID},
+		{"resume", "--wait", "--task", "again", d.ID},
+		{"clean", "--delete-branch", d.ID},
+	} {
+		e.run(args...)
+		noMarks(t, marks, strings.Join(args, " "))
+	}
+}
+
+// TestAttackExportSpecialEntries: links, FIFOs, escapes and odd names. The
+// run reports what it refused, never reads outside the workspace, and the
+// patch never holds host content.
+func TestAttackExportSpecialEntries(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t)
+			secretDir := filepath.Join(e.root, "userhome", ".ssh")
+			_ = os.MkdirAll(secretDir, 0o700)
+			secret := filepath.Join(secretDir, "id_rsa")
+			const secretText = "HOST-PRIVATE-KEY-MATERIAL"
+			_ = os.WriteFile(secret, []byte(secretText+"\n"), 0o600)
+			script := "S=" + sh(secret) + "\n" +
+				"ln -s \"$S\" key-link\n" +
+				"ln \"$S\" key-hard 2>/dev/null || true\n" +
+				"ln -s /etc dir-link\n" +
+				"ln -s " + sh(secretDir) + " ssh-dir\n" +
+				"ln -s ../../../../../../../../etc/passwd rel-escape\n" +
+				"mkfifo fifo\n" +
+				"printf nl > \"$(printf 'new\\nline')\"\n" +
+				"printf n > ./-n\n" +
+				"printf dash > ./--leading-dash\n" +
+				"printf uni > ünïcødé.txt\n" +
+				"printf dots > ..dots\n" +
+				"printf tab > \"$(printf 'tab\\tname')\"\n" +
+				"echo fine > fine.txt\n"
+			d, res := e.submitOn(backend, nil, "--agent-cmd", script, "--wait", "odd entries")
+			must(t, res, 0)
+			r := e.get(d.ID)
+			refused := map[string]string{}
+			for _, f := range r.Result.Refused {
+				refused[f.Path] = f.Reason
+			}
+			// Control characters in names are refused too (a patch or a
+			// terminal would mangle them).
+			// (shown quoted, as git quotes such names).
+			for _, p := range []string{"key-link", "dir-link", "ssh-dir", "rel-escape", "fifo", strconv.Quote("new\nline"), strconv.Quote("tab\tname")} {
+				if _, ok := refused[p]; !ok {
+					t.Errorf("%s was not refused: %+v", p, r.Result.Refused)
+				}
+			}
+			if backend == "host" {
+				if _, ok := refused["key-hard"]; !ok {
+					t.Errorf("a hard link to a host file was not refused: %+v", r.Result.Refused)
+				}
+			}
+			tree := e.git(e.repo, "ls-tree", "-r", "-z", "--name-only", d.Commit)
+			names := strings.Split(strings.TrimRight(tree, "\x00"), "\x00")
+			got := map[string]bool{}
+			for _, n := range names {
+				got[n] = true
+			}
+			for _, want := range []string{"fine.txt", "-n", "--leading-dash", "ünïcødé.txt", "..dots"} {
+				if !got[want] {
+					t.Errorf("%q not exported; tree %q", want, names)
+				}
+			}
+			for _, bad := range []string{"key-link", "key-hard", "dir-link", "ssh-dir", "rel-escape", "fifo"} {
+				if got[bad] {
+					t.Errorf("%q was exported", bad)
+				}
+			}
+			patch, _ := os.ReadFile(d.Patch)
+			if strings.Contains(string(patch), secretText) || strings.Contains(string(patch), "root:x:0:0") {
+				t.Fatalf("the patch holds host content:\n%s", patch)
+			}
+			show := e.git(e.repo, "log", "-p", "-1", d.Commit)
+			if strings.Contains(show, secretText) {
+				t.Fatal("the commit holds host content")
+			}
+			// The patch applies cleanly to the base.
+			e.git(e.repo, "apply", "--check", d.Patch)
+		})
+	}
+}
+
+// TestAttackExportSize: one 200 MB file is refused (over the per-run byte
+// cap), 20,000 files fail the export as a whole with no branch written.
+func TestAttackExportSize(t *testing.T) {
+	e := newEnv(t)
+	d, res := e.submitOn("native", nil, "--agent-cmd",
+		"head -c 209715200 /dev/zero > big.bin; echo small > small.txt", "--wait", "big file")
+	must(t, res, 0)
+	r := e.get(d.ID)
+	if len(r.Result.Refused) != 1 || r.Result.Refused[0].Path != "big.bin" {
+		t.Fatalf("refused %+v", r.Result.Refused)
+	}
+	if fi, err := os.Stat(d.Patch); err != nil || fi.Size() > 1<<20 {
+		t.Fatalf("patch %v %v", fi, err)
+	}
+	d, res = e.submitOn("native", nil, "--agent-cmd",
+		"mkdir m; cd m; i=0; while [ $i -lt 20000 ]; do : > f$i; i=$((i+1)); done", "--wait", "many files")
+	must(t, res, 1)
+	if d.Reason != "export_failed" {
+		t.Fatalf("%+v", d)
+	}
+	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+		t.Fatalf("branch written over the limit: %s", out)
+	}
+}
+
+// TestAttackTaskText: metacharacters, newlines and a large task reach the
+// agent byte for byte, never through a host shell; a NUL byte is refused
+// with a catalog error or kept exactly.
+func TestAttackTaskText(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(e.root, "pwned")
+	task := "line one\n$(touch " + marker + ")\n`touch " + marker + "`\n; touch " + marker + " && echo '\"' \\\n|| touch " + marker + "\n"
+	for _, backend := range backends {
+		d, res := e.submitOn(backend, nil, "--agent-cmd", "cat > task.txt", "--wait", task)
+		must(t, res, 0)
+		if got := rawShow(e, d.Commit, "task.txt"); got != task {
+			t.Fatalf("%s: agent got %q want %q", backend, got, task)
+		}
+		if r := e.get(d.ID); r.Task != task {
+			t.Fatalf("%s: stored task %q", backend, r.Task)
+		}
+	}
+	if fileExists(marker) {
+		t.Fatal("the task text ran in a shell")
+	}
+	// A 1 MB task from a file.
+	big := strings.Repeat("0123456789abcdef$(x)`y`\n", (1<<20)/24)
+	bigFile := filepath.Join(e.root, "big-task.txt")
+	_ = os.WriteFile(bigFile, []byte(big), 0o644)
+	d, res := e.submitOn("native", nil, "--agent-cmd", "cat > task.txt", "--task-file", bigFile, "--wait")
+	if res.code == 2 {
+		if !strings.Contains(res.stdout, `"error"`) {
+			t.Fatalf("1 MB task refused without a catalog error: %s", res.stdout)
+		}
+	} else {
+		must(t, res, 0)
+		if got := rawShow(e, d.Commit, "task.txt"); got != big {
+			t.Fatalf("1 MB task changed on its way: %d bytes, want %d", len(got), len(big))
+		}
+	}
+	// Over 1 MiB on stdin or from a file: refused with a catalog error,
+	// never cut, nothing created.
+	over := strings.Repeat("x", 1<<20+1)
+	overFile := filepath.Join(e.root, "over-task.txt")
+	_ = os.WriteFile(overFile, []byte(over), 0o644)
+	before := len(e.runIDs())
+	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--task-file", overFile)
+	if res.code != 2 || !strings.Contains(res.stdout, `"task_too_large"`) {
+		t.Errorf("over-size task file: exit %d %s", res.code, res.stdout)
+	}
+	cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--agent-cmd", "cat > task.txt", "-")
+	cmd.Dir, cmd.Env, cmd.Stdin = e.repo, e.vars, strings.NewReader(over)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `"task_too_large"`) {
+		t.Errorf("over-size task on stdin: %v %s", err, out)
+	}
+	if len(e.runIDs()) != before {
+		t.Fatal("an over-size task created a run")
+	}
+	// A NUL byte from a file is kept exactly (or refused by the catalog).
+	nul := "before\x00after"
+	nulFile := filepath.Join(e.root, "nul-task.txt")
+	_ = os.WriteFile(nulFile, []byte(nul), 0o644)
+	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--task-file", nulFile, "--wait")
+	switch res.code {
+	case 2:
+		if !strings.Contains(res.stdout, `"code"`) || len(e.runIDs()) != before {
+			t.Fatalf("NUL task: %s", res.stdout)
+		}
+	case 0:
+		var d submitDoc
+		_ = json.Unmarshal([]byte(res.stdout), &d)
+		if got := rawShow(e, d.Commit, "task.txt"); got != nul {
+			t.Fatalf("NUL task reached the agent as %q", got)
+		}
+	default:
+		t.Fatalf("NUL task: exit %d %s %s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// TestAttackIDsAndNames: path-like ids, check names, env names, repo and
+// base values are catalog errors; nothing is created and nothing runs.
+func TestAttackIDsAndNames(t *testing.T) {
+	e := newEnv(t)
+	marker := filepath.Join(e.root, "pwned")
+	notRepo := filepath.Join(e.root, "plain-file")
+	_ = os.WriteFile(notRepo, []byte("x"), 0o644)
+	ok := []string{"--sandbox", "host", "--agent-cmd", "true"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"status", "../.."}, 2, "bad_id"},
+		{[]string{"status", "/etc/passwd"}, 2, "bad_id"},
+		{[]string{"result", "..%2f.."}, 2, "bad_id"},
+		{[]string{"diff", "../../../etc"}, 2, "bad_id"},
+		{[]string{"clean", "../runs"}, 2, "bad_id"},
+		{[]string{"verdict", "../..", "accept"}, 2, "bad_id"},
+		{[]string{"egress", "a/b"}, 2, "bad_id"},
+		{append([]string{"submit"}, append(ok, "--check", "a/b=true", "t")...), 2, "bad_check"},
+		{append([]string{"submit"}, append(ok, "--check", "=true", "t")...), 2, "bad_check"},
+		{append([]string{"submit"}, append(ok, "--env", "A=B", "t")...), 2, "bad_env"},
+		{append([]string{"submit"}, append(ok, "--env", "PATH;touch "+marker, "t")...), 2, "bad_env"},
+		{append([]string{"submit"}, append(ok, "--repo", notRepo, "t")...), 2, ""},
+		{append([]string{"submit"}, append(ok, "--base", "--upload-pack=touch "+marker, "t")...), 2, "unknown_base"},
+		{append([]string{"submit"}, append(ok, "--base", "HEAD;touch "+marker, "t")...), 2, "unknown_base"},
+		{append([]string{"submit"}, append(ok, "--base", "$(touch "+marker+")", "t")...), 2, "unknown_base"},
+		{append([]string{"submit"}, append(ok, "--base", "HEAD:README.md", "t")...), 2, "unknown_base"},
+		{append([]string{"submit"}, append(ok, "--base", "HEAD^{tree}", "t")...), 2, "unknown_base"},
+	} {
+		res := e.run(append(c.args, "--json")...)
+		if res.code != c.code || !strings.Contains(res.stdout, `"error"`) ||
+			(c.want != "" && !strings.Contains(res.stdout, `"code": "`+c.want+`"`)) {
+			t.Errorf("%q: exit %d, want %d %s\nstdout: %s\nstderr: %s", c.args, res.code, c.code, c.want, res.stdout, res.stderr)
+		}
+		if ids := e.runIDs(); len(ids) != 0 {
+			t.Fatalf("%q created runs %v", c.args, ids)
+		}
+	}
+	if fileExists(marker) {
+		t.Fatal("a value ran as a command")
+	}
+	// On a real run: logs of a path-like check or attempt read nothing outside.
+	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--check", "ok=true", "--wait", "t")
+	must(t, res, 0)
+	_ = os.WriteFile(filepath.Join(e.home, "runs", "outside.log"), []byte("OUTSIDE-LOG"), 0o644)
+	for _, args := range [][]string{
+		{"logs", "--check", "../../x", d.ID},
+		{"logs", "--check", "../../../outside", d.ID},
+		{"logs", "--check", "a/b", d.ID},
+		{"logs", "--attempt", "-1", d.ID},
+		{"logs", "--attempt", "99", d.ID},
+	} {
+		res := e.run(append(args, "--json")...)
+		if res.code == 0 || strings.Contains(res.stdout, "OUTSIDE-LOG") || !strings.Contains(res.stdout, `"error"`) {
+			t.Errorf("%q: exit %d\n%s\n%s", args, res.code, res.stdout, res.stderr)
+		}
+	}
+}
+
+// TestAttackSecretsInSandbox: the submitter's secrets are visible to
+// neither the agent nor the checks, in their environment or any process's
+// under /proc; only --env names reach the agent.
+func TestAttackSecretsInSandbox(t *testing.T) {
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t)
+			secrets := []string{"OPENAI_API_KEY=sk-planted-openai", "ANTHROPIC_API_KEY=sk-planted-anthropic",
+				"GITHUB_TOKEN=planted-gh", "AWS_SECRET_ACCESS_KEY=planted-aws", "SSH_AUTH_SOCK=/tmp/planted-ssh-agent.sock",
+				"MY_NAMED=planted-named"}
+			dump := "env > %s.env; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null; done > %s.proc; true"
+			agentDump := strings.ReplaceAll(dump, "%s", "agent")
+			checkDump := strings.ReplaceAll(dump, "%s", "check")
+			d, res := e.submitOn(backend, secrets, "--env", "MY_NAMED", "--agent-cmd", agentDump,
+				"--check", "dump="+checkDump+"; cp check.env check.proc /dev/null 2>&1; true", "--wait", "dump")
+			must(t, res, 0)
+			ws := filepath.Join(e.home, "runs", d.ID, "workspace")
+			files := []string{"agent.env", "agent.proc", "check.env", "check.proc"}
+			if backend == "host" {
+				// The host backend does not isolate: the agent may read the
+				// submitter's own /proc/<pid>/environ. Its environment is
+				// still clean.
+				files = []string{"agent.env", "check.env"}
+			}
+			for _, f := range files {
+				b, err := os.ReadFile(filepath.Join(ws, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range []string{"planted-openai", "planted-anthropic", "planted-gh", "planted-aws", "planted-ssh-agent"} {
+					if strings.Contains(string(b), s) {
+						t.Errorf("%s: %s holds %s", backend, f, s)
+					}
+				}
+				named := strings.Contains(string(b), "planted-named")
+				if f == "agent.env" && !named {
+					t.Errorf("%s: --env variable did not reach the agent", backend)
+				}
+				if strings.HasPrefix(f, "check") && named {
+					t.Errorf("%s: --env variable reached the checks (%s)", backend, f)
+				}
+			}
+			runDir := filepath.Join(e.home, "runs", d.ID)
+			_ = filepath.Walk(runDir, func(p string, fi os.FileInfo, err error) error {
+				if err != nil || fi.IsDir() || strings.HasPrefix(p, ws+"/") || strings.HasSuffix(p, ".patch") {
+					return nil
+				}
+				if !fi.Mode().IsRegular() {
+					return nil
+				}
+				b, _ := os.ReadFile(p)
+				if strings.Contains(string(b), "planted-") {
+					t.Errorf("%s holds a planted value", p)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// rawShow is a file of a commit, byte for byte.
+func rawShow(e *env, commit, path string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", "-C", e.repo, "show", commit+":"+path)
+	cmd.Env = e.vars
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("git show %s: %v", path, err)
+	}
+	return string(out)
+}
+
+// waitGone waits until pid no longer exists.
+func waitGone(pid int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// leftovers lists processes whose cwd or root is inside dir, and mounts
+// under it.
+func leftovers(dir string) []string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		for _, l := range []string{"cwd", "root"} {
+			if target, err := os.Readlink("/proc/" + p.Name() + "/" + l); err == nil && strings.HasPrefix(target, dir) {
+				cmd, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+				out = append(out, "pid "+p.Name()+" "+l+"="+target+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+			}
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, dir) {
+			out = append(out, "mount "+line)
+		}
+	}
+	return out
+}
+
+// manyFiles makes 1,500 files of random bytes (30 MB): an export that
+// takes a moment.
+const manyFiles = "head -c 30000000 /dev/urandom | split -a 4 -b 20000 - f"
+
+// TestAttackKill9InEveryPhase kills the supervisor in each phase; the run
+// is interrupted, resumes to exactly one commit on the base, and leaves no
+// process or mount behind.
+func TestAttackKill9InEveryPhase(t *testing.T) {
+	for _, phase := range []string{"preparing", "running", "checking", "exporting"} {
+		t.Run(phase, func(t *testing.T) {
+			e := newEnv(t)
+			gate := filepath.Join(e.root, "gate")
+			_ = os.MkdirAll(gate, 0o755)
+			args := []string{}
+			agent := "echo work > work.txt"
+			check := "true"
+			var pred func(*run.Run) bool
+			switch phase {
+			case "preparing":
+				// A repository large enough that preparing takes a moment.
+				for i := 0; i < 3000; i++ {
+					p := filepath.Join(e.repo, "tree", strconv.Itoa(i%50), strconv.Itoa(i)+".txt")
+					_ = os.MkdirAll(filepath.Dir(p), 0o755)
+					_ = os.WriteFile(p, []byte(strings.Repeat("x", 2000)+strconv.Itoa(i)), 0o644)
+				}
+				e.git(e.repo, "add", "-A")
+				e.git(e.repo, "commit", "-q", "-m", "big")
+				pred = func(r *run.Run) bool { return r.State == run.StatePreparing && r.Supervisor != nil }
+			case "running":
+				agent = "echo work > work.txt; [ -f .resumed ] || { touch .resumed; sleep 300; }"
+				pred = func(r *run.Run) bool {
+					return r.State == run.StateRunning && r.Supervisor != nil && fileExists(filepath.Join(e.home, "runs", r.ID, "workspace", ".resumed"))
+				}
+			case "checking":
+				check = "[ -f .checked ] || { touch .checked; sleep 300; }"
+				pred = func(r *run.Run) bool {
+					return r.Supervisor != nil && fileExists(filepath.Join(e.home, "runs", r.ID, "workspace", ".checked"))
+				}
+			case "exporting":
+				agent = manyFiles
+				args = append(args, "--max-files", "5000", "--max-bytes", "209715200")
+				pred = func(r *run.Run) bool { return r.State == run.StateExporting && r.Supervisor != nil }
+			}
+			d, res := e.submitOn("native", nil, append(args, "--agent-cmd", agent, "--check", "c="+check, "kill me")...)
+			must(t, res, 0)
+			r := e.waitFor(d.ID, phase, pred)
+			if err := syscall.Kill(r.Supervisor.PID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(r.Supervisor.PID)
+			res = e.run("list", "--json")
+			must(t, res, 0)
+			if r := e.get(d.ID); r.State != run.StateInterrupted {
+				if r.State == run.StateSucceeded && phase == "exporting" {
+					t.Skip("the export finished before the kill")
+				}
+				t.Fatalf("after kill -9 in %s: %s/%s\n%s", phase, r.State, r.Reason, res.stdout)
+			}
+			runDir := filepath.Join(e.home, "runs", d.ID)
+			// The sandbox dies with its supervisor.
+			deadline := time.Now().Add(10 * time.Second)
+			for len(leftovers(runDir)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if l := leftovers(runDir); len(l) > 0 {
+				t.Errorf("left behind after kill -9 in %s:\n%s", phase, strings.Join(l, "\n"))
+			}
+			// No half-written branch.
+			if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+				if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+					t.Errorf("branch half-written: %s commits", n)
+				}
+			}
+			res = e.run("resume", "--wait", "--json", d.ID)
+			if res.code != 0 {
+				ev := e.run("logs", "--events", d.ID)
+				t.Fatalf("resume after kill -9 in %s: exit %d\n%s\nevents:\n%s\nsupervisor log:\n%s", phase, res.code, res.stdout, ev.stdout, e.supervisorLog(d.ID))
+			}
+			r = e.get(d.ID)
+			if r.State != run.StateSucceeded {
+				t.Fatalf("after resume: %s %s", r.State, r.Message)
+			}
+			if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+				t.Fatalf("branch has %s commits on base", n)
+			}
+			if parent := e.git(e.repo, "rev-parse", d.Branch+"^"); parent != e.git(e.repo, "rev-parse", "main") {
+				t.Fatalf("branch parent %s", parent)
+			}
+			if l := leftovers(runDir); len(l) > 0 {
+				t.Errorf("left behind after resume:\n%s", strings.Join(l, "\n"))
+			}
+		})
+	}
+}
+
+// TestAttackCancelAndClean: cancel while checking and exporting, cancel
+// twice, clean while running.
+func TestAttackCancelAndClean(t *testing.T) {
+	e := newEnv(t)
+	d, res := e.submitOn("native", nil, "--agent-cmd", "echo x > x.txt", "--check", "slow=touch .checking; sleep 300", "t")
+	must(t, res, 0)
+	e.waitFor(d.ID, "the check", func(r *run.Run) bool {
+		return fileExists(filepath.Join(e.home, "runs", d.ID, "workspace", ".checking"))
+	})
+	res = e.run("clean", "--json", d.ID)
+	if res.code == 0 || !fileExists(filepath.Join(e.home, "runs", d.ID, "run.json")) {
+		t.Fatalf("clean of a running run: exit %d %s", res.code, res.stdout)
+	}
+	res = e.run("clean", "--force", "--json", d.ID)
+	if res.code == 0 || !fileExists(filepath.Join(e.home, "runs", d.ID, "run.json")) {
+		t.Fatalf("clean --force of a running run: exit %d %s", res.code, res.stdout)
+	}
+	must(t, e.run("cancel", d.ID), 0)
+	res = e.run("cancel", "--json", d.ID)
+	if res.code != 0 && !strings.Contains(res.stdout, `"error"`) {
+		t.Fatalf("second cancel: %d %s", res.code, res.stdout)
+	}
+	r := e.waitFor(d.ID, "cancelled", func(r *run.Run) bool { return r.State.Terminal() })
+	if r.State != run.StateCancelled {
+		t.Fatalf("state %s", r.State)
+	}
+	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+		t.Fatalf("a cancelled run wrote its branch")
+	}
+	if l := leftovers(filepath.Join(e.home, "runs", d.ID)); len(l) > 0 {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(leftovers(filepath.Join(e.home, "runs", d.ID))) > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if l := leftovers(filepath.Join(e.home, "runs", d.ID)); len(l) > 0 {
+			t.Errorf("left behind after cancel:\n%s", strings.Join(l, "\n"))
+		}
+	}
+	// Cancel while exporting: either the export finished first (succeeded,
+	// whole branch) or the run is cancelled with no branch.
+	d, res = e.submitOn("native", nil, "--max-files", "5000", "--max-bytes", "209715200", "--agent-cmd",
+		manyFiles, "t")
+	must(t, res, 0)
+	e.waitFor(d.ID, "exporting", func(r *run.Run) bool { return r.State == run.StateExporting || r.State.Terminal() })
+	e.run("cancel", d.ID)
+	e.run("cancel", d.ID)
+	r = e.waitFor(d.ID, "the end", func(r *run.Run) bool { return r.State.Terminal() })
+	branch := e.git(e.repo, "branch", "--list", d.Branch)
+	switch r.State {
+	case run.StateSucceeded:
+		if n := e.git(e.repo, "ls-tree", "-r", "--name-only", d.Branch); strings.Count(n, "\n")+1 != 1501 {
+			t.Fatalf("succeeded with a partial tree")
+		}
+	case run.StateCancelled:
+		if branch != "" {
+			t.Fatalf("cancelled during export yet the branch exists")
+		}
+	default:
+		t.Fatalf("state %s %s", r.State, r.Message)
+	}
+}
+
+// TestAttackSixSubmitsTwoSlots: six runs at once with max_parallel 2: at
+// most two run at any time, all succeed, and they start in submit order.
+func TestAttackSixSubmitsTwoSlots(t *testing.T) {
+	e := newEnv(t)
+	// Six submits at once, each its own process.
+	ids := make([]string, 6)
+	errs := make(chan error, 6)
+	for i := range 6 {
+		go func() {
+			cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--max-parallel", "2", "--agent-cmd",
+				"sleep 1.5; echo x > x.txt", "run "+strconv.Itoa(i))
+			cmd.Dir, cmd.Env = e.repo, e.vars
+			out, err := cmd.Output()
+			var d submitDoc
+			if err == nil {
+				err = json.Unmarshal(out, &d)
+			}
+			ids[i] = d.ID
+			errs <- err
+		}()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxRunning := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		res := e.run("list", "--json")
+		var doc struct {
+			Runs []struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			} `json:"runs"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
+			var arr []struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			}
+			if err := json.Unmarshal([]byte(res.stdout), &arr); err != nil {
+				t.Fatalf("list --json: %v\n%s", err, res.stdout)
+			}
+			doc.Runs = arr
+		}
+		running, done := 0, 0
+		for _, r := range doc.Runs {
+			switch r.Status {
+			case "preparing", "running", "checking", "exporting":
+				running++
+			case "succeeded", "failed", "cancelled", "interrupted":
+				done++
+			}
+		}
+		if running > maxRunning {
+			maxRunning = running
+		}
+		if done == 6 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if maxRunning > 2 {
+		t.Fatalf("%d runs at once with max_parallel 2", maxRunning)
+	}
+	for _, id := range ids {
+		if r := e.get(id); r.State != run.StateSucceeded {
+			t.Fatalf("run %s: %s %s", id, r.State, r.Message)
+		}
+	}
+	// FIFO: the runs that had to wait for a slot (all but the first two to
+	// leave the queue) left it in submission order. Which of six concurrent
+	// submits is queued first is the order their records were made (Seq).
+	type start struct {
+		seq int64
+		at  time.Time
+	}
+	var starts []start
+	for _, id := range ids {
+		r := e.get(id)
+		evs, err := e.store().Events(t.Context(), id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Type == run.EventState && ev.State == run.StatePreparing {
+				starts = append(starts, start{r.Seq, ev.Time})
+				break
+			}
+		}
+	}
+	if len(starts) != 6 {
+		t.Fatalf("%d runs journaled preparing", len(starts))
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].at.Before(starts[j].at) })
+	for i := 3; i < len(starts); i++ {
+		if starts[i].seq < starts[i-1].seq {
+			t.Fatalf("queued runs started out of order: %+v", starts)
+		}
+	}
+}
