@@ -15,8 +15,10 @@
 // one-shot use (Backend.Command), a plain command. The init reaps every
 // orphan and never waits for the runner's own children, so the runner's
 // exec.Cmd waits are never stolen; a runner that dies on its own is
-// started again on the same socket (its journal, on a private tmpfs,
-// turns resent requests into CodeInterrupted).
+// started again on the same socket once everything it left running is
+// killed (its journal, on a private tmpfs, turns resent requests into
+// CodeInterrupted). The runner needs no watchdog process of its own: when
+// it ends, so does everything it started.
 //
 // The runner's socket is made by the host: a listening unix socket in
 // Spec.StateDir (mode 0600), whose descriptor is passed down to the
@@ -30,13 +32,20 @@
 // and HTTP(S)_PROXY point there. With Landlock ABI >= 4, TCP connect is
 // allowed to that port only (so with NetworkNone, to no port at all).
 //
-// Memory, pids and cpu limits are cgroups set up from the host before the
-// init runs anything (v1 as root, v2 when a delegated subtree is writable)
-// and removed by Destroy. Enforced reports per feature "enforced" or
+// Memory, pids and cpu limits are cgroups set up from the host while the
+// init builds the root; the init starts nothing before the host confirms
+// it is in them (v1 as root, v2 when a delegated subtree is writable),
+// and Destroy removes them. Enforced reports per feature "enforced" or
 // "unavailable: why"; nothing is claimed that is not in force. Keys:
 // namespaces, userns, seccomp, landlock, landlock_net, no_new_privs, caps,
 // rlimit_core, rlimit_fsize, rlimit_nofile, rlimit_nproc, memory, pids,
 // cpu.
+//
+// Stop is SIGTERM to the init, which passes it to the runner (it ends its
+// commands' groups with each call's kill grace); the pid namespace is
+// killed when the runner is done, after 3 s, or when the caller's context
+// ends, whichever comes first. Calls still in flight then fail at once
+// with runner.ErrClosed.
 //
 // Contract: the sandbox dies with its supervisor (the init has
 // Pdeathsig SIGKILL; when pid 1 dies the kernel kills the whole pid
