@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -295,6 +296,10 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
 	if err != nil {
 		lk.Close()
+		if errors.Is(err, run.ErrConflict) {
+			// Another resume took it (and may have finished it) first.
+			return nil, catalog.NotResumable.Wrap(err, "%v", err)
+		}
 		return nil, fmt.Errorf("resume: %w", err)
 	}
 	now := time.Now().UTC()
