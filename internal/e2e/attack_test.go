@@ -763,3 +763,85 @@ func TestAttackSixSubmitsTwoSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackAgentSelectsUserGitDrivers: the user's own repository
+// configures filter and diff drivers, an fsmonitor and hooks (as git-lfs or
+// a pre-commit framework would). The agent writes a .gitattributes that
+// selects those drivers for its files: neither the export nor any later
+// command runs them on the agent's content.
+func TestAttackAgentSelectsUserGitDrivers(t *testing.T) {
+	e := newEnv(t)
+	marks := filepath.Join(e.root, "marks")
+	_ = os.MkdirAll(marks, 0o755)
+	touch := func(name string) string { return "touch " + filepath.Join(marks, name) }
+	for k, v := range map[string]string{
+		"filter.u.clean": touch("clean"), "filter.u.smudge": touch("smudge"), "filter.u.process": touch("process"),
+		"diff.u.textconv": touch("textconv"), "diff.u.command": touch("diffcmd"), "diff.external": touch("diffext"),
+		"core.fsmonitor": touch("fsmonitor"), "core.pager": touch("pager"),
+	} {
+		e.git(e.repo, "config", k, v)
+	}
+	for _, h := range []string{"pre-commit", "post-commit", "reference-transaction", "post-index-change", "pre-auto-gc", "post-checkout"} {
+		_ = os.WriteFile(filepath.Join(e.repo, ".git", "hooks", h), []byte("#!/bin/sh\n"+touch("hook-"+h)+"\n"), 0o755)
+	}
+	d, res := e.submitOn("native", nil, "--agent-cmd",
+		"printf '* filter=u diff=u\\n' > .gitattributes; echo changed > README.md; echo new > new.txt", "--wait", "select drivers")
+	must(t, res, 0)
+	noMarks(t, marks, "export")
+	for _, args := range [][]string{
+		{"status", d.ID}, {"result", d.ID}, {"result", "--patch", d.ID}, {"diff", d.ID}, {"logs", d.ID},
+		{"verdict", d.ID, "accept"}, {"clean", "--delete-branch", d.ID},
+	} {
+		res := e.run(args...)
+		if res.code != 0 {
+			t.Errorf("%q: exit %d %s %s", args, res.code, res.stdout, res.stderr)
+		}
+		noMarks(t, marks, strings.Join(args, " "))
+	}
+}
+
+// TestAttackResumeTwiceAtOnce: two resumes of one interrupted run race;
+// one supervisor continues it, the other is refused, and the branch has
+// exactly one commit.
+func TestAttackResumeTwiceAtOnce(t *testing.T) {
+	e := newEnv(t)
+	d, res := e.submitOn("native", nil, "--agent-cmd",
+		"echo work > work.txt; [ -f .resumed ] || { touch .resumed; sleep 300; }", "t")
+	must(t, res, 0)
+	r := e.waitFor(d.ID, "the agent", func(r *run.Run) bool {
+		return r.Supervisor != nil && fileExists(filepath.Join(e.home, "runs", d.ID, "workspace", ".resumed"))
+	})
+	_ = syscall.Kill(r.Supervisor.PID, syscall.SIGKILL)
+	waitGone(r.Supervisor.PID)
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			cmd := exec.Command(e.bin, "resume", "--wait", "--json", d.ID)
+			cmd.Dir, cmd.Env = e.repo, e.vars
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				codes <- 0
+			case errors.As(err, &ee):
+				if ee.ExitCode() != 2 {
+					t.Logf("resume: exit %d\n%s", ee.ExitCode(), out)
+				}
+				codes <- ee.ExitCode()
+			default:
+				codes <- -1
+			}
+		}()
+	}
+	a, b := <-codes, <-codes
+	if a+b != 2 || (a != 0 && b != 0) {
+		t.Fatalf("two resumes exited %d and %d, want 0 and 2", a, b)
+	}
+	r = e.get(d.ID)
+	if r.State != run.StateSucceeded || len(r.Attempts) != 2 {
+		t.Fatalf("state %s, %d attempts", r.State, len(r.Attempts))
+	}
+	if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+		t.Fatalf("branch has %s commits", n)
+	}
+}
