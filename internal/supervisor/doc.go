@@ -30,6 +30,8 @@
 //	                 ── SIGTERM without cancel, or supervisor death ──> interrupted
 //	                 ── panic ──> failed/internal_error
 //
+// A run without checks goes from running straight to exporting.
+//
 // interrupted and failed runs are resumed by `agentrun resume`: queued
 // again, a new supervisor, the same workspace, new attempts.
 //

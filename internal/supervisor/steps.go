@@ -213,6 +213,9 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 			}
 			continue
 		}
+		if len(r.Checks) == 0 {
+			return true, nil // nothing to check: straight on to export
+		}
 		if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StateRunning}, run.StateChecking, run.ReasonNone, ""); err != nil {
 			if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
 				s.stopped(ctx, "")

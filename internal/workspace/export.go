@@ -29,17 +29,17 @@ const (
 // repository opts.Repo and points refs/heads/opts.Branch at it, then writes
 // the patch to opts.PatchPath (if set) and counts the diff.
 //
-// Everything runs in the user's repository with git plumbing, in four
-// processes (five when the identity comes from the configuration), two at
-// a time: fast-import builds blobs (raw bytes: no filters), tree and
-// commit from the base onto a temporary ref, keeps them as one pack and
-// answers the ids of the commit, its tree and the base tree, while
-// cat-file reads the branch; then update-ref moves the branch with its old
-// value (create-only unless opts.Force) and drops the temporary ref in one
-// transaction, while one diff (textconv and external diff off) gives
-// numstat, diffstat and patch. The patch is written only once the branch
-// has moved. Nothing is read from or run in the workspace: the content
-// comes from cs.
+// Everything runs in the user's repository with git plumbing, in three
+// processes (four when the identity comes from the configuration, one more
+// to read the branch when it is to be moved or already exists):
+// fast-import builds blobs (raw bytes: no filters), tree and commit from
+// the base onto a temporary ref, keeps them as one pack and answers the
+// ids of the commit, its tree and the base tree; then update-ref moves the
+// branch with its old value (create-only unless opts.Force) and drops the
+// temporary ref in one transaction, while one diff (textconv and external
+// diff off) gives numstat, diffstat and patch. The patch is written only
+// once the branch has moved. Nothing is read from or run in the workspace:
+// the content comes from cs.
 //
 // Errors: ErrNoChanges (wrapped) when cs has no changes or they leave the
 // base tree as it was; ErrBranchExists when the branch exists, opts.Force is
@@ -60,52 +60,52 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	name, email := identity(ctx, opts)
-	var tipIDs []string
-	var tipErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { tipIDs, tipErr = lookup(ctx, repo, ref, ref+"^{tree}", ref+"^1", ref+"^2") })
 	imp, err := fastImport(ctx, repo, tmpRef, name, email, cs.Changes, opts)
-	wg.Wait()
-	if err == nil {
-		err = tipErr
-	}
 	if err != nil {
 		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	commit, tree, baseTree := imp.commit, imp.tree, imp.baseTree
-	tip, tipTree, tipParent, tipParent2 := tipIDs[0], tipIDs[1], tipIDs[2], tipIDs[3]
-	var diff diffOut
-	switch {
-	case tree == baseTree:
+	if imp.tree == imp.baseTree {
 		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: the changes leave the base tree as it was: %w", ErrNoChanges)
-	case tip != "" && !opts.Force:
+	}
+	commit := imp.commit
+	// The branch is usually new: try to create it (create-only), and read
+	// what is there only when that fails or when it is to be moved.
+	old := strings.Repeat("0", len(opts.Base)) // must not exist
+	if opts.Force {
+		tip, _, err := branchState(ctx, repo, ref)
+		if err != nil {
+			dropRef(repo, tmpRef)
+			return nil, fmt.Errorf("export: %w", err)
+		}
+		if tip != "" {
+			old = tip
+		}
+	}
+	// The diff needs only the objects: it runs while the ref moves.
+	var diff diffOut
+	var wg sync.WaitGroup
+	wg.Go(func() { diff = runDiff(ctx, repo, opts.Base, commit) })
+	tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
+	_, err = (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
+	wg.Wait()
+	if err != nil {
 		dropRef(repo, tmpRef)
-		if tipTree != tree || tipParent != opts.Base || tipParent2 != "" {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("export: %w", ctx.Err())
+		}
+		tip, same, lerr := branchState(ctx, repo, ref)
+		switch {
+		case lerr != nil:
+			return nil, fmt.Errorf("export: update %s: %w", ref, err)
+		case tip == "" || opts.Force:
+			return nil, fmt.Errorf("export: update %s: %w", ref, err)
+		case !same(imp.tree, opts.Base):
 			return nil, fmt.Errorf("export: %s at %s: %w", opts.Branch, tip, ErrBranchExists)
 		}
 		commit = tip // this very result is already there
 		diff = runDiff(ctx, repo, opts.Base, commit)
-	default:
-		old := tip
-		if old == "" {
-			old = strings.Repeat("0", len(opts.Base)) // must not exist
-		}
-		// The diff needs only the objects: it runs while the ref moves.
-		wg.Go(func() { diff = runDiff(ctx, repo, opts.Base, commit) })
-		tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
-		_, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
-		wg.Wait()
-		if err != nil {
-			dropRef(repo, tmpRef)
-			if tip == "" {
-				if _, now, _ := (&Repo{path: repo}).refTip(ctx, ref); now {
-					return nil, fmt.Errorf("export: %s: %w", opts.Branch, ErrBranchExists)
-				}
-			}
-			return nil, fmt.Errorf("export: update %s: %w", ref, err)
-		}
 	}
 	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
 	if err := diff.result(opts.PatchPath, res); err != nil {
@@ -185,6 +185,17 @@ func lookup(ctx context.Context, repo string, names ...string) ([]string, error)
 		}
 	}
 	return ids, nil
+}
+
+// branchState reads ref's tip ("" when it does not exist), and says
+// whether that tip is a result with the given tree and the single parent
+// base.
+func branchState(ctx context.Context, repo, ref string) (tip string, same func(tree, base string) bool, err error) {
+	ids, err := lookup(ctx, repo, ref, ref+"^{tree}", ref+"^1", ref+"^2")
+	if err != nil {
+		return "", nil, err
+	}
+	return ids[0], func(tree, base string) bool { return ids[1] == tree && ids[2] == base && ids[3] == "" }, nil
 }
 
 // identity picks the author and committer: the options, else the
