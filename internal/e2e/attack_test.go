@@ -487,11 +487,17 @@ func leftovers(dir string) []string {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
 			continue
 		}
+		cmd, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 		for _, l := range []string{"cwd", "root"} {
 			if target, err := os.Readlink("/proc/" + p.Name() + "/" + l); err == nil && strings.HasPrefix(target, dir) {
-				cmd, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 				out = append(out, "pid "+p.Name()+" "+l+"="+target+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
 			}
+		}
+		// A process inside a sandbox sees the run's directories as its
+		// mounts; its cwd and root are sandbox paths.
+		if mi, err := os.ReadFile("/proc/" + p.Name() + "/mountinfo"); err == nil && p.Name() != strconv.Itoa(os.Getpid()) &&
+			strings.Contains(string(mi), dir+"/") {
+			out = append(out, "pid "+p.Name()+" has the run's mounts: "+strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
@@ -549,6 +555,10 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 			d, res := e.submitOn("native", nil, append(args, "--agent-cmd", agent, "--check", "c="+check, "kill me")...)
 			must(t, res, 0)
 			r := e.waitFor(d.ID, phase, pred)
+			runDir := filepath.Join(e.home, "runs", d.ID)
+			if (phase == "running" || phase == "checking") && len(leftovers(runDir)) == 0 {
+				t.Fatal("control: the live sandbox is not seen")
+			}
 			if err := syscall.Kill(r.Supervisor.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -561,7 +571,6 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 				}
 				t.Fatalf("after kill -9 in %s: %s/%s\n%s", phase, r.State, r.Reason, res.stdout)
 			}
-			runDir := filepath.Join(e.home, "runs", d.ID)
 			// The sandbox dies with its supervisor.
 			deadline := time.Now().Add(10 * time.Second)
 			for len(leftovers(runDir)) > 0 && time.Now().Before(deadline) {
@@ -843,5 +852,46 @@ func TestAttackResumeTwiceAtOnce(t *testing.T) {
 	}
 	if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
 		t.Fatalf("branch has %s commits", n)
+	}
+}
+
+// TestAttackNoProcessOutlivesNativeRun: an agent and a check that
+// daemonize (setsid, double fork) leave nothing running once the run ends,
+// whether it succeeds, times out or is cancelled.
+func TestAttackNoProcessOutlivesNativeRun(t *testing.T) {
+	e := newEnv(t)
+	daemon := "setsid sh -c 'exec sleep 300' </dev/null >/dev/null 2>&1 & (sleep 300 </dev/null >/dev/null 2>&1 &); "
+	cases := []struct {
+		name  string
+		args  []string
+		state run.State
+	}{
+		{"succeeded", []string{"--agent-cmd", daemon + "echo d > d.txt", "--check", "c=" + daemon + "true", "--wait"}, run.StateSucceeded},
+		{"timed out", []string{"--timeout", "2s", "--agent-cmd", daemon + "echo d > d.txt", "--check", "c=" + daemon + "sleep 300", "--wait"}, run.StateFailed},
+		{"cancelled", []string{"--agent-cmd", daemon + "touch .up; sleep 300"}, run.StateCancelled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, res := e.submitOn("native", nil, append(c.args, c.name)...)
+			if c.state == run.StateCancelled {
+				must(t, res, 0)
+				e.waitFor(d.ID, "the agent", func(r *run.Run) bool {
+					return fileExists(filepath.Join(e.home, "runs", d.ID, "workspace", ".up"))
+				})
+				must(t, e.run("cancel", d.ID), 0)
+			}
+			r := e.waitFor(d.ID, "the end", func(r *run.Run) bool { return r.State.Terminal() })
+			if r.State != c.state {
+				t.Fatalf("state %s (%s): %s", r.State, r.Reason, r.Message)
+			}
+			runDir := filepath.Join(e.home, "runs", d.ID)
+			deadline := time.Now().Add(10 * time.Second)
+			for len(leftovers(runDir)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if l := leftovers(runDir); len(l) > 0 {
+				t.Fatalf("outlived the run:\n%s", strings.Join(l, "\n"))
+			}
+		})
 	}
 }
