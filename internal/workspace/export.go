@@ -33,11 +33,11 @@ const (
 // processes (four when the identity comes from the configuration, one more
 // to read the branch when it is to be moved or already exists):
 // fast-import builds blobs (raw bytes: no filters), tree and commit from
-// the base onto a temporary ref, keeps them as one pack and answers the
-// ids of the commit, its tree and the base tree; then update-ref moves the
-// branch with its old value (create-only unless opts.Force) and drops the
-// temporary ref in one transaction, while one diff (textconv and external
-// diff off) gives numstat, diffstat and patch. The patch is written only
+// the base onto a temporary ref (handing a small import to unpack-objects)
+// and answers the ids of the commit, its tree and the base tree; then
+// update-ref moves the branch with its old value (create-only unless
+// opts.Force) and drops the temporary ref in one transaction, while one
+// diff (textconv and external diff off) gives numstat, diffstat and patch. The patch is written only
 // once the branch has moved. Nothing is read from or run in the workspace:
 // the content comes from cs.
 //
@@ -237,8 +237,9 @@ type imported struct{ commit, tree, baseTree string }
 
 // fastImport writes the blobs, the tree and the commit (parent opts.Base)
 // with one fast-import process, onto ref, and asks it for the ids of the
-// commit, its tree and the base's tree. The objects stay in one pack
-// (fastimport.unpackLimit=0), without a second process to unpack them.
+// commit, its tree and the base's tree. A small import is unpacked into
+// loose objects (git's default): one pack per export would pile up in the
+// user's repository until a gc.
 func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) (imported, error) {
 	now := time.Now()
 	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
@@ -265,7 +266,7 @@ func fastImport(ctx context.Context, repo, ref, name, email string, changes []Ch
 		fmt.Fprintf(w, "\nget-mark :1\nls :1 \"\"\nls %s \"\"\ndone\n", opts.Base)
 		pw.CloseWithError(w.Flush())
 	}()
-	out, err := gitCmd{dir: repo, args: []string{"-c", "fastimport.unpackLimit=0", "fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
+	out, err := gitCmd{dir: repo, args: []string{"fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
 	_ = pr.Close()
 	if err != nil {
 		return imported{}, err
