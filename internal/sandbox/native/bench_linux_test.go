@@ -2,7 +2,9 @@ package native_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -98,6 +100,43 @@ func BenchmarkBwrapReference(b *testing.B) {
 			b.Fatalf("bwrap: %v\n%s", err, out)
 		}
 		ds = append(ds, time.Since(t0))
+	}
+	reportP50(b, ds)
+}
+
+// BenchmarkStopPolite: Stop without a deadline while an Exec is running,
+// until that Exec has returned (the command ends on SIGTERM). Start and
+// Destroy are not timed.
+func BenchmarkStopPolite(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	var ds []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		spec := newSpec(b)
+		sb, err := nb.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		returned := make(chan struct{})
+		go func() {
+			sb.Runner().Exec(ctx, runner.ExecRequest{Shell: "echo > /workspace/started; sleep 100"}, nil, nil)
+			close(returned)
+		}()
+		for {
+			if _, err := os.Stat(filepath.Join(spec.Workspace, "started")); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		sb.Stop(ctx)
+		<-returned
+		ds = append(ds, time.Since(t0))
+		b.StopTimer()
+		sb.Destroy(ctx)
+		b.StartTimer()
 	}
 	reportP50(b, ds)
 }
