@@ -224,7 +224,7 @@ func runDuration(now time.Time, r *run.Run) (time.Duration, bool) {
 }
 
 // oneLine makes untrusted text safe for one table cell or field: the first
-// line only, control characters shown as U+FFFD, at most max runes (with an
+// line only, control and bidi control characters shown as U+FFFD, at most max runes (with an
 // ellipsis when cut; max <= 0 means no limit).
 func oneLine(s string, max int) string {
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
@@ -234,7 +234,9 @@ func oneLine(s string, max int) string {
 		if r == '\t' {
 			return ' '
 		}
-		if unicode.IsControl(r) || r == utf8.RuneError {
+		// Bidi controls reorder what a reviewer reads ("run\u202etxt.sh"
+		// shows as "run" + "hs.txt").
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError {
 			return '\uFFFD'
 		}
 		return r
