@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -893,5 +894,29 @@ func TestAttackNoProcessOutlivesNativeRun(t *testing.T) {
 				t.Fatalf("outlived the run:\n%s", strings.Join(l, "\n"))
 			}
 		})
+	}
+}
+
+// TestAttackBidiNamesAreShownInert: a file name with a right-to-left
+// override (which makes "‮txt.sh" read as "hs.txt") is exported as named,
+// but the human output of result and status never carries the override to
+// the reviewer's screen.
+func TestAttackBidiNamesAreShownInert(t *testing.T) {
+	e := newEnv(t)
+	name := "run\u202etxt.sh"
+	d, res := e.submitOn("native", nil, "--agent-cmd", "printf x > '"+name+"'; ln -s /etc 'l\u2067x'", "--wait", "bidi")
+	must(t, res, 0)
+	if got := rawShow(e, d.Commit, name); got != "x" {
+		t.Fatalf("not exported as named: %q", got)
+	}
+	for _, args := range [][]string{{"result", d.ID}, {"status", d.ID}, {"list"}} {
+		res := e.run(args...)
+		must(t, res, 0)
+		for _, r := range res.stdout {
+			if unicode.Is(unicode.Bidi_Control, r) {
+				t.Errorf("%q prints %U:\n%s", args, r, res.stdout)
+				break
+			}
+		}
 	}
 }
