@@ -314,7 +314,15 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 		lk.Close()
 		return nil, fmt.Errorf("resume: %w", err)
 	}
-	if err = enqueue(l, nr.Seq, r.ID); err == nil {
+	if len(nr.Attempts) == 0 {
+		// No agent has had the workspace: a supervisor killed while making
+		// it may have left it half made. The new supervisor makes it again.
+		err = errors.Join(os.RemoveAll(l.Workspace(r.ID)), os.RemoveAll(l.WorkspaceState(r.ID)))
+	}
+	if err == nil {
+		err = enqueue(l, nr.Seq, r.ID)
+	}
+	if err == nil {
 		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
 			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lock: lk})
 	} else {
