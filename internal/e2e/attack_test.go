@@ -518,11 +518,13 @@ const manyFiles = "head -c 30000000 /dev/urandom | split -a 4 -b 20000 - f"
 // is interrupted, resumes to exactly one commit on the base, and leaves no
 // process or mount behind.
 func TestAttackKill9InEveryPhase(t *testing.T) {
-	for _, phase := range []string{"preparing", "running", "checking", "exporting"} {
-		t.Run(phase, func(t *testing.T) {
+	for _, tc := range []struct{ phase, backend string }{
+		{"preparing", "native"}, {"running", "native"}, {"checking", "native"}, {"exporting", "native"},
+		{"running", "host"}, {"checking", "host"},
+	} {
+		phase, backend := tc.phase, tc.backend
+		t.Run(phase+"/"+backend, func(t *testing.T) {
 			e := newEnv(t)
-			gate := filepath.Join(e.root, "gate")
-			_ = os.MkdirAll(gate, 0o755)
 			args := []string{}
 			agent := "echo work > work.txt"
 			check := "true"
@@ -553,7 +555,7 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 				args = append(args, "--max-files", "5000", "--max-bytes", "209715200")
 				pred = func(r *run.Run) bool { return r.State == run.StateExporting && r.Supervisor != nil }
 			}
-			d, res := e.submitOn("native", nil, append(args, "--agent-cmd", agent, "--check", "c="+check, "kill me")...)
+			d, res := e.submitOn(backend, nil, append(args, "--agent-cmd", agent, "--check", "c="+check, "kill me")...)
 			must(t, res, 0)
 			r := e.waitFor(d.ID, phase, pred)
 			runDir := filepath.Join(e.home, "runs", d.ID)
