@@ -150,3 +150,32 @@ func TestPanicEndsRunFailedInternal(t *testing.T) {
 		t.Fatalf("%s/%s supervisor %+v", r.State, r.Reason, r.Supervisor)
 	}
 }
+
+// TestRunRemakesHalfMadeWorkspace: a workspace directory without a manifest
+// (a supervisor killed while making it) never had an agent: the next
+// supervisor empties it and makes it again, and the run succeeds. An empty
+// directory (killed right after making it) is filled.
+func TestRunRemakesHalfMadeWorkspace(t *testing.T) {
+	for _, junk := range []bool{true, false} {
+		s, st := inProcess(t, "echo hi > hi.txt", nil)
+		dir := s.Layout.Workspace(s.ID)
+		if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if !junk {
+			_ = os.Remove(filepath.Join(dir, ".git"))
+		} else if err := os.WriteFile(filepath.Join(dir, "half.txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := st.Get(context.Background(), s.ID)
+		if r.State != run.StateSucceeded || r.Result == nil || r.Result.FilesChanged != 1 {
+			t.Fatalf("junk=%v: %s %s %+v", junk, r.State, r.Message, r.Result)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "half.txt")); err == nil {
+			t.Fatal("the half-made workspace was kept")
+		}
+	}
+}

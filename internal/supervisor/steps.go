@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
@@ -34,21 +35,37 @@ type runState struct {
 	ident <-chan [2]string
 }
 
-// prepare: workspace, egress proxy, sandbox.
+// prepare: workspace, egress proxy, sandbox. A new workspace is filled
+// while the sandbox starts on its (empty) directory: nothing runs in the
+// sandbox before prepare returns, so the agent still has the workspace only
+// once it is complete.
 func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	r, l := rc.r, s.Layout
 	t0 := time.Now()
-	if err := s.prepareWorkspace(ctx, rc); err != nil {
+	fill, err := s.startWorkspace(ctx, rc)
+	if err != nil {
 		return err
 	}
-	wsTime := time.Since(t0)
+	var wsTime time.Duration
+	var wsErr error
+	var wg sync.WaitGroup
+	if fill != nil {
+		wg.Go(func() { wsErr = fill(); wsTime = time.Since(t0) })
+	} else {
+		wsTime = time.Since(t0)
+	}
+	defer wg.Wait() // whatever happens below, the filling has ended
+	wsDir, err := filepath.Abs(l.Workspace(r.ID))
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
 	home := l.SandboxHome(r.ID)
 	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
 		return fmt.Errorf("sandbox home: %w", err)
 	}
 	spec := sandbox.Spec{
 		RunID:         r.ID,
-		Workspace:     rc.ws.Dir(),
+		Workspace:     wsDir,
 		Home:          home,
 		StateDir:      l.SandboxState(r.ID),
 		Env:           baseEnv(home),
@@ -87,9 +104,14 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		return err
 	}
 	rc.sb = sb
+	startTime := time.Since(t1)
+	wg.Wait()
+	if wsErr != nil {
+		return wsErr
+	}
 	rc.enforced = sb.Enforced()
 	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(),
-		"enforced": rc.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": time.Since(t1).String()}))
+		"enforced": rc.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": startTime.String()}))
 	if r.Export.AuthorName == "" || r.Export.AuthorEmail == "" {
 		ch := make(chan [2]string, 1)
 		rc.ident = ch
@@ -101,32 +123,102 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	return nil
 }
 
-// prepareWorkspace creates the workspace from the base commit, or opens
-// the one a previous supervisor made (resume).
-func (s *Supervisor) prepareWorkspace(ctx context.Context, rc *runState) error {
+// startWorkspace opens the workspace a previous supervisor made (resume),
+// or creates it. With a provider that can fill an existing directory, it
+// only makes the empty directory and returns fill, which completes it.
+func (s *Supervisor) startWorkspace(ctx context.Context, rc *runState) (fill func() error, err error) {
 	if s.Workspaces == nil {
-		return errMissing("the workspace provider")
+		return nil, errMissing("the workspace provider")
 	}
 	r, l := rc.r, s.Layout
 	dir, state := l.Workspace(r.ID), l.WorkspaceState(r.ID)
-	var err error
+	filler, canFill := s.Workspaces.(workspace.Filler)
+	exists := false
 	if _, statErr := os.Lstat(dir); statErr == nil {
-		rc.ws, err = s.Workspaces.Open(ctx, dir, state)
-		rc.resumed = len(r.Attempts) > 0
-		if errors.Is(err, workspace.ErrNoManifest) && len(r.Attempts) == 0 {
-			// A supervisor killed while making the workspace left it half
-			// made; no agent has had it yet, so make it again.
-			if err = errors.Join(os.RemoveAll(dir), os.RemoveAll(state)); err == nil {
-				rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state)
+		exists = true
+		// A directory left empty (a supervisor that died right after
+		// making it) is filled; anything else was made by Create.
+		if !canFill || !isEmptyDir(dir) {
+			rc.ws, err = s.Workspaces.Open(ctx, dir, state)
+			rc.resumed = len(r.Attempts) > 0
+			if err == nil {
+				return nil, nil
+			}
+			if !errors.Is(err, workspace.ErrNoManifest) {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+			// No manifest: the making of the workspace never finished (a
+			// supervisor killed while preparing), so no agent has had it.
+			// Make it again, from nothing.
+			s.event(run.NewEvent(run.EventWarning, "the workspace was left half made; making it again", nil))
+			rc.resumed = false
+			if err := removeContents(dir); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+			if !canFill {
+				if err := os.Remove(dir); err != nil {
+					return nil, fmt.Errorf("workspace: %w", err)
+				}
 			}
 		}
-	} else {
-		rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state)
 	}
+	if canFill && !exists {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+	}
+	if !canFill {
+		if rc.ws, err = s.Workspaces.Create(ctx, r.Repo, r.Base, dir, state); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		return nil, nil
+	}
+	return func() error {
+		ws, err := filler.Fill(ctx, r.Repo, r.Base, dir, state)
+		if err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+		rc.ws = ws
+		return nil
+	}, nil
+}
+
+// removeContents removes everything inside dir (os.RemoveAll never
+// follows a symlink).
+func removeContents(dir string) error {
+	f, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("workspace: %w", err)
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// isEmptyDir reports a directory (not a symlink) with nothing in it.
+func isEmptyDir(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) == 0
 }
 
 // baseEnv is the complete base environment inside the sandbox: nothing of

@@ -33,6 +33,17 @@ const rawAttributes = "* -text -filter -ident -working-tree-encoding\n"
 
 // Create implements Provider.
 func (checkoutProvider) Create(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
+	return makeWorkspace(ctx, repo, commit, dir, stateDir, false)
+}
+
+// Fill implements Filler.
+func (checkoutProvider) Fill(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
+	return makeWorkspace(ctx, repo, commit, dir, stateDir, true)
+}
+
+// makeWorkspace is Create (dir must not exist) or Fill (dir must be an
+// empty directory).
+func makeWorkspace(ctx context.Context, repo, commit, dir, stateDir string, fill bool) (Workspace, error) {
 	if !isObjectID(commit) {
 		return nil, fmt.Errorf("create workspace: %q is not a full commit id", commit)
 	}
@@ -50,19 +61,62 @@ func (checkoutProvider) Create(ctx context.Context, repo, commit, dir, stateDir 
 	if rel, err := filepath.Rel(dir, stateDir); err != nil || rel == "." || !strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("create workspace: state directory %s must be outside %s", stateDir, dir)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
+	if fill {
+		if err := checkEmptyDir(dir); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
+	} else {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create workspace: %w", err)
+		}
 	}
 	ws, err := create(ctx, repo, commit, format, dir, stateDir)
 	if err != nil {
-		// dir did not exist before: leave nothing half made behind.
-		_ = os.RemoveAll(dir)
+		// dir was not there, or empty, before: leave nothing half made.
+		if fill {
+			emptyDir(dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
 	}
 	return ws, nil
+}
+
+// checkEmptyDir refuses anything but an empty directory (a symlink too).
+func checkEmptyDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return fmt.Errorf("%s is not empty", dir)
+	}
+	return nil
+}
+
+// emptyDir removes what is inside dir (never following a symlink).
+func emptyDir(dir string) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	names, _ := f.Readdirnames(-1)
+	f.Close()
+	for _, n := range names {
+		_ = os.RemoveAll(filepath.Join(dir, n))
+	}
 }
 
 func create(ctx context.Context, repo, commit, format, dir, stateDir string) (Workspace, error) {

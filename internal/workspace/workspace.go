@@ -18,6 +18,14 @@ type Provider interface {
 	Open(ctx context.Context, dir, stateDir string) (Workspace, error)
 }
 
+// Filler is an optional Provider capability. Fill is Create into dir
+// that already exists and is empty: the caller made it so that a sandbox
+// can start on it while the workspace is filled (nothing may run in dir
+// until Fill returns). On failure dir is left empty.
+type Filler interface {
+	Fill(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error)
+}
+
 // Workspace is one agent tree.
 type Workspace interface {
 	Dir() string

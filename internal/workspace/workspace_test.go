@@ -478,3 +478,53 @@ func TestScanKeepsBaseLinksAndSubmodules(t *testing.T) {
 		t.Fatalf("tree:\n%s", ls)
 	}
 }
+
+// TestFill: Fill makes the workspace in an empty directory that already
+// exists (a sandbox may have started on it), and refuses anything else.
+func TestFill(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	root := t.TempDir()
+	f, ok := NewCheckout().(Filler)
+	if !ok {
+		t.Fatal("the checkout provider is not a Filler")
+	}
+	dir := filepath.Join(root, "ws")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := f.Fill(context.Background(), repo, base, dir, filepath.Join(root, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "README.md")); err != nil || len(b) == 0 {
+		t.Fatalf("README.md not checked out: %v", err)
+	}
+	if cs := scanWS(t, ws, Limits{}); len(cs.Changes) != 0 {
+		t.Fatalf("a fresh workspace has changes: %v", kinds(cs))
+	}
+	if _, err := f.Fill(context.Background(), repo, base, dir, filepath.Join(root, "state2")); err == nil {
+		t.Fatal("Fill into a non-empty directory succeeded")
+	}
+	if _, err := f.Fill(context.Background(), repo, base, filepath.Join(root, "nope"), filepath.Join(root, "state3")); err == nil {
+		t.Fatal("Fill into a missing directory succeeded")
+	}
+	target := filepath.Join(root, "target")
+	_ = os.Mkdir(target, 0o755)
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Fill(context.Background(), repo, base, link, filepath.Join(root, "state4")); err == nil {
+		t.Fatal("Fill through a symlink succeeded")
+	}
+	// A failed fill leaves the directory empty.
+	bad := filepath.Join(root, "bad")
+	_ = os.Mkdir(bad, 0o755)
+	if _, err := f.Fill(context.Background(), repo, strings.Repeat("0", 40), bad, filepath.Join(root, "state5")); err == nil {
+		t.Fatal("Fill of a missing commit succeeded")
+	}
+	if names, _ := os.ReadDir(bad); len(names) != 0 {
+		t.Fatalf("a failed fill left %d entries", len(names))
+	}
+}
