@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,8 +137,8 @@ func (app *App) printEgress(r *run.Run, out *egressOutput) error {
 			flag := d.Flag
 			if flag == "" {
 				flag = "(no entry can allow this)"
-			} else {
-				flags = append(flags, flag)
+			} else if !slices.Contains(flags, flag) {
+				flags = append(flags, flag) // localhost and 127.0.0.1 both suggest 127.0.0.1
 			}
 			t.add("  "+oneLine(hostPort(d.Host, d.Port), 60), strconv.Itoa(d.Count), oneLine(d.Why, 90), oneLine(flag, 70))
 		}
