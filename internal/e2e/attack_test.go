@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -920,5 +923,45 @@ func TestAttackBidiNamesAreShownInert(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestAttackProxyToHostLoopback: with an allowlist that names localhost,
+// the agent tries every spelling of the host's loopback through the egress
+// proxy: a server listening there is never reached, and the egress report
+// suggests each flag once.
+func TestAttackProxyToHostLoopback(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("requires curl")
+	}
+	e := newEnv(t)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndexByte(srv.URL, ':')+1:]
+	var urls []string
+	for _, h := range []string{"localhost", "127.0.0.1", "[::1]", "0x7f000001", "2130706433", "127.1", "localhost.", "LOCALHOST", "0.0.0.0", "[::ffff:127.0.0.1]"} {
+		urls = append(urls, "http://"+h+":"+port+"/")
+	}
+	agent := "for u in " + strings.Join(urls, " ") + "; do curl --noproxy '' -x \"$HTTP_PROXY\" -s -m 5 -o /dev/null $u; " +
+		"curl --noproxy '' -p -x \"$HTTP_PROXY\" -s -m 5 -o /dev/null $u; done; echo done > done.txt"
+	d, res := e.submitOn("native", nil, "--network", "allowlist", "--allow", "localhost", "--allow", "localhost:"+port,
+		"--agent-cmd", agent, "--wait", "reach the host")
+	must(t, res, 0)
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the host's loopback server was reached %d times", n)
+	}
+	res = e.run("egress", d.ID)
+	must(t, res, 0)
+	_, flags, ok := strings.Cut(res.stdout, "add to submit: ")
+	if !ok {
+		t.Fatalf("no suggestion:\n%s", res.stdout)
+	}
+	seen := map[string]bool{}
+	for _, f := range strings.Split(strings.TrimSpace(flags), " --allow ") {
+		if seen[f] {
+			t.Errorf("suggested twice: %s\n%s", f, res.stdout)
+		}
+		seen[f] = true
 	}
 }
