@@ -144,12 +144,12 @@ func (s *Supervisor) startWorkspace(ctx context.Context, rc *runState) (fill fun
 			if err == nil {
 				return nil, nil
 			}
-			if !errors.Is(err, workspace.ErrNoManifest) {
+			if !errors.Is(err, workspace.ErrNoManifest) || len(r.Attempts) > 0 {
 				return nil, fmt.Errorf("workspace: %w", err)
 			}
-			// No manifest: the making of the workspace never finished (a
-			// supervisor killed while preparing), so no agent has had it.
-			// Make it again, from nothing.
+			// No manifest and no attempt: the making of the workspace never
+			// finished (a supervisor killed while preparing) and no agent
+			// has had it. Make it again, from nothing.
 			s.event(run.NewEvent(run.EventWarning, "the workspace was left half made; making it again", nil))
 			rc.resumed = false
 			if err := removeContents(dir); err != nil {
