@@ -247,6 +247,20 @@ func (r *Repo) DeleteBranch(ctx context.Context, branch, expectTip string) error
 	if tip != expectTip {
 		return fmt.Errorf("delete branch %s: at %s, expected %s: %w", branch, tip, expectTip, ErrBranchMoved)
 	}
+	// Like git branch -D, keep a branch some worktree has checked out:
+	// deleting it would leave that worktree on an unborn branch.
+	wts, err := git(ctx, r.path, "worktree", "list", "--porcelain")
+	if err != nil {
+		return fmt.Errorf("delete branch %s: %w", branch, err)
+	}
+	var wt string
+	for line := range strings.SplitSeq(wts, "\n") {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok {
+			wt = p
+		} else if line == "branch refs/heads/"+branch {
+			return fmt.Errorf("delete branch %s: it is checked out in %s", branch, wt)
+		}
+	}
 	if _, err := git(ctx, r.path, "update-ref", "-m", "agentrun: clean", "-d", "refs/heads/"+branch, expectTip); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
