@@ -965,3 +965,33 @@ func TestAttackProxyToHostLoopback(t *testing.T) {
 		seen[f] = true
 	}
 }
+
+// TestAttackCleanKeepsCheckedOutBranch: a user who checked out the run's
+// branch (here, or in a linked worktree) and then cleans with
+// --delete-branch keeps the branch and a worktree that still has commits.
+func TestAttackCleanKeepsCheckedOutBranch(t *testing.T) {
+	e := newEnv(t)
+	for _, where := range []string{"here", "worktree"} {
+		d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo d > d.txt", "--wait", where)
+		must(t, res, 0)
+		wt := e.repo
+		if where == "here" {
+			e.git(e.repo, "checkout", "-q", d.Branch)
+		} else {
+			wt = filepath.Join(e.root, "wt")
+			e.git(e.repo, "worktree", "add", "-q", wt, d.Branch)
+		}
+		res = e.run("clean", "--json", "--delete-branch", d.ID)
+		must(t, res, 0)
+		if !strings.Contains(res.stdout, "checked out") {
+			t.Errorf("%s: %s", where, res.stdout)
+		}
+		if got := e.git(e.repo, "rev-parse", d.Branch); got != d.Commit {
+			t.Fatalf("%s: branch %s is at %q after clean", where, d.Branch, got)
+		}
+		if got := e.git(wt, "rev-parse", "HEAD"); got != d.Commit {
+			t.Fatalf("%s: the worktree's HEAD is %q", where, got)
+		}
+		e.git(e.repo, "checkout", "-q", "main")
+	}
+}
