@@ -28,6 +28,15 @@ func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error
 // started), FinishedAt is set on every terminal state and cleared when a
 // run leaves one (resume).
 func (s *Store) Transition(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string) (*run.Run, error) {
+	return s.TransitionUpdate(ctx, id, from, to, reason, msg, nil)
+}
+
+// TransitionUpdate is Transition that also applies fn (when not nil) to
+// the record in the same write of run.json: one write instead of a
+// Transition and an Update. fn runs only when the compare-and-set holds,
+// before the state event is journaled; an error from it aborts the whole
+// change. The state fields are Transition's whatever fn does to them.
+func (s *Store) TransitionUpdate(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
 	if !to.Valid() {
 		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
 	}
@@ -35,11 +44,18 @@ func (s *Store) Transition(ctx context.Context, id string, from []run.State, to 
 		if !slices.Contains(from, r.State) {
 			return fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
 		}
+		prev, started := r.State, r.StartedAt
+		if fn != nil {
+			if err := fn(r); err != nil {
+				return err
+			}
+			r.StartedAt = started
+		}
 		e := run.Event{Time: now, Type: run.EventState, State: to, Reason: reason, Message: msg}
 		if _, err := s.appendEvent(ctx, id, e); err != nil {
 			return fmt.Errorf("transition run %s: %w", id, err)
 		}
-		if r.StartedAt == nil && r.State == run.StateQueued && to.Active() && to != run.StateQueued {
+		if r.StartedAt == nil && prev == run.StateQueued && to.Active() && to != run.StateQueued {
 			r.StartedAt = &now
 		}
 		if to.Terminal() {
