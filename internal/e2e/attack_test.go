@@ -317,6 +317,11 @@ func TestAttackTaskText(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `"task_too_large"`) {
 		t.Errorf("over-size task on stdin: %v %s", err, out)
 	}
+	// An endless task file is cut off, not read into memory.
+	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--task-file", "/dev/zero")
+	if res.code != 2 || !strings.Contains(res.stdout, `"task_too_large"`) {
+		t.Errorf("endless task file: exit %d %s", res.code, res.stdout)
+	}
 	if len(e.runIDs()) != before {
 		t.Fatal("an over-size task created a run")
 	}
