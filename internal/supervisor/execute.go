@@ -144,7 +144,7 @@ func (s *Supervisor) transition(from []run.State, state run.State, reason run.Re
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Store.Transition(ctx, s.ID, from, state, reason, msg); err != nil && !errors.Is(err, run.ErrConflict) {
+	if _, err := s.cas(ctx, from, state, reason, msg, nil); err != nil && !errors.Is(err, run.ErrConflict) {
 		fmt.Fprintf(os.Stderr, "supervise %s: transition to %s: %v\n", s.ID, state, err)
 	}
 }
@@ -153,7 +153,11 @@ func (s *Supervisor) transition(from []run.State, state run.State, reason run.Re
 func (s *Supervisor) clearSupervisor() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	pending := s.takePending()
 	_, _ = s.Store.Update(ctx, s.ID, func(r *run.Run) error {
+		for _, p := range pending {
+			p(r)
+		}
 		if r.Supervisor != nil && r.Supervisor.PID == os.Getpid() {
 			r.Supervisor = nil
 		}

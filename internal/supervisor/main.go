@@ -117,6 +117,10 @@ type Supervisor struct {
 	// running.
 	release     func()
 	releaseOnce sync.Once
+
+	// pending are record changes for the next state change (record.go).
+	pendingMu sync.Mutex
+	pending   []func(*run.Run)
 }
 
 func (s *Supervisor) releaseResources() {

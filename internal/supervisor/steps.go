@@ -275,8 +275,15 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 		last := i == budget-1
 		// The agent starts only from the running state: a cancel that wins
 		// this compare-and-set means it never starts.
-		if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StatePreparing, run.StateRunning, run.StateChecking},
-			run.StateRunning, run.ReasonNone, fmt.Sprintf("attempt %d", n)); err != nil {
+		resumed := rc.resumed && i == 0
+		started := time.Now().UTC()
+		if _, err := s.cas(ctx, []run.State{run.StatePreparing, run.StateRunning, run.StateChecking},
+			run.StateRunning, run.ReasonNone, fmt.Sprintf("attempt %d", n), func(r *run.Run) {
+				r.Attempts = append(r.Attempts, run.Attempt{N: n, StartedAt: started, Resumed: resumed})
+				if rc.enforced != nil {
+					r.Provenance.Enforced = rc.enforced
+				}
+			}); err != nil {
 			if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
 				s.stopped(ctx, "")
 				return false, nil
@@ -284,7 +291,7 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 			return false, err
 		}
 		prompt := buildPrompt(r.Task, prev)
-		out, err := s.attempt(ctx, rc, ag, n, prompt, rc.resumed && i == 0)
+		out, err := s.attempt(ctx, rc, ag, n, prompt, resumed)
 		if err != nil {
 			if ctx.Err() != nil {
 				s.stopped(ctx, "")
@@ -308,7 +315,7 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 		if len(r.Checks) == 0 {
 			return true, nil // nothing to check: straight on to export
 		}
-		if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StateRunning}, run.StateChecking, run.ReasonNone, ""); err != nil {
+		if _, err := s.cas(ctx, []run.State{run.StateRunning}, run.StateChecking, run.ReasonNone, "", nil); err != nil {
 			if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
 				s.stopped(ctx, "")
 				return false, nil
@@ -354,16 +361,7 @@ func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, 
 		return nil, fmt.Errorf("agent log: %w", err)
 	}
 	defer logf.Close()
-	started := time.Now().UTC()
-	if _, err := s.Store.Update(ctx, r.ID, func(r *run.Run) error {
-		r.Attempts = append(r.Attempts, run.Attempt{N: n, StartedAt: started, Resumed: resumed})
-		if rc.enforced != nil {
-			r.Provenance.Enforced = rc.enforced
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("record attempt: %w", err)
-	}
+	// The attempt itself was recorded with the move to running.
 	ev := run.NewEvent(run.EventAttempt, fmt.Sprintf("attempt %d started", n), nil)
 	ev.Attempt = n
 	s.event(ev)
@@ -396,10 +394,9 @@ func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, 
 	return out, err
 }
 
+// recordAttempt records how attempt n ended, with the next state change.
 func (s *Supervisor) recordAttempt(n int, out *agent.Outcome, finished time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, _ = s.Store.Update(ctx, s.ID, func(r *run.Run) error {
+	s.later(func(r *run.Run) {
 		for i := range r.Attempts {
 			if r.Attempts[i].N == n {
 				a := &r.Attempts[i]
@@ -415,7 +412,6 @@ func (s *Supervisor) recordAttempt(n int, out *agent.Outcome, finished time.Time
 			r.Usage.CachedTokens += out.Usage.CachedTokens
 			r.Usage.Turns += out.Usage.Turns
 		}
-		return nil
 	})
 }
 
@@ -433,7 +429,7 @@ func (s *Supervisor) agentEnv(r *run.Run) []string {
 
 // checks runs every check in the sandbox after attempt n.
 func (s *Supervisor) checks(ctx context.Context, rc *runState, n int) ([]run.CheckResult, error) {
-	r, l := rc.r, s.Layout
+	r := rc.r
 	var results []run.CheckResult
 	for _, c := range r.Checks {
 		res, err := s.check(ctx, rc, n, c)
@@ -449,16 +445,14 @@ func (s *Supervisor) checks(ctx context.Context, rc *runState, n int) ([]run.Che
 	if len(results) == 0 {
 		return nil, nil // nothing to record
 	}
-	_, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
+	s.later(func(r *run.Run) {
 		for i := range r.Attempts {
 			if r.Attempts[i].N == n {
 				r.Attempts[i].Checks = results
 			}
 		}
-		return nil
 	})
-	_ = l
-	return results, err
+	return results, nil
 }
 
 func (s *Supervisor) check(ctx context.Context, rc *runState, n int, c run.CheckSpec) (run.CheckResult, error) {
@@ -491,7 +485,7 @@ func (s *Supervisor) check(ctx context.Context, rc *runState, n int, c run.Check
 // export: scan the workspace, write the commit and the patch.
 func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 	r, l := rc.r, s.Layout
-	if _, err := s.Store.Transition(ctx, r.ID, []run.State{run.StateChecking, run.StateRunning}, run.StateExporting, run.ReasonNone, ""); err != nil {
+	if _, err := s.cas(ctx, []run.State{run.StateChecking, run.StateRunning}, run.StateExporting, run.ReasonNone, "", nil); err != nil {
 		if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
 			s.stopped(ctx, "")
 			return nil
@@ -551,12 +545,9 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 	if len(res.Refused) == 0 {
 		res.Refused = cs.Refused // (an Export may already carry them)
 	}
-	if _, err := s.Store.Update(context.WithoutCancel(ctx), r.ID, func(r *run.Run) error {
-		r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res
-		return nil
-	}); err != nil {
-		return fail(fmt.Errorf("record export: %w", err))
-	}
+	// The result is recorded with the end state (or on its own if a
+	// cancel got there first: the branch exists either way).
+	s.later(func(r *run.Run) { r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res })
 	s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
 		map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
 			"scan_time": scanTime.String(), "export_time": exportTime.String()}))
@@ -568,12 +559,7 @@ func (s *Supervisor) finishNoChanges(refused []run.Refusal) {
 	msg := "the agent finished and the checks passed, but nothing changed"
 	if len(refused) > 0 {
 		msg = fmt.Sprintf("no exportable changes (%d refused)", len(refused))
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = s.Store.Update(ctx, s.ID, func(r *run.Run) error {
-			r.Result = &run.ExportResult{Branch: r.Branch, Refused: refused}
-			return nil
-		})
+		s.later(func(r *run.Run) { r.Result = &run.ExportResult{Branch: r.Branch, Refused: refused} })
 	}
 	s.transition([]run.State{run.StateExporting}, run.StateFailed, run.ReasonNoChanges, msg)
 }
