@@ -146,21 +146,26 @@ func TestAttackPlantedGitKnobsNeverRunOnHost(t *testing.T) {
 // TestAttackFailedRunCommandsRunNoGit: the same arming, but the run fails
 // its check; resume and clean of a failed run touch nothing either.
 func TestAttackFailedRunCommandsRunNoGit(t *testing.T) {
-	e := newEnv(t)
-	marks := filepath.Join(e.root, "marks")
-	_ = os.MkdirAll(marks, 0o755)
-	include := filepath.Join(e.root, "include.cfg")
-	_ = os.WriteFile(include, []byte("[core]\n\tfsmonitor = touch "+marks+"/include\n"), 0o644)
-	d, res := e.submitOn("native", nil, "--attempts", "1", "--agent-cmd", plantGitScript(marks, include),
-		"--check", "never=false", "--wait", "arm and fail")
-	must(t, res, 1)
-	for _, args := range [][]string{
-		{"status", d.ID}, {"result", d.ID}, {"diff", d.ID}, {"logs", d.ID},
-		{"resume", "--wait", "--task", "again", d.ID},
-		{"clean", "--delete-branch", d.ID},
-	} {
-		e.run(args...)
-		noMarks(t, marks, strings.Join(args, " "))
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			e := newEnv(t)
+			marks := filepath.Join(e.root, "marks")
+			_ = os.MkdirAll(marks, 0o755)
+			include := filepath.Join(e.root, "include.cfg")
+			_ = os.WriteFile(include, []byte("[core]\n\tfsmonitor = touch "+marks+"/include\n"), 0o644)
+			// The planting appends to .git/config: on resume it runs again.
+			d, res := e.submitOn(backend, nil, "--attempts", "1", "--agent-cmd", plantGitScript(marks, include),
+				"--check", "never=false", "--wait", "arm and fail")
+			must(t, res, 1)
+			for _, args := range [][]string{
+				{"status", d.ID}, {"result", d.ID}, {"diff", d.ID}, {"logs", d.ID},
+				{"resume", "--wait", "--task", "again", d.ID},
+				{"clean", "--delete-branch", d.ID},
+			} {
+				e.run(args...)
+				noMarks(t, marks, strings.Join(args, " "))
+			}
+		})
 	}
 }
 
