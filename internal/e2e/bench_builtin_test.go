@@ -81,8 +81,7 @@ func BenchmarkBuiltinSubmitWait(b *testing.B) {
 				turns += requests - requests0
 			}
 			b.StopTimer()
-			slices.Sort(walls)
-			b.ReportMetric(float64(walls[len(walls)/2].Microseconds())/1000, "ms/run(median)")
+			b.ReportMetric(median(walls), "ms/run(median)")
 			b.ReportMetric(float64(harness.Microseconds())/1000/float64(turns), "ms/turn-harness")
 		})
 	}

@@ -85,9 +85,9 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	}
 	// Sandbox backend: named, configured, or the platform default; never
 	// the host backend unless named.
-	backends := req.Backends
+	backends, cached := req.Backends, false
 	if backends == nil {
-		backends = all.Backends(all.Options{})
+		backends, cached = all.Backends(all.Options{}), true
 	}
 	name := req.Sandbox
 	if name == "" {
@@ -109,7 +109,12 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 		defer close(done)
 		info, repoErr = inspectRepo(ctx, req.Repo, r.BaseRef)
 	}()
-	preErr := b.Preflight(ctx)
+	var preErr error
+	if cached { // only this build's own backends: a test's stand-ins always preflight
+		preErr = cachedPreflight(ctx, b, name)
+	} else {
+		preErr = b.Preflight(ctx)
+	}
 	<-done
 	if preErr != nil {
 		if _, ok := catalog.As(preErr); ok {

@@ -1,0 +1,87 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// A backend's preflight may start a whole throwaway sandbox (native does),
+// which costs more than a small run's own work. A success is remembered
+// for preflightTTL in the user's cache directory, keyed by the backend,
+// the agentrun binary, the boot and the user, so that submits in a row
+// preflight once. A failure is never remembered. A machine that changed
+// within the window fails the run at the sandbox's Start with the same
+// catalog error instead of failing the submit: never a run with less
+// isolation.
+const preflightTTL = 5 * time.Minute
+
+// cachedPreflight runs b.Preflight unless a success of the same key is
+// fresh.
+func cachedPreflight(ctx context.Context, b sandbox.Backend, name string) error {
+	path, key := preflightCache(name)
+	if path != "" {
+		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+			age := time.Since(fi.ModTime())
+			if data, err := os.ReadFile(path); err == nil && string(data) == key && age >= 0 && age < preflightTTL {
+				return nil
+			}
+		}
+	}
+	if err := b.Preflight(ctx); err != nil {
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return err
+	}
+	if path != "" {
+		rememberPreflight(path, key)
+	}
+	return nil
+}
+
+// preflightCache is the cache file for backend name and the key a fresh
+// entry holds; "" when there is no cache directory or no binary to name.
+func preflightCache(name string) (path, key string) {
+	dir, err := os.UserCacheDir()
+	if err != nil || dir == "" {
+		return "", ""
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", ""
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return "", ""
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	key = fmt.Sprintf("agentrun preflight 1\nbackend %s\nbinary %s %d %d\nboot %s\nuid %d\n",
+		name, exe, fi.Size(), fi.ModTime().UnixNano(), string(boot), os.Getuid())
+	return filepath.Join(dir, "agentrun", "preflight-"+name), key
+}
+
+// rememberPreflight writes the entry atomically; best effort.
+func rememberPreflight(path, key string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".preflight-*")
+	if err != nil {
+		return
+	}
+	_, werr := f.WriteString(key)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(f.Name())
+	}
+}
