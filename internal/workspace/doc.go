@@ -3,13 +3,16 @@
 //
 // The pieces:
 //
-//   - Repo (repo.go): the user's repository. OpenRepo, ResolveBase, Dirty and
-//     the branch helpers run git there, and only there.
+//   - Repo (repo.go): the user's repository. OpenRepo, ResolveBase, Dirty,
+//     Inspect (the first three at once, side by side) and the branch helpers
+//     run git there, and only there.
 //   - Provider (checkout.go): NewCheckout makes a workspace as a fresh git
 //     repository holding only the objects of the base commit (copied by a
 //     pack stream, never hard-linked, no alternates), checked out detached,
 //     and records a manifest of the checked-out files in the state
-//     directory, outside the tree.
+//     directory, outside the tree. Its Fill (the Filler capability) does the
+//     same into an empty directory that already exists, so a sandbox can
+//     start on the directory meanwhile.
 //   - Scan (scan.go): walks the workspace from a root file descriptor with
 //     openat(O_NOFOLLOW), compares with the manifest and reads every changed
 //     file with symlink-safe calls. Entries it will not export become
