@@ -32,19 +32,25 @@ func (s *Supervisor) execute(parent context.Context) error {
 		return fmt.Errorf("run is %s, not queued", r.State)
 	}
 	host, _ := os.Hostname()
-	if _, err := s.Store.Update(parent, s.ID, func(r *run.Run) error {
-		r.Supervisor = &run.SupervisorInfo{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("record supervisor: %w", err)
-	}
+	info := &run.SupervisorInfo{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	go s.watchCancel(ctx, cancel)
 
-	// queued
+	// queued: a free slot at once (the usual case) records this process
+	// with the move to preparing; a run that waits records it first, so
+	// that cancel can signal it while it waits.
 	defer dequeue(s.Layout, r.Seq, s.ID)
-	slot, err := s.waitSlot(ctx)
+	recorded := false
+	slot, err := s.trySlot(ctx)
+	if err == nil && slot == nil {
+		if _, err := s.Store.Update(ctx, s.ID, func(r *run.Run) error { r.Supervisor = info; return nil }); err != nil {
+			s.stopped(ctx, run.StateQueued)
+			return fmt.Errorf("record supervisor: %w", err)
+		}
+		recorded = true
+		slot, err = s.waitSlot(ctx)
+	}
 	if err != nil {
 		s.stopped(ctx, run.StateQueued)
 		return nil
@@ -53,7 +59,11 @@ func (s *Supervisor) execute(parent context.Context) error {
 	dequeue(s.Layout, r.Seq, s.ID)
 
 	// queued -> preparing: loses to a cancel that came first.
-	r, err = s.Store.Transition(ctx, s.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "")
+	r, err = s.cas(ctx, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "", func(r *run.Run) {
+		if !recorded {
+			r.Supervisor = info
+		}
+	})
 	if errors.Is(err, run.ErrConflict) {
 		return nil
 	}
