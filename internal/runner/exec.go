@@ -65,7 +65,9 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 			return nil, err
 		}
 	}
+	mk := newMarker()
 	cmd := &exec.Cmd{
+		ExtraFiles:  mk.files(),
 		Path:        path,
 		Args:        argv,
 		Env:         env,
@@ -79,12 +81,16 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	}
 	start := time.Now()
 	err = startCmd(cmd)
+	if err == nil {
+		mk.started(cmd.Process.Pid)
+	}
 	outW.Close()
 	errW.Close()
 	if inR != nil {
 		inR.Close()
 	}
 	if err != nil {
+		mk.killStrays(0, 0) // closes the marker
 		outR.Close()
 		errR.Close()
 		if inW != nil {
@@ -148,9 +154,12 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 		res.Cancelled = true
 		werr = killGroup(pgid, grace, waitc)
 	}
+	mk.waited(pgid)
 	// The main process is gone; background children of its group must
-	// not outlive the call (nor keep our pipes open).
+	// not outlive the call (nor keep our pipes open), nor may descendants
+	// that left the group (setsid, double fork).
 	reapGroup(pgid, grace)
+	mk.killStrays(pgid, grace+time.Second)
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
 	select {

@@ -1,0 +1,19 @@
+//go:build !linux
+
+package runner
+
+import (
+	"os"
+	"time"
+)
+
+// Outside Linux there is no child subreaper: a command's descendants that
+// leave its process group (setsid, double fork) are not tracked and may
+// outlive it.
+type marker struct{}
+
+func newMarker() *marker                        { return nil }
+func (m *marker) files() []*os.File             { return nil }
+func (m *marker) started(pid int)               {}
+func (m *marker) waited(pid int)                {}
+func (m *marker) killStrays(int, time.Duration) {}
