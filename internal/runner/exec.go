@@ -65,7 +65,13 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 			return nil, err
 		}
 	}
-	mk := newMarker()
+	// A runner not contained by a pid namespace that dies with it (the
+	// host backend: it runs the watchdog) also tracks descendants that
+	// leave the group.
+	var mk *marker
+	if !s.opts.NoWatchdog {
+		mk = newMarker()
+	}
 	cmd := &exec.Cmd{
 		ExtraFiles:  mk.files(),
 		Path:        path,

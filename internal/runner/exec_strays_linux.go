@@ -119,11 +119,11 @@ func (m *marker) held() bool {
 // marker and all their descendants, reaps those re-parented to the
 // runner, and closes the marker. It gives up after d.
 func (m *marker) killStrays(pgid int, d time.Duration) {
-	if pgid > 0 {
-		reapGroupZombies(pgid)
-	}
 	if m == nil {
 		return
+	}
+	if pgid > 0 {
+		reapGroupZombies(pgid)
 	}
 	m.w.Close() // already closed once the command started
 	defer m.r.Close()
