@@ -20,17 +20,37 @@ import (
 // holds the marker any more (the common case, no /proc walk). Otherwise
 // it walks /proc for every process holding the marker and their
 // descendants, SIGKILLs them by pid and reaps those re-parented to it.
-// The runner process is a child subreaper, so such orphans come back to it
-// rather than to init. A process the runner did not start (its sandbox's
-// commands' descendants) is never signalled nor reaped: they do not hold
+// The runner process is a child subreaper while a command runs, so such
+// orphans come back to it rather than to init. A process the runner did
+// not start (anything but its commands and their descendants) is never
+// signalled nor reaped: they do not hold
 // the marker and do not descend from one that does. A descendant that
 // closes its inherited descriptors and leaves the group escapes.
 
-var subreaperOnce sync.Once
+// The runner process is a child subreaper only while one of its markers
+// is in use: a supervisor that also runs other children (git, another
+// backend's sandbox) would otherwise collect their orphans as zombies it
+// must not reap.
+var (
+	subreaperMu    sync.Mutex
+	subreaperUsers int
+)
 
-// becomeSubreaper makes the runner process a child subreaper (once).
-func becomeSubreaper() {
-	subreaperOnce.Do(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+func holdSubreaper() {
+	subreaperMu.Lock()
+	defer subreaperMu.Unlock()
+	if subreaperUsers == 0 {
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	subreaperUsers++
+}
+
+func releaseSubreaper() {
+	subreaperMu.Lock()
+	defer subreaperMu.Unlock()
+	if subreaperUsers--; subreaperUsers == 0 {
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	}
 }
 
 // liveCmds are the pids of commands os/exec is waiting for, across every
@@ -75,7 +95,7 @@ func newMarker() *marker {
 		w.Close()
 		return nil
 	}
-	becomeSubreaper()
+	holdSubreaper()
 	return &marker{r: r, w: w, link: "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"}
 }
 
@@ -122,6 +142,7 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 	if m == nil {
 		return
 	}
+	defer releaseSubreaper()
 	if pgid > 0 {
 		reapGroupZombies(pgid)
 	}

@@ -14,11 +14,13 @@
 //
 // On Linux this holds for descendants that leave their command's group
 // too (setsid, double fork): every command inherits a marker pipe as fd 3
-// and the runner's process (the supervisor when in-process) becomes a
-// child subreaper; when a command ends, whatever still holds the marker,
+// and the runner's process (the supervisor when in-process) is a child
+// subreaper while a command runs; when a command ends, whatever still holds the marker,
 // and its descendants, is killed by pid and reaped if re-parented to the
 // runner. Processes the sandbox did not start (git, other children of the
-// supervisor) are never signalled nor reaped. A descendant that both
+// supervisor) are never signalled nor reaped (an orphan of theirs that is
+// re-parented to the supervisor while a command runs stays a zombie until
+// the supervisor exits). A descendant that both
 // closes its inherited descriptors and leaves the group escapes. On macOS
 // only the commands' process groups are killed: a process that leaves its
 // group may outlive the run.

@@ -170,7 +170,21 @@ func TestBystandersUntouched(t *testing.T) {
 	}
 	sp := spec(t, sockettest.ShortDir(t))
 	sb := start(t, host.New(), sp)
-	execOut(t, sb, "true") // the runner is a subreaper from now on
+	// While a command runs, this process is a subreaper.
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Shell: daemonize + "touch up; sleep 1"}, nil, nil)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(sp.Workspace, "up")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("command never came up")
+		}
+	}
+	pids := readPids(t, sp.Workspace)
 
 	repo := t.TempDir()
 	if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
@@ -200,7 +214,17 @@ func TestBystandersUntouched(t *testing.T) {
 		syscall.Wait4(otherPid, &ws, 0, nil) // re-parented to us: ours to reap
 	}()
 
-	execOut(t, sb, daemonize+"true")
+	if ppid := parentOf(otherPid); ppid != os.Getpid() {
+		t.Logf("the other daemon went to pid %d, not to this process", ppid)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if exists(pid) {
+			t.Errorf("pid %d outlived its Exec", pid)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := sb.Stop(ctx); err != nil {
@@ -216,4 +240,19 @@ func TestBystandersUntouched(t *testing.T) {
 	if err := gitCmd.Wait(); err != nil {
 		t.Fatalf("git wait after the sandbox's cleanup: %v", err)
 	}
+}
+
+func parentOf(pid int) int {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
