@@ -276,6 +276,11 @@ func TestCancelRace(t *testing.T) {
 			must(t, e.run("cancel", d.ID), 0)
 			r := e.get(d.ID)
 			if r.State != run.StateCancelled {
+				// With the slot free a fast run can end before the cancel
+				// arrives (the journal shows it reached running first).
+				if !busy && r.State.Terminal() && ranBeforeCancel(t, e, d.ID) {
+					continue
+				}
 				t.Fatalf("busy=%v #%d: %s (%s)", busy, i, r.State, r.Message)
 			}
 			// With the slot free, a quick supervisor may win the race to
