@@ -8,7 +8,6 @@
 //	  runs/<id>/run.lock            flock for read-modify-write of run.json
 //	  runs/<id>/supervisor.lock     flock held by the live supervisor
 //	  runs/<id>/supervisor.log      the supervisor's own stderr
-//	  runs/<id>/task.txt            the task as given
 //	  runs/<id>/workspace/          the agent's tree
 //	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree)
 //	  runs/<id>/home/               HOME inside the sandbox
@@ -36,7 +35,6 @@ func (l Layout) SupervisorLock(id string) string {
 	return filepath.Join(l.RunDir(id), "supervisor.lock")
 }
 func (l Layout) SupervisorLog(id string) string  { return filepath.Join(l.RunDir(id), "supervisor.log") }
-func (l Layout) Task(id string) string           { return filepath.Join(l.RunDir(id), "task.txt") }
 func (l Layout) Workspace(id string) string      { return filepath.Join(l.RunDir(id), "workspace") }
 func (l Layout) WorkspaceState(id string) string { return filepath.Join(l.RunDir(id), "ws-state") }
 func (l Layout) SandboxHome(id string) string    { return filepath.Join(l.RunDir(id), "home") }
