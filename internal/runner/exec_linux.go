@@ -34,27 +34,37 @@ func groupAlive(pgid int) bool {
 	if err != nil {
 		return true
 	}
-	want := []byte(strconv.Itoa(pgid))
 	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 4 {
-			continue
-		}
-		if bytes.Equal(f[2], want) && f[0][0] != 'Z' {
+		if state, _, pgrp, ok := procStat(n); ok && pgrp == pgid && state != 'Z' {
 			return true
 		}
 	}
 	return false
+}
+
+// procStat reads the state, parent and process group of /proc/<pid>/stat.
+// ok is false for an entry that is not a live pid's readable stat.
+func procStat(pid string) (state byte, ppid, pgrp int, ok bool) {
+	if pid == "" || pid[0] < '0' || pid[0] > '9' {
+		return 0, 0, 0, false
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 {
+		return 0, 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgrp, err2 := strconv.Atoi(string(f[2]))
+	if err1 != nil || err2 != nil {
+		return 0, 0, 0, false
+	}
+	return f[0][0], ppid, pgrp, true
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -220,20 +219,11 @@ func scanProcs() map[int]*procInfo {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
+		state, ppid, _, ok := procStat(n)
+		if !ok {
 			continue
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(b[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(string(f[1]))
-		out[pid] = &procInfo{ppid: ppid, state: f[0][0]}
+		out[pid] = &procInfo{ppid: ppid, state: state}
 	}
 	return out
 }
