@@ -32,6 +32,10 @@ type ServerOptions struct {
 	// to the unix socket ProxySocket.
 	ProxySocket string
 	ProxyListen string
+	// GatewaySocket and GatewayListen, both set, start the model gateway's
+	// bridge the same way.
+	GatewaySocket string
+	GatewayListen string
 	// NoWatchdog turns off the watchdog process that kills the command
 	// groups if the runner dies without ending them (a sandbox whose pid
 	// namespace ends with the runner does not need it).
@@ -51,8 +55,11 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 	defer s.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if opts.ProxySocket != "" && opts.ProxyListen != "" {
-		b, err := ListenBridge(opts.ProxyListen, opts.ProxySocket)
+	for _, br := range [][2]string{{opts.ProxyListen, opts.ProxySocket}, {opts.GatewayListen, opts.GatewaySocket}} {
+		if br[0] == "" || br[1] == "" {
+			continue
+		}
+		b, err := ListenBridge(br[0], br[1])
 		if err != nil {
 			return err
 		}

@@ -36,8 +36,13 @@ type Spec struct {
 	ProxySocket string
 	// LoopbackTCP lets processes inside connect to any TCP port of the
 	// sandbox's own loopback. Without it a backend that can (native with
-	// Landlock ABI >= 4) allows TCP connect only to the egress bridge.
+	// Landlock ABI >= 4) allows TCP connect only to the bridges.
 	LoopbackTCP bool
+	// GatewaySocket, when set, is the host unix socket of the run's model
+	// gateway. Every backend bridges it to a TCP port on the sandbox's own
+	// loopback (Sandbox.GatewayAddr), whatever the network mode: the agent
+	// reaches its model without any egress.
+	GatewaySocket string
 	// ReadOnlyPaths are extra host paths made visible read-only.
 	ReadOnlyPaths []string
 	Limits        Limits
@@ -71,6 +76,11 @@ type Sandbox interface {
 	Runner() runner.Client
 	// WorkDir is the workspace path as processes inside see it.
 	WorkDir() string
+	// HomeDir is HOME as processes inside see it.
+	HomeDir() string
+	// GatewayAddr is the model gateway's HOST:PORT as processes inside
+	// reach it ("" when the spec named no gateway socket).
+	GatewayAddr() string
 	// Enforced says, per isolation feature or limit, "enforced" or
 	// "unavailable: <why>". It never claims what is not in force.
 	Enforced() map[string]string

@@ -88,6 +88,7 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 		s.made = append(s.made, home)
 	}
 
+	s.home = home
 	env := setEnv(append([]string(nil), spec.Env...), "HOME", home)
 	env = setEnv(env, "TMPDIR", tmp)
 	if spec.Network == sandbox.NetworkAllowlist {
@@ -105,6 +106,14 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 		env = setEnv(env, "no_proxy", "localhost,127.0.0.1,::1")
 	}
 	s.env = env
+	if spec.GatewaySocket != "" {
+		br, err := runner.ListenBridge("127.0.0.1:0", spec.GatewaySocket)
+		if err != nil {
+			return nil, fmt.Errorf("host sandbox: %w", err)
+		}
+		s.gateway = br
+		go br.Serve()
+	}
 
 	sockDir := spec.StateDir
 	if len(filepath.Join(sockDir, "runner.sock")) > maxSocketPath {
@@ -214,6 +223,8 @@ type hostSandbox struct {
 	env       []string
 	client    runner.Client
 	bridge    *runner.Bridge
+	gateway   *runner.Bridge
+	home      string
 	cancel    context.CancelFunc // in-process server
 	proc      *exec.Cmd          // subprocess server
 	procStdin interface{ Close() error }
@@ -229,6 +240,15 @@ type hostSandbox struct {
 func (s *hostSandbox) Runner() runner.Client { return s.client }
 
 func (s *hostSandbox) WorkDir() string { return s.workDir }
+
+func (s *hostSandbox) HomeDir() string { return s.home }
+
+func (s *hostSandbox) GatewayAddr() string {
+	if s.gateway == nil {
+		return ""
+	}
+	return s.gateway.Addr().String()
+}
 
 const notIsolated = "unavailable: host backend does not isolate"
 
@@ -283,6 +303,9 @@ func (s *hostSandbox) Stop(ctx context.Context) error {
 	}
 	if s.bridge != nil {
 		s.bridge.Close()
+	}
+	if s.gateway != nil {
+		s.gateway.Close()
 	}
 	return err
 }

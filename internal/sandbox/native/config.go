@@ -7,8 +7,10 @@ const (
 	innerDir     = "/.agentrun"
 	innerExe     = innerDir + "/agentrun"
 	innerProxy   = innerDir + "/proxy.sock"
+	innerGateway = innerDir + "/gateway.sock"
 	sandboxHost  = "agentrun"
 	proxyPort    = 3128
+	gatewayPort  = 3129
 	entryName    = "__sandbox"
 	defaultPath  = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 	statusOK     = "ok"
@@ -38,14 +40,17 @@ type config struct {
 	GID int `json:"gid"`
 	// Root is a host directory (inside the state dir) the new root's tmpfs
 	// is mounted on, in the sandbox's mount namespace only.
-	Root        string   `json:"root"`
-	Workspace   string   `json:"workspace"`
-	Home        string   `json:"home,omitempty"` // empty: a private tmpfs
-	Executable  string   `json:"executable"`
-	ProxySocket string   `json:"proxy_socket,omitempty"`
-	LoopbackTCP bool     `json:"loopback_tcp,omitempty"`
-	ReadOnly    []string `json:"read_only,omitempty"`
-	Env         []string `json:"env"`
+	Root        string `json:"root"`
+	Workspace   string `json:"workspace"`
+	Home        string `json:"home,omitempty"` // empty: a private tmpfs
+	Executable  string `json:"executable"`
+	ProxySocket string `json:"proxy_socket,omitempty"`
+	// GatewaySocket is the model gateway's host socket, bridged to
+	// 127.0.0.1:gatewayPort inside (with any network mode).
+	GatewaySocket string   `json:"gateway_socket,omitempty"`
+	LoopbackTCP   bool     `json:"loopback_tcp,omitempty"`
+	ReadOnly      []string `json:"read_only,omitempty"`
+	Env           []string `json:"env"`
 
 	FileSize  int64 `json:"file_size"`
 	OpenFiles int64 `json:"open_files"`
@@ -63,9 +68,11 @@ type status struct {
 
 // serveConfig is what the init tells the serve child on its fd 3.
 type serveConfig struct {
-	Env         []string `json:"env"`
-	ProxySocket string   `json:"proxy_socket,omitempty"`
-	ProxyListen string   `json:"proxy_listen,omitempty"`
+	Env           []string `json:"env"`
+	ProxySocket   string   `json:"proxy_socket,omitempty"`
+	ProxyListen   string   `json:"proxy_listen,omitempty"`
+	GatewaySocket string   `json:"gateway_socket,omitempty"`
+	GatewayListen string   `json:"gateway_listen,omitempty"`
 }
 
 // stateDir inside holds the runner's request journal (a private tmpfs).

@@ -75,7 +75,10 @@ func confine(c *config) (map[string]string, error) {
 			Devices:   []string{"/dev"},
 		}
 		if c.ProxySocket != "" {
-			pol.ProxyPort = proxyPort
+			pol.Ports = append(pol.Ports, proxyPort)
+		}
+		if c.GatewaySocket != "" {
+			pol.Ports = append(pol.Ports, gatewayPort)
 		}
 		pol.AnyTCP = c.LoopbackTCP
 		ll, err := applyLandlock(abi, pol)

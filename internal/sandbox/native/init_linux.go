@@ -195,6 +195,10 @@ func startProgram(c *config) (int, error) {
 			sc.ProxySocket = innerProxy
 			sc.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
 		}
+		if c.GatewaySocket != "" {
+			sc.GatewaySocket = innerGateway
+			sc.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
+		}
 		b, _ := json.Marshal(sc)
 		go func() {
 			w.Write(b)

@@ -64,7 +64,7 @@ func fsAccess(abi int) uint64 {
 type landlockPolicy struct {
 	ReadWrite []string // everything beneath
 	Devices   []string // read, write and ioctl of device files beneath
-	ProxyPort int      // the only TCP port connect may reach (0: none)
+	Ports     []int    // the only TCP ports connect may reach (the bridges)
 	// AnyTCP leaves TCP connect unrestricted by Landlock (--loopback-tcp):
 	// the network namespace, which has only loopback, is then the bound.
 	AnyTCP bool
@@ -72,7 +72,7 @@ type landlockPolicy struct {
 
 // applyLandlock restricts the calling thread (no_new_privs must be set):
 // read and execute everywhere in the new root, write only beneath
-// ReadWrite; with ABI >= 4 TCP connect only to ProxyPort; with ABI >= 6 no
+// ReadWrite; with ABI >= 4 TCP connect only to Ports; with ABI >= 6 no
 // signals or abstract sockets outside the sandbox's own domain. It
 // returns what it enforced.
 func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
@@ -133,8 +133,11 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	if abi >= 4 && !pol.AnyTCP && pol.ProxyPort > 0 {
-		rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(pol.ProxyPort)}
+	for _, port := range pol.Ports {
+		if abi < 4 || pol.AnyTCP {
+			break
+		}
+		rule := llNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
 		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, llRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
 			return nil, fmt.Errorf("landlock port rule: %w", errno)
 		}

@@ -107,6 +107,11 @@ func buildRoot(c *config) error {
 			return err
 		}
 	}
+	if c.GatewaySocket != "" {
+		if err := bind(c.GatewaySocket, r+innerGateway, true, true); err != nil {
+			return err
+		}
+	}
 	if err := buildDev(r, sizeOpt(c)); err != nil {
 		return err
 	}

@@ -36,12 +36,14 @@ func serveMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
 	err = runner.Serve(ctx, ln, runner.ServerOptions{
-		Root:        WorkDir,
-		Env:         sc.Env,
-		StateDir:    stateDir,
-		ProxySocket: sc.ProxySocket,
-		ProxyListen: sc.ProxyListen,
-		NoWatchdog:  true,
+		Root:          WorkDir,
+		Env:           sc.Env,
+		StateDir:      stateDir,
+		ProxySocket:   sc.ProxySocket,
+		ProxyListen:   sc.ProxyListen,
+		GatewaySocket: sc.GatewaySocket,
+		GatewayListen: sc.GatewayListen,
+		NoWatchdog:    true,
 	})
 	if err != nil {
 		return serveFail(err)

@@ -138,6 +138,13 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 	default:
 		return nil, lim, fmt.Errorf("network %q is not supported by the native sandbox (use none or allowlist)", spec.Network)
 	}
+	if spec.GatewaySocket != "" {
+		fi, err := os.Stat(spec.GatewaySocket)
+		if err != nil || fi.Mode()&os.ModeSocket == 0 {
+			return nil, lim, fmt.Errorf("model gateway socket %s is not a unix socket", spec.GatewaySocket)
+		}
+		c.GatewaySocket = spec.GatewaySocket
+	}
 	c.LoopbackTCP = spec.LoopbackTCP
 	c.Env = sandboxEnv(spec.Env, c.ProxySocket != "")
 	l := spec.Limits
@@ -480,7 +487,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		dir.Close()
 		return nil, startError(err)
 	}
-	s := &sbox{p: p, stateDir: spec.StateDir, dir: dir}
+	s := &sbox{p: p, stateDir: spec.StateDir, dir: dir, gateway: c.GatewaySocket != ""}
 	dctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ctx, cancel)
 	go func() {
@@ -507,6 +514,7 @@ type sbox struct {
 	client   runner.Client
 	stateDir string
 	dir      *os.File
+	gateway  bool // a gateway bridge listens inside
 
 	mu        sync.Mutex
 	destroyed bool
@@ -514,6 +522,15 @@ type sbox struct {
 
 func (s *sbox) Runner() runner.Client { return s.client }
 func (s *sbox) WorkDir() string       { return WorkDir }
+
+func (s *sbox) HomeDir() string { return homeDir }
+
+func (s *sbox) GatewayAddr() string {
+	if s.gateway {
+		return fmt.Sprintf("127.0.0.1:%d", gatewayPort)
+	}
+	return ""
+}
 
 func (s *sbox) Enforced() map[string]string {
 	m := make(map[string]string, len(s.p.enforced))
