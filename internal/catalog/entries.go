@@ -45,11 +45,19 @@ var (
 	SandboxStart     = Entry{"sandbox_start", "the sandbox did not start", "see the run's events with 'agentrun logs --events ID'", ExitRunFailed}
 
 	// Model providers (built-in agent).
-	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp) or pass --base-url", ExitUsage}
-	ModelAuth        = Entry{"model_auth", "the model server refused the API key", "set a valid key (OPENAI_API_KEY or ANTHROPIC_API_KEY, or api_key in the config)", ExitUsage}
+	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp), or point --model-server (--base-url for builtin) at one that listens", ExitUsage}
+	ModelAuth        = Entry{"model_auth", "the model server refused the API key", "set a valid key in your environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY) or name a key file or command in config.toml ([providers.NAME] or [model_servers.NAME] api_key_env, api_key_file, api_key_command)", ExitUsage}
 	ModelNotLoaded   = Entry{"model_not_loaded", "the model is not available on the server", "load the model on the server or pass --model with one it lists", ExitUsage}
 	ModelProtocol    = Entry{"model_protocol", "the model server answered something agentrun cannot read", "check --provider and --base-url point at a compatible API", ExitRunFailed}
 	NoModel          = Entry{"no_model", "no model chosen", "pass --model NAME (as the server lists it)", ExitUsage}
+	NoKey            = Entry{"no_key", "no API key for the model", "export the provider's key variable (it stays on the host: the agent only gets a placeholder), name a key file or command in config.toml [providers.NAME], or use your own model server with --model-server URL", ExitUsage}
+	BadModelServer   = Entry{"bad_model_server", "invalid --model-server", "give an http:// or https:// URL (e.g. http://localhost:1234) or the name of a [model_servers.NAME] entry in config.toml", ExitUsage}
+	BadBudget        = Entry{"bad_budget", "invalid budget", "give --max-tokens a whole number and --max-cost US dollars (e.g. 2.50), 0 for no limit", ExitUsage}
+
+	// Agent CLIs (profiles).
+	AgentMissing    = Entry{"agent_missing", "the agent CLI is not installed", "install it (see 'agentrun submit --help' for each profile's package) so that it is on your PATH, or use --agent-cmd", ExitUsage}
+	UnsupportedFlag = Entry{"unsupported_flag", "the agent profile cannot honour a flag", "drop the flag; point a profile at your own model with --model-server URL and --model NAME", ExitUsage}
+	BadPath         = Entry{"bad_path", "invalid --ro path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
 
 	// Environment.
 	Home     = Entry{"home", "cannot use the data directory", "check AGENTRUN_HOME, or that ~/.local/share/agentrun is writable", ExitUsage}

@@ -5,8 +5,9 @@
 //
 // Contract: Load never creates files; a missing file is not an error, an
 // unreadable or malformed one (including unknown keys) is a catalog
-// BadConfig error naming the file. It never reads secrets: API keys are
-// read from the environment only where they are used, never stored here.
+// BadConfig error naming the file. It never reads secrets: it names where
+// keys come from (an environment variable, a key file, a key command) and
+// the model gateway reads them on the host when a run starts.
 package config
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // Defaults.
@@ -42,6 +44,40 @@ type Config struct {
 	AuthorEmail string `toml:"author_email"`
 	MaxFiles    int    `toml:"max_files"`
 	MaxBytes    int64  `toml:"max_bytes"`
+	// Model budgets per run (0 = none).
+	MaxTokens int64   `toml:"max_tokens"`
+	MaxCost   float64 `toml:"max_cost"`
+	// ModelServer is the default --model-server (a name below or a URL).
+	ModelServer string `toml:"model_server"`
+	// ModelServers are the user's own model servers, by name.
+	ModelServers map[string]ModelServer `toml:"model_servers"`
+	// Providers override a public API's URL or key source, by route name
+	// (anthropic, openai, gemini).
+	Providers map[string]Provider `toml:"providers"`
+	// Prices override the built-in price table, by model name.
+	Prices map[string]run.Price `toml:"prices"`
+}
+
+// KeySource names where a key comes from; at most one field is set.
+type KeySource struct {
+	APIKeyEnv     string `toml:"api_key_env"`
+	APIKeyFile    string `toml:"api_key_file"`
+	APIKeyCommand string `toml:"api_key_command"`
+}
+
+// ModelServer is one [model_servers.NAME] entry.
+type ModelServer struct {
+	URL string `toml:"url"`
+	// MaxConcurrent bounds the requests in flight to it from every run on
+	// this machine (0 = no bound).
+	MaxConcurrent int `toml:"max_concurrent"`
+	KeySource
+}
+
+// Provider is one [providers.ROUTE] entry.
+type Provider struct {
+	URL string `toml:"url"`
+	KeySource
 }
 
 // Settings are the resolved values before flags: environment over file
@@ -55,6 +91,11 @@ type Settings struct {
 	AuthorEmail string
 	MaxFiles    int
 	MaxBytes    int64
+	MaxTokens   int64
+	MaxCost     float64
+	ModelServer string
+	// File is the file's content (model servers, providers, prices).
+	File Config
 	// Path is the config file consulted (it may not exist).
 	Path string
 }
@@ -111,9 +152,14 @@ func Load(getenv func(string) string) (Settings, error) {
 	s.AuthorName, s.AuthorEmail = c.AuthorName, c.AuthorEmail
 	s.MaxFiles = pick(c.MaxFiles, DefaultMaxFiles)
 	s.MaxBytes = pick(c.MaxBytes, DefaultMaxBytes)
-	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 {
+	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 {
 		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
 	}
+	if err := c.checkGateway(s.Path); err != nil {
+		return s, err
+	}
+	s.File = c
+	s.MaxTokens, s.MaxCost, s.ModelServer = c.MaxTokens, c.MaxCost, c.ModelServer
 	// environment over file
 	for _, v := range []struct {
 		name string
@@ -138,6 +184,23 @@ func Load(getenv func(string) string) (Settings, error) {
 		if s.Timeout, err = parseDuration(e, "AGENTRUN_TIMEOUT"); err != nil {
 			return s, err
 		}
+	}
+	if e := getenv("AGENTRUN_MAX_TOKENS"); e != "" {
+		n, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || n < 0 {
+			return s, catalog.BadConfig.New("AGENTRUN_MAX_TOKENS=%q: want a whole number (0 = no limit)", e)
+		}
+		s.MaxTokens = n
+	}
+	if e := getenv("AGENTRUN_MAX_COST"); e != "" {
+		f, err := strconv.ParseFloat(e, 64)
+		if err != nil || f < 0 {
+			return s, catalog.BadConfig.New("AGENTRUN_MAX_COST=%q: want US dollars, like 2.50 (0 = no limit)", e)
+		}
+		s.MaxCost = f
+	}
+	if e := getenv("AGENTRUN_MODEL_SERVER"); e != "" {
+		s.ModelServer = e
 	}
 	if e := getenv("AGENTRUN_SANDBOX"); e != "" {
 		s.Sandbox = e
@@ -169,4 +232,63 @@ func pick[T int | int64](v, def T) T {
 // String is for debugging.
 func (s Settings) String() string {
 	return fmt.Sprintf("max_parallel=%d sandbox=%q attempts=%d timeout=%s", s.MaxParallel, s.Sandbox, s.Attempts, s.Timeout)
+}
+
+// checkGateway validates the model server, provider and price entries.
+func (c Config) checkGateway(path string) error {
+	for name, m := range c.ModelServers {
+		if !validName(name) {
+			return catalog.BadConfig.New("%s: model_servers.%q: use letters, digits, '-' and '_'", path, name)
+		}
+		if m.URL == "" {
+			return catalog.BadConfig.New("%s: model_servers.%s has no url", path, name)
+		}
+		if m.MaxConcurrent < 0 {
+			return catalog.BadConfig.New("%s: model_servers.%s.max_concurrent is negative", path, name)
+		}
+		if err := m.KeySource.check(path, "model_servers."+name); err != nil {
+			return err
+		}
+	}
+	for name, p := range c.Providers {
+		switch name {
+		case "anthropic", "openai", "gemini":
+		default:
+			return catalog.BadConfig.New("%s: providers.%q: the providers are anthropic, openai and gemini", path, name)
+		}
+		if err := p.KeySource.check(path, "providers."+name); err != nil {
+			return err
+		}
+	}
+	for name, p := range c.Prices {
+		if p.Input < 0 || p.Output < 0 || (p.CachedInput != nil && *p.CachedInput < 0) || (p.CacheWrite != nil && *p.CacheWrite < 0) {
+			return catalog.BadConfig.New("%s: prices.%q: prices are US dollars per million tokens, not negative", path, name)
+		}
+	}
+	return nil
+}
+
+func (k KeySource) check(path, where string) error {
+	n := 0
+	for _, v := range []string{k.APIKeyEnv, k.APIKeyFile, k.APIKeyCommand} {
+		if v != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return catalog.BadConfig.New("%s: %s: give one of api_key_env, api_key_file, api_key_command", path, where)
+	}
+	return nil
+}
+
+func validName(n string) bool {
+	if n == "" || len(n) > 64 {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -37,12 +38,30 @@ type Effective struct {
 	Agent         Agent           `json:"agent"`
 	MaxFiles      int             `json:"max_files"`
 	MaxBytes      int64           `json:"max_bytes"`
+	// Gateway is where the model traffic goes and the run's budget (the
+	// key sources are not policy: they name no more than where a key is).
+	Gateway *Gateway `json:"gateway,omitempty"`
+}
+
+// Gateway is the model gateway's part of the policy.
+type Gateway struct {
+	Routes    []Route `json:"routes"`
+	MaxTokens int64   `json:"max_tokens"`
+	MaxCost   float64 `json:"max_cost"`
+}
+
+// Route is one gateway route: a protocol family to an upstream.
+type Route struct {
+	Name          string `json:"name"`
+	URL           string `json:"url"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
 }
 
 // Agent is the part of the policy that names the agent.
 type Agent struct {
 	Name     string   `json:"name"`
 	Command  string   `json:"command"`
+	Binary   string   `json:"binary,omitempty"`
 	Hosts    []string `json:"hosts"`
 	Model    string   `json:"model,omitempty"`
 	Provider string   `json:"provider,omitempty"`
@@ -55,7 +74,16 @@ func FromRun(r *run.Run) Effective {
 	if checks == nil {
 		checks = []run.CheckSpec{}
 	}
+	var gw *Gateway
+	if g := r.Gateway; g != nil {
+		gw = &Gateway{MaxTokens: g.MaxTokens, MaxCost: g.MaxCost, Routes: []Route{}}
+		for _, rs := range g.Routes {
+			gw.Routes = append(gw.Routes, Route{Name: rs.Name, URL: rs.URL, MaxConcurrent: rs.MaxConcurrent})
+		}
+		slices.SortFunc(gw.Routes, func(a, b Route) int { return strings.Compare(a.Name, b.Name) })
+	}
 	return Effective{
+		Gateway:       gw,
 		Version:       Version,
 		Sandbox:       r.Sandbox.Backend,
 		Network:       r.Sandbox.Network,
@@ -67,7 +95,7 @@ func FromRun(r *run.Run) Effective {
 		Checks:        checks,
 		Attempts:      r.MaxAttempts,
 		Timeout:       r.Timeout.String(),
-		Agent: Agent{Name: r.Agent.Name, Command: r.Agent.Command, Hosts: set(r.Agent.Hosts),
+		Agent: Agent{Name: r.Agent.Name, Command: r.Agent.Command, Binary: r.Agent.Binary, Hosts: set(r.Agent.Hosts),
 			Model: r.Agent.Model, Provider: r.Agent.Provider, BaseURL: r.Agent.BaseURL},
 		MaxFiles: r.Export.MaxFiles,
 		MaxBytes: r.Export.MaxBytes,

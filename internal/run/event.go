@@ -23,6 +23,7 @@ const (
 	EventAgentOutput = "agent_output" // a line of agent output (only for --follow streams; not journaled)
 	EventTool        = "tool"         // built-in agent tool call summary
 	EventVerdict     = "verdict"      // a reviewer's verdict (Data: run.Verdict)
+	EventGateway     = "gateway"      // the model gateway: started, capacity waits, budget, refused requests, upstream errors (Data: kind, ...)
 )
 
 // Event is one line of the journal.

@@ -69,6 +69,7 @@ const (
 	ReasonStuck            Reason = "stuck"
 	ReasonMaxTurns         Reason = "max_turns"
 	ReasonContextExhausted Reason = "context_exhausted"
+	ReasonBudgetExceeded   Reason = "budget_exceeded"
 	ReasonInternal         Reason = "internal_error"
 )
 
@@ -101,6 +102,9 @@ type Run struct {
 	Timeout     Duration      `json:"timeout,omitempty"` // whole run; 0 = none
 	Sandbox     SandboxConfig `json:"sandbox"`
 	Export      ExportConfig  `json:"export"`
+	// Gateway is how the agent reaches its model (nil: no model gateway,
+	// e.g. an --agent-cmd run with no model configured).
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
 
 	Attempts []Attempt `json:"attempts,omitempty"`
 
@@ -125,7 +129,14 @@ type AgentSpec struct {
 	Env     []string `json:"env,omitempty"`     // NAMES of host variables passed through (values never stored)
 	Hosts   []string `json:"hosts,omitempty"`   // hosts the agent needs (egress allowlist)
 
-	// Built-in loop settings.
+	// Binary is the agent CLI's path on the submitting user's PATH (a
+	// profile), made visible read-only inside the sandbox.
+	Binary string `json:"binary,omitempty"`
+	// Session is the agent CLI's own session id, continued by later
+	// attempts and by resume (profiles that keep sessions).
+	Session string `json:"session,omitempty"`
+
+	// Model settings (Model also for profiles).
 	Model         string   `json:"model,omitempty"`
 	Provider      string   `json:"provider,omitempty"`
 	BaseURL       string   `json:"base_url,omitempty"`
@@ -183,6 +194,87 @@ type Attempt struct {
 	Message    string        `json:"message,omitempty"`
 	Checks     []CheckResult `json:"checks,omitempty"`
 	Resumed    bool          `json:"resumed,omitempty"`
+	// Session is the agent CLI's session this attempt started or
+	// continued (SessionContinued).
+	Session          string `json:"session,omitempty"`
+	SessionContinued bool   `json:"session_continued,omitempty"`
+	// Usage is this attempt's share of the run's model use.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// GatewaySpec is what the run's model gateway forwards where, and the
+// run's budget. It holds no secret: keys are named by source.
+type GatewaySpec struct {
+	Routes []RouteSpec `json:"routes"`
+	// MaxTokens and MaxCost (US dollars) bound the whole run; 0 = none.
+	MaxTokens int64   `json:"max_tokens,omitempty"`
+	MaxCost   float64 `json:"max_cost,omitempty"`
+	// Prices override the built-in price table, by model name.
+	Prices map[string]Price `json:"prices,omitempty"`
+}
+
+// Route returns the route called name, or nil.
+func (g *GatewaySpec) Route(name string) *RouteSpec {
+	if g == nil {
+		return nil
+	}
+	for i := range g.Routes {
+		if g.Routes[i].Name == name {
+			return &g.Routes[i]
+		}
+	}
+	return nil
+}
+
+// RouteSpec is one gateway route: a wire protocol family ("anthropic",
+// "openai", "gemini") and the upstream it goes to.
+type RouteSpec struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Server names the user's model server (a config name or its URL) for
+	// shared capacity; "" for a provider's public API.
+	Server        string `json:"server,omitempty"`
+	MaxConcurrent int    `json:"max_concurrent,omitempty"`
+	// Keys are where the real key may come from, tried in order; none for
+	// a model server that needs no key.
+	Keys []KeySource `json:"keys,omitempty"`
+}
+
+// KeySource is one place a key is read from, on the host, when the
+// gateway starts. The value is never stored.
+type KeySource struct {
+	Env     string `json:"env,omitempty"`     // an environment variable (handed to the supervisor)
+	File    string `json:"file,omitempty"`    // a file holding the key
+	Command string `json:"command,omitempty"` // a command printing the key (sh -c, on the host)
+	// Header carries the key upstream: x-api-key, authorization (Bearer)
+	// or x-goog-api-key.
+	Header string `json:"header"`
+	// Extra headers sent with this kind of credential (e.g. the beta flag
+	// an OAuth token needs).
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// Describe names the source for messages.
+func (k KeySource) Describe() string {
+	switch {
+	case k.Env != "":
+		return k.Env
+	case k.File != "":
+		return "key file " + k.File
+	case k.Command != "":
+		return "key command"
+	}
+	return "none"
+}
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	Input  float64 `json:"input" toml:"input"`
+	Output float64 `json:"output" toml:"output"`
+	// CachedInput is the price of a cache read (default: Input).
+	CachedInput *float64 `json:"cached_input,omitempty" toml:"cached_input"`
+	// CacheWrite is the price of a cache write (default: 1.25 × Input).
+	CacheWrite *float64 `json:"cache_write,omitempty" toml:"cache_write"`
 }
 
 // CheckResult is the outcome of one check after one attempt.
@@ -232,12 +324,82 @@ type Refusal struct {
 	Reason string `json:"reason"`
 }
 
-// Usage counts model tokens (built-in agent).
+// Usage counts a run's (or an attempt's) model use: every request of every
+// agent goes through the model gateway, which meters it. PromptTokens
+// include cached ones.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	CachedTokens     int64 `json:"cached_tokens,omitempty"`
-	Turns            int   `json:"turns,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// Turns are the built-in agent's turns.
+	Turns int `json:"turns,omitempty"`
+	// Requests are the model requests metered.
+	Requests int64 `json:"requests,omitempty"`
+	// CostUSD is the estimated cost from the price table (models without a
+	// price count 0 and are marked Unpriced in Models).
+	CostUSD float64               `json:"cost_usd,omitempty"`
+	Models  map[string]ModelUsage `json:"models,omitempty"`
+}
+
+// ModelUsage is one model's share of a Usage.
+type ModelUsage struct {
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CachedTokens     int64   `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	Requests         int64   `json:"requests"`
+	CostUSD          float64 `json:"cost_usd"`
+	Unpriced         bool    `json:"unpriced,omitempty"`
+}
+
+// Total is prompt plus completion tokens (what --max-tokens bounds).
+func (u *Usage) Total() int64 {
+	if u == nil {
+		return 0
+	}
+	return u.PromptTokens + u.CompletionTokens
+}
+
+// Add adds d to u (models merged).
+func (u *Usage) Add(d Usage) {
+	u.PromptTokens += d.PromptTokens
+	u.CompletionTokens += d.CompletionTokens
+	u.CachedTokens += d.CachedTokens
+	u.CacheWriteTokens += d.CacheWriteTokens
+	u.Turns += d.Turns
+	u.Requests += d.Requests
+	u.CostUSD += d.CostUSD
+	for k, m := range d.Models {
+		if u.Models == nil {
+			u.Models = map[string]ModelUsage{}
+		}
+		o := u.Models[k]
+		o.PromptTokens += m.PromptTokens
+		o.CompletionTokens += m.CompletionTokens
+		o.CachedTokens += m.CachedTokens
+		o.CacheWriteTokens += m.CacheWriteTokens
+		o.Requests += m.Requests
+		o.CostUSD += m.CostUSD
+		o.Unpriced = o.Unpriced || m.Unpriced
+		u.Models[k] = o
+	}
+}
+
+// Clone is a deep copy of u (nil stays nil).
+func (u *Usage) Clone() *Usage {
+	if u == nil {
+		return nil
+	}
+	c := *u
+	c.Models = nil
+	for k, m := range u.Models {
+		if c.Models == nil {
+			c.Models = map[string]ModelUsage{}
+		}
+		c.Models[k] = m
+	}
+	return &c
 }
 
 // Verdict is a reviewer's judgement of a finished run.
@@ -265,3 +427,33 @@ var (
 	ErrCorrupt   = errors.New("run record is damaged")
 	ErrBadID     = errors.New("invalid run id")
 )
+
+// Minus is u less an earlier snapshot b of the same counters (one
+// attempt's share of a run's usage); nil when nothing was used.
+func (u *Usage) Minus(b *Usage) *Usage {
+	if u == nil {
+		return nil
+	}
+	if b == nil {
+		b = &Usage{}
+	}
+	d := &Usage{PromptTokens: u.PromptTokens - b.PromptTokens, CompletionTokens: u.CompletionTokens - b.CompletionTokens,
+		CachedTokens: u.CachedTokens - b.CachedTokens, CacheWriteTokens: u.CacheWriteTokens - b.CacheWriteTokens,
+		Turns: u.Turns - b.Turns, Requests: u.Requests - b.Requests, CostUSD: u.CostUSD - b.CostUSD}
+	for k, m := range u.Models {
+		o := b.Models[k]
+		dm := ModelUsage{PromptTokens: m.PromptTokens - o.PromptTokens, CompletionTokens: m.CompletionTokens - o.CompletionTokens,
+			CachedTokens: m.CachedTokens - o.CachedTokens, CacheWriteTokens: m.CacheWriteTokens - o.CacheWriteTokens,
+			Requests: m.Requests - o.Requests, CostUSD: m.CostUSD - o.CostUSD, Unpriced: m.Unpriced}
+		if dm.Requests > 0 {
+			if d.Models == nil {
+				d.Models = map[string]ModelUsage{}
+			}
+			d.Models[k] = dm
+		}
+	}
+	if d.Requests == 0 && d.Turns == 0 && d.PromptTokens == 0 && d.CompletionTokens == 0 {
+		return nil
+	}
+	return d
+}

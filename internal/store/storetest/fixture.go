@@ -39,7 +39,15 @@ func FullRun(id string) *run.Run {
 			Name: "builtin", Command: "claude -p", Env: []string{"ANTHROPIC_API_KEY"},
 			Hosts: []string{"api.anthropic.com"}, Model: "m-1", Provider: "anthropic",
 			BaseURL: "http://127.0.0.1:1234/v1", MaxTurns: 40, ContextWindow: 32768,
-			Temperature: ptr(0.25),
+			Temperature: ptr(0.25), Binary: "/opt/cli/lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
+			Session: "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c",
+		},
+		Gateway: &run.GatewaySpec{
+			Routes: []run.RouteSpec{{Name: "anthropic", URL: "http://127.0.0.1:1234", Server: "lmstudio", MaxConcurrent: 4,
+				Keys: []run.KeySource{{Env: "LMSTUDIO_KEY", File: "~/.lmstudio.key", Command: "pass show lm", Header: "x-api-key",
+					Extra: map[string]string{"anthropic-beta": "oauth-2025-04-20"}}}}},
+			MaxTokens: 1000000, MaxCost: 2.5,
+			Prices: map[string]run.Price{"m-1": {Input: 1, Output: 2, CachedInput: ptr(0.1), CacheWrite: ptr(1.25)}},
 		},
 		Checks:      []run.CheckSpec{{Name: "unit", Command: "go test ./..."}, {Name: "vet", Command: "go vet ./..."}},
 		MaxAttempts: 3,
@@ -53,6 +61,9 @@ func FullRun(id string) *run.Run {
 		Attempts: []run.Attempt{{
 			N: 1, StartedAt: at(3), FinishedAt: ptr(at(4)), ExitCode: ptr(2),
 			Outcome: run.ReasonChecksFailed, Message: "unit failed", Resumed: true,
+			Session: "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c", SessionContinued: true,
+			Usage: &run.Usage{PromptTokens: 10, CompletionTokens: 2, CachedTokens: 1, CacheWriteTokens: 1, Turns: 1, Requests: 1, CostUSD: 0.01,
+				Models: map[string]run.ModelUsage{"m-1": {PromptTokens: 10, CompletionTokens: 2, CachedTokens: 1, CacheWriteTokens: 1, Requests: 1, CostUSD: 0.01, Unpriced: true}}},
 			Checks: []run.CheckResult{{
 				Name: "unit", ExitCode: 1, Passed: true, TimedOut: true,
 				Duration: run.Duration(1500 * time.Millisecond), Log: "attempts/1/checks/unit.log",
@@ -72,7 +83,8 @@ func FullRun(id string) *run.Run {
 			Patch: "result.patch", FilesChanged: 3, Insertions: 10, Deletions: 4,
 			Diffstat: " a.go | 2 +-", Refused: []run.Refusal{{Path: ".git/config", Reason: "git metadata"}},
 		},
-		Usage:   &run.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, Turns: 7},
+		Usage: &run.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Turns: 7, Requests: 9, CostUSD: 0.42,
+			Models: map[string]run.ModelUsage{"m-1": {PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Requests: 9, CostUSD: 0.42, Unpriced: true}}},
 		Verdict: &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
 	}
 }
