@@ -41,6 +41,31 @@ type AttemptInput struct {
 	Output io.Writer
 	// Event journals an event for the run (egress, tool summaries, warnings).
 	Event func(run.Event)
+	// Gateway is how this attempt reaches the run's model gateway (nil:
+	// the run has none).
+	Gateway *Gateway
+	// Home is HOME as the sandbox sees it; HostHome is the same directory
+	// on the host (where a profile's config files are written, without
+	// following any link the agent may have left there).
+	Home     string
+	HostHome string
+	// ContinueSession asks a profile that keeps sessions to continue the
+	// run's session (a previous attempt ran the agent).
+	ContinueSession bool
+}
+
+// Gateway is the model gateway as an attempt reaches it.
+type Gateway struct {
+	// URL is the gateway's base URL inside the sandbox
+	// (http://127.0.0.1:PORT); a route is URL + "/" + route.
+	URL string
+	// Key is the placeholder key: the run's token, useless elsewhere.
+	Key string
+	// Routes are the route names the run's gateway serves.
+	Routes []string
+	// Socket is the gateway's unix socket on the host (for an agent that
+	// runs in the supervisor, the built-in loop).
+	Socket string
 }
 
 // Outcome is how an attempt ended.
@@ -52,4 +77,8 @@ type Outcome struct {
 	ExitCode *int
 	Message  string
 	Usage    *run.Usage
+	// Session is the agent CLI's session the attempt used, and whether it
+	// continued it.
+	Session          string
+	SessionContinued bool
 }

@@ -120,24 +120,83 @@ func TestProfiles(t *testing.T) {
 		t.Fatalf("profiles %s", got)
 	}
 	for _, p := range Profiles() {
-		if p.Command == "" || len(p.Hosts) == 0 || len(p.Env) == 0 || p.Doc == "" {
+		if p.Binary == "" || p.Install == "" || p.Doc == "" || p.Launch == nil {
 			t.Errorf("%s: incomplete profile %+v", p.Name, p)
 		}
+		switch p.Protocol {
+		case "anthropic", "openai", "gemini":
+		default:
+			t.Errorf("%s: protocol %q", p.Name, p.Protocol)
+		}
+		l := p.Launch(LaunchInput{Binary: "/opt/x/bin/" + p.Binary, BaseURL: "http://127.0.0.1:3129/" + p.Protocol,
+			Key: "agentrun-gateway-TOKEN", Model: "m1", Home: "/home/agent", WorkDir: "/workspace", Session: "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c"})
 		// The only way a profile passes the task as an argument is the
 		// quoted "$(cat)" of stdin.
-		if strings.Contains(p.Command, "$(") && !strings.Contains(p.Command, `"$(cat)"`) {
-			t.Errorf("%s: command substitution other than \"$(cat)\": %s", p.Name, p.Command)
+		if strings.Contains(l.Command, "$(") && strings.Count(l.Command, "$(") != strings.Count(l.Command, `"$(cat)"`) {
+			t.Errorf("%s: command substitution other than \"$(cat)\": %s", p.Name, l.Command)
+		}
+		if !strings.Contains(l.Command, "'/opt/x/bin/"+p.Binary+"'") {
+			t.Errorf("%s: command does not run the quoted binary: %s", p.Name, l.Command)
+		}
+		all := l.Command + strings.Join(l.Env, "\n")
+		for _, f := range l.Files {
+			all += f
+		}
+		if !strings.Contains(all, "agentrun-gateway-TOKEN") || !strings.Contains(all, "127.0.0.1:3129") {
+			t.Errorf("%s: the launch does not point the CLI at the gateway with the placeholder", p.Name)
+		}
+		for name := range l.Files {
+			if strings.HasPrefix(name, "/") || strings.Contains(name, "..") {
+				t.Errorf("%s: file %q outside HOME", p.Name, name)
+			}
 		}
 	}
 	p, _ := Lookup("claude")
-	p.Env[0] = "CHANGED"
-	if q, _ := Lookup("claude"); q.Env[0] == "CHANGED" {
-		t.Fatal("Lookup shares the table's slices")
+	if len(p.Telemetry) > 0 {
+		p.Telemetry[0] = "CHANGED"
+		if q, _ := Lookup("claude"); q.Telemetry[0] == "CHANGED" {
+			t.Fatal("Lookup shares the table's slices")
+		}
 	}
 	if _, ok := Lookup("nosuch"); ok {
 		t.Fatal("unknown profile found")
 	}
-	if _, err := New(run.AgentSpec{}); err == nil {
+	if _, err := New(run.AgentSpec{Name: CommandName}); err == nil {
 		t.Fatal("empty command accepted")
+	}
+	if _, err := New(run.AgentSpec{Name: "claude"}); err == nil {
+		t.Fatal("a profile without its recorded binary accepted")
+	}
+}
+
+func TestWriteFilesNeverFollowsLinks(t *testing.T) {
+	home := t.TempDir()
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What an agent could leave in its HOME for the next attempt.
+	if err := os.Symlink(victim, filepath.Join(home, "settings.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(home, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	err := writeFiles(home, map[string]string{"settings.json": "new", ".config/app/config.json": "x"})
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the host file behind the link was written: %q", b)
+	}
+	if _, serr := os.Stat(filepath.Join(outside, "app")); serr == nil {
+		t.Fatal("a directory was made through the link")
+	}
+	if err == nil {
+		// Accepted only if the files landed inside HOME.
+		if b, _ := os.ReadFile(filepath.Join(home, "settings.json")); string(b) != "new" {
+			t.Fatalf("settings.json %q", b)
+		}
+	}
+	if err := writeFiles(home, map[string]string{"../escape": "x"}); err == nil {
+		t.Fatal("a path leaving HOME was accepted")
 	}
 }
