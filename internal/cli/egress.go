@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/agent/external"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +85,7 @@ func runEgress(ctx context.Context, o *egressOptions, app *App) error {
 		recs = append(recs, rec)
 	}
 	out.Summary = egress.Summarize(recs)
+	notNeeded(r, out.Denied)
 	if out.Allowed == nil {
 		out.Allowed = []egress.AllowedHost{}
 	}
@@ -135,7 +137,9 @@ func (app *App) printEgress(r *run.Run, out *egressOutput) error {
 		var flags []string
 		for _, d := range out.Denied {
 			flag := d.Flag
-			if flag == "" {
+			if d.Code == "not_needed" {
+				flag = "(not needed)"
+			} else if flag == "" {
 				flag = "(no entry can allow this)"
 			} else if !slices.Contains(flags, flag) {
 				flags = append(flags, flag) // localhost and 127.0.0.1 both suggest 127.0.0.1
@@ -176,4 +180,24 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.1f %s", v, suffix[i])
 	}
 	return fmt.Sprintf("%.0f %s", v, suffix[i])
+}
+
+// notNeeded marks the denials a run never needs: the agent CLI's
+// telemetry, update and feature-flag hosts (and its provider's API, which
+// the model gateway serves). No flag is suggested for them.
+func notNeeded(r *run.Run, denied []egress.DeniedHost) {
+	p, ok := external.Lookup(r.Agent.Name)
+	if !ok {
+		return
+	}
+	for i := range denied {
+		d := &denied[i]
+		for _, h := range p.Telemetry {
+			if d.Host == h || strings.HasSuffix(d.Host, "."+h) {
+				d.Flag, d.Code = "", "not_needed"
+				d.Why = "the " + p.Name + " CLI's telemetry, updates or model API (the model goes through the gateway): a run never needs it"
+				break
+			}
+		}
+	}
 }

@@ -16,6 +16,9 @@ type resumeOptions struct {
 	Wait        bool
 	Follow      bool
 	MaxParallel int
+	MaxTokens   int64
+	MaxCost     float64
+	set         func(string) bool
 }
 
 func (o *resumeOptions) Validate() error {
@@ -26,6 +29,8 @@ func (o *resumeOptions) Validate() error {
 		return catalog.ConflictFlags.New("--wait and --follow")
 	case o.MaxParallel < 0:
 		return catalog.Usage.New("--max-parallel must be at least 1")
+	case o.MaxTokens < 0 || o.MaxCost < 0:
+		return catalog.BadBudget.New("--max-tokens %d, --max-cost %g", o.MaxTokens, o.MaxCost)
 	}
 	return nil
 }
@@ -42,16 +47,21 @@ instructions.
 
 The values of the environment variables the run passes to its agent (its
 profile's and those named with --env at submit) were never stored: they are
-read again from this command's environment.`,
-		RunE: oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
-			return app.runResume(ctx, o)
-		}),
+read again from this command's environment, and so are the model gateway's
+keys. A run that ended budget_exceeded continues with a higher --max-cost or
+--max-tokens (the run's budget, counting what it has used).`,
 	}
+	c.RunE = oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
+		o.set = func(n string) bool { return c.Flags().Changed(n) }
+		return app.runResume(ctx, o)
+	})
 	f := c.Flags()
 	f.StringVar(&o.Task, "task", "", "additional instructions for the next attempt")
 	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit 1 if it did not succeed")
 	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
 	f.IntVar(&o.MaxParallel, "max-parallel", 0, "runs at once on this machine")
+	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "the run's new token budget (input + output, all attempts; 0 = no limit)")
+	f.Float64Var(&o.MaxCost, "max-cost", 0, "the run's new cost budget in US dollars (all attempts; 0 = no limit)")
 	return c
 }
 
@@ -70,9 +80,14 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 	if o.MaxParallel > 0 {
 		maxParallel = o.MaxParallel
 	}
-	nr, err := supervisor.Resume(ctx, env.Store, env.Layout, r, o.Task, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r.Agent),
-	})
+	so := supervisor.StartOptions{MaxParallel: maxParallel, Env: app.envValues(r)}
+	if o.set != nil && o.set("max-tokens") {
+		so.MaxTokens = &o.MaxTokens
+	}
+	if o.set != nil && o.set("max-cost") {
+		so.MaxCost = &o.MaxCost
+	}
+	nr, err := supervisor.Resume(ctx, env.Store, env.Layout, r, o.Task, so)
 	if err != nil {
 		return err
 	}

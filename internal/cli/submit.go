@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -47,6 +48,10 @@ type submitOptions struct {
 	MaxTurns     int
 	ContextWin   int
 	Temperature  float64
+	ModelServer  string
+	MaxTokens    int64
+	MaxCost      float64
+	ReadOnly     []string
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -84,6 +89,15 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--temperature must be between 0 and 2")
 	case o.Network != "" && o.Network != "none" && o.Network != "allowlist":
 		return catalog.BadNetwork.New("%q", o.Network)
+	case o.MaxTokens < 0 || o.MaxCost < 0:
+		return catalog.BadBudget.New("--max-tokens %d, --max-cost %g", o.MaxTokens, o.MaxCost)
+	case o.set("base-url") && o.set("model-server"):
+		return catalog.ConflictFlags.New("--base-url and --model-server (for the built-in agent they are the same)")
+	}
+	if o.set("base-url") {
+		if _, err := url.ParseRequestURI(o.BaseURL); err != nil || !strings.HasPrefix(o.BaseURL, "http") {
+			return catalog.BadModelServer.New("--base-url %q is not an http:// or https:// URL", o.BaseURL)
+		}
 	}
 	if o.Timeout != "" {
 		if d, err := time.ParseDuration(o.Timeout); err != nil || d < 0 {
@@ -135,28 +149,46 @@ The task reaches the agent on stdin, never through a shell. It is the TASK
 argument, stdin with '-', or the file given with --task-file.
 
 Agents: --agent-cmd CMD runs any command (sh -c inside the sandbox, the task on
-stdin). --agent NAME picks a profile:
+stdin). --agent NAME picks a profile (the CLI must be on your PATH; it and its
+runtime are made visible read-only inside the sandbox):
 ` + profileHelp() + `  builtin    the built-in tool-use loop (--model, --provider, --base-url)
+
+Models: every agent reaches its model through the run's model gateway, on the
+host, which holds the keys: the sandbox gets a placeholder key and needs no
+network for the model. --model NAME picks the model; --model-server URL|NAME
+sends the model traffic to your own server (LM Studio, Ollama, vLLM,
+llama.cpp; also one on this machine's localhost) instead of the provider's API.
+Keys come from your environment (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN,
+OPENAI_API_KEY, GEMINI_API_KEY, DASHSCOPE_API_KEY) or from a key file or command
+named in config.toml; they are never written to disk or into the sandbox.
+--max-tokens N and --max-cost USD bound the run's model use: past them the run
+ends budget_exceeded, its workspace kept, and 'agentrun resume ID --max-cost N'
+continues it.
 
 Sandbox: --sandbox NAME (` + strings.Join(all.Names(all.Options{}), ", ") + `). 'host' does not isolate and is
 used only when named. Network: --network none|allowlist; --allow HOST[:PORT] or
-preset:NAME (repeatable). Defaults: an agent profile may reach its API hosts;
---agent-cmd and builtin get no network unless --allow is given.
+preset:NAME (repeatable). Every agent gets no network unless --allow is given
+(then only the allowlist, plus what its profile's CLI needs besides the model).
+--ro PATH makes a further host path visible read-only.
 
 Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR; the agent
-(not the checks) also gets the variables its profile names and those named with
---env NAME. Their values are read from your environment now and handed to the
-run's supervisor over a pipe; they are never written to disk. 'agentrun resume'
-therefore needs them in its environment again. The built-in agent's API keys
-(OPENAI_API_KEY, ANTHROPIC_API_KEY) stay in the supervisor, outside the sandbox.
+(not the checks) also gets what its profile sets (the gateway's URL and the
+placeholder key) and the variables named with --env NAME, whose values are read
+from your environment now and handed to the run's supervisor over a pipe; they
+are never written to disk. 'agentrun resume' therefore needs them (and the keys)
+in its environment again.
 
 A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
 
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
-attempts, timeout, author_name, author_email, max_files, max_bytes); environment
-AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
-AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME, AGENTRUN_AUTHOR_EMAIL.
+attempts, timeout, author_name, author_email, max_files, max_bytes, max_tokens,
+max_cost, model_server, [model_servers.NAME] url/max_concurrent/api_key_*,
+[providers.NAME] url/api_key_*, [prices.MODEL] input/output/cached_input);
+environment AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL,
+AGENTRUN_SANDBOX, AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
+AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_TOKENS, AGENTRUN_MAX_COST,
+AGENTRUN_MODEL_SERVER.
 Precedence: flag > environment > config file > default.
 
 --wait blocks until the run ends; --follow also streams its events and the
@@ -190,9 +222,13 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
 	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
 	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
-	f.StringVar(&o.Model, "model", "", "model (builtin agent)")
+	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
+	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
+	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
+	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
+	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
-	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent)")
+	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
 	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
 	f.IntVar(&o.ContextWin, "context-window", 0, "model context window in tokens (builtin agent; default: AGENTRUN_CONTEXT_WINDOW, what the server reports, a built-in table)")
 	f.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (builtin agent; default: the server's)")
@@ -228,13 +264,31 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	checks, _ := parseChecks(o.Checks)
+	models := supervisor.ModelRequest{
+		Model: o.Model, Server: s.ModelServer, Servers: s.File.ModelServers, Providers: s.File.Providers,
+		Prices: s.File.Prices, MaxTokens: s.MaxTokens, MaxCost: s.MaxCost,
+	}
+	if o.ModelServer != "" {
+		models.Server = o.ModelServer
+	}
+	if o.set("max-tokens") {
+		models.MaxTokens = o.MaxTokens
+	}
+	if o.set("max-cost") {
+		models.MaxCost = o.MaxCost
+	}
+	for _, f := range []string{"provider", "base-url", "max-turns", "context-window", "temperature"} {
+		if o.set(f) {
+			models.BuiltinFlags = append(models.BuiltinFlags, "--"+f)
+		}
+	}
 	req := supervisor.Request{
 		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
 		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
 		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
-		Version: Version, Getenv: app.Getenv,
+		Version: Version, Getenv: app.Getenv, Models: models, ReadOnly: o.ReadOnly,
 	}
 	if o.set("attempts") {
 		req.Attempts = o.Attempts
@@ -271,7 +325,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r.Agent),
+		MaxParallel: maxParallel, Env: app.envValues(r),
 	}); err != nil {
 		return err
 	}
@@ -373,26 +427,19 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 	return task, nil
 }
 
-// envValues reads the variables the agent may use from the submitting
-// environment: the names the run records (profile and --env), and for the
-// built-in agent the keys it reads in the supervisor.
-func (app *App) envValues(a run.AgentSpec) map[string]string {
-	names := a.Env
-	if a.Name == supervisor.BuiltinAgent {
-		names = append(append([]string{}, names...), builtinEnv...)
-	}
+// envValues reads from this command's environment the variables the run's
+// supervisor needs: those its agent gets (--env) and those its model
+// gateway reads keys from (they stay in the supervisor, outside the
+// sandbox).
+func (app *App) envValues(r *run.Run) map[string]string {
 	m := map[string]string{}
-	for _, n := range names {
+	for _, n := range supervisor.HandoffNames(r) {
 		if v := app.Getenv(n); v != "" {
 			m[n] = v
 		}
 	}
 	return m
 }
-
-// builtinEnv are the variables the built-in agent reads in the supervisor
-// (never in the sandbox).
-var builtinEnv = []string{"OPENAI_API_KEY", "AGENTRUN_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTRUN_CONTEXT_WINDOW"}
 
 // awaitRun polls the run until it ends; with follow it prints the journal
 // and the agent's output as they come.

@@ -3,12 +3,12 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
@@ -26,8 +26,12 @@ type Deps struct {
 	Backends   map[string]sandbox.Backend
 	// NewAgent makes the agent for the run; getenv reads the handed-off
 	// environment (secrets stay in the supervisor); warn journals a
-	// warning for the user.
-	NewAgent func(r *run.Run, getenv func(string) string, warn func(string)) (agent.Agent, error)
+	// warning for the user; gw is the run's model gateway on the host
+	// (nil: none).
+	NewAgent func(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error)
+	// Capacity shares model servers' request slots among every run on
+	// the machine.
+	Capacity gateway.Capacity
 	// StartEgress starts the egress proxy for the run on a unix socket and
 	// returns a stop function.
 	StartEgress func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
@@ -43,35 +47,19 @@ func DefaultDeps(st run.Store, l layout.Layout) Deps {
 		Backends:    all.Backends(all.Options{}),
 		NewAgent:    newAgent,
 		StartEgress: startEgress,
+		Capacity:    gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
 	}
 }
 
 // newAgent picks the agent implementation for the run.
-func newAgent(r *run.Run, getenv func(string) string, warn func(string)) (agent.Agent, error) {
+func newAgent(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {
 	if r.Agent.Name == BuiltinAgent {
-		return newBuiltin(r, getenv, warn)
+		return newBuiltin(r, getenv, warn, gw)
 	}
 	return external.New(r.Agent)
 }
 
 // BuiltinAgent is the AgentSpec.Name of the built-in tool-use loop.
 const BuiltinAgent = "builtin"
-
-// proxySocket is the egress socket path for a run: in its sandbox dir,
-// or a short temp dir when that path is too long for a unix socket.
-func proxySocket(l layout.Layout, id string) (path string, cleanup func(), err error) {
-	p := filepath.Join(l.SandboxState(id), "egress.sock")
-	if len(p) < 100 {
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return "", nil, err
-		}
-		return p, func() { os.Remove(p) }, nil
-	}
-	dir, err := os.MkdirTemp("", "ar-eg-")
-	if err != nil {
-		return "", nil, err
-	}
-	return filepath.Join(dir, "egress.sock"), func() { os.RemoveAll(dir) }, nil
-}
 
 func errMissing(what string) error { return fmt.Errorf("%s is not available in this build", what) }

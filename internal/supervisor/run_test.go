@@ -141,7 +141,9 @@ func (panicAgent) Attempt(context.Context, agent.AttemptInput) (*agent.Outcome, 
 
 func TestPanicEndsRunFailedInternal(t *testing.T) {
 	s, st := inProcess(t, "true", nil)
-	s.NewAgent = func(*run.Run, func(string) string, func(string)) (agent.Agent, error) { return panicAgent{}, nil }
+	s.NewAgent = func(*run.Run, func(string) string, func(string), *agent.Gateway) (agent.Agent, error) {
+		return panicAgent{}, nil
+	}
 	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "agent bug") {
 		t.Fatalf("err %v", err)
 	}

@@ -26,6 +26,7 @@ type runState struct {
 	sb        sandbox.Sandbox
 	stopProxy func(context.Context) error
 	cleanSock func()
+	gw        *gatewayState
 	resumed   bool
 	// enforced is what the sandbox enforces, recorded with the first
 	// attempt (one write of run.json less on the way to the agent).
@@ -78,7 +79,7 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		if s.StartEgress == nil {
 			return errMissing("the egress proxy")
 		}
-		sock, clean, err := proxySocket(l, r.ID)
+		sock, clean, err := socketPath(l, r.ID, "egress.sock")
 		if err != nil {
 			return fmt.Errorf("egress socket: %w", err)
 		}
@@ -91,6 +92,12 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		}
 		rc.stopProxy = stop
 		spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, sock
+	}
+	if err := s.startGateway(ctx, rc); err != nil {
+		return err
+	}
+	if rc.gw != nil {
+		spec.GatewaySocket = rc.gw.socket
 	}
 	b, ok := s.Backends[r.Sandbox.Backend]
 	if !ok {
@@ -112,6 +119,13 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 	rc.enforced = sb.Enforced()
 	s.event(run.NewEvent(run.EventSandbox, "sandbox started ("+b.Name()+")", map[string]any{"backend": b.Name(),
 		"enforced": rc.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": startTime.String()}))
+	if rc.gw != nil {
+		if sb.GatewayAddr() == "" {
+			return fmt.Errorf("the %s sandbox did not bridge the model gateway", b.Name())
+		}
+		s.event(run.NewEvent(run.EventGateway, "model gateway started at http://"+sb.GatewayAddr()+" ("+strings.Join(rc.gw.routes, ", ")+")",
+			map[string]any{"kind": "started", "routes": r.Gateway.Routes, "max_tokens": r.Gateway.MaxTokens, "max_cost": r.Gateway.MaxCost}))
+	}
 	if r.Export.AuthorName == "" || r.Export.AuthorEmail == "" {
 		ch := make(chan [2]string, 1)
 		rc.ident = ch
@@ -253,6 +267,7 @@ func (s *Supervisor) cleanup(rc *runState) {
 	if rc.stopProxy != nil {
 		_ = rc.stopProxy(ctx)
 	}
+	rc.gw.stop()
 	if rc.cleanSock != nil {
 		rc.cleanSock()
 	}
@@ -265,7 +280,11 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 	first := len(r.Attempts) + 1
 	prev := previousEnding(r, rc.resumed, s.Handoff.Ended, s.Handoff.Note)
 	budget := max(r.MaxAttempts, 1)
-	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) })
+	var hostGW *agent.Gateway
+	if rc.gw != nil {
+		hostGW = &agent.Gateway{Key: rc.gw.gw.Placeholder(), Routes: rc.gw.routes, Socket: rc.gw.socket}
+	}
+	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) }, hostGW)
 	if err != nil {
 		s.finish(run.StateFailed, run.ReasonAgentFailed, err.Error())
 		return false, err
@@ -291,7 +310,18 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 			return false, err
 		}
 		prompt := buildPrompt(r.Task, prev)
-		out, err := s.attempt(ctx, rc, ag, n, prompt, resumed)
+		actx, stopAttempt := context.WithCancelCause(ctx)
+		// Past the budget the gateway answers the agent with an error; an
+		// agent that does not end on its own is stopped after a grace.
+		rc.gw.setBudgetStop(func() { time.AfterFunc(budgetGrace, func() { stopAttempt(errBudget) }) })
+		out, err := s.attempt(actx, rc, ag, n, prompt, resumed)
+		rc.gw.setBudgetStop(nil)
+		stopAttempt(nil)
+		if why := rc.gw.exceeded(); why != "" && ctx.Err() == nil {
+			s.finish(run.StateFailed, run.ReasonBudgetExceeded,
+				why+"; the workspace is kept: continue with 'agentrun resume "+r.ID+" --max-cost N' (or --max-tokens N)")
+			return false, nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				s.stopped(ctx, "")
@@ -366,10 +396,13 @@ func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, 
 	ev.Attempt = n
 	s.event(ev)
 
+	before := rc.gw.usage()
 	out, err := ag.Attempt(ctx, agent.AttemptInput{
 		Run: r, N: n, Prompt: prompt, Resumed: resumed,
 		Runner: rc.sb.Runner(), WorkDir: rc.sb.WorkDir(), Env: s.agentEnv(r),
 		Dir: dir, RunDir: l.RunDir(r.ID), Output: logf,
+		Gateway: rc.gw.access(rc.sb.GatewayAddr()), Home: rc.sb.HomeDir(), HostHome: l.SandboxHome(r.ID),
+		ContinueSession: continueSession(r, len(r.Attempts)+1, n),
 		Event: func(e run.Event) {
 			if e.Attempt == 0 {
 				e.Attempt = n
@@ -387,6 +420,22 @@ func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, 
 		}
 	}
 	finished := time.Now().UTC()
+	if rc.gw != nil {
+		// Every model request went through the gateway: its count is the
+		// attempt's usage (an agent's own count would be a second one).
+		after := rc.gw.usage()
+		turns := 0
+		if out.Usage != nil {
+			turns = out.Usage.Turns
+		}
+		out.Usage = after.Minus(before)
+		if out.Usage == nil && turns > 0 {
+			out.Usage = &run.Usage{}
+		}
+		if out.Usage != nil {
+			out.Usage.Turns = turns
+		}
+	}
 	s.recordAttempt(n, out, finished)
 	ev = run.NewEvent(run.EventAgentExit, fmt.Sprintf("attempt %d: %s", n, describeOutcome(out)), map[string]any{"exit_code": out.ExitCode, "outcome": out.Reason})
 	ev.Attempt = n
@@ -401,16 +450,15 @@ func (s *Supervisor) recordAttempt(n int, out *agent.Outcome, finished time.Time
 			if r.Attempts[i].N == n {
 				a := &r.Attempts[i]
 				a.FinishedAt, a.ExitCode, a.Outcome, a.Message = &finished, out.ExitCode, out.Reason, out.Message
+				a.Session, a.SessionContinued = out.Session, out.SessionContinued
+				a.Usage = out.Usage.Clone()
 			}
 		}
 		if out.Usage != nil {
 			if r.Usage == nil {
 				r.Usage = &run.Usage{}
 			}
-			r.Usage.PromptTokens += out.Usage.PromptTokens
-			r.Usage.CompletionTokens += out.Usage.CompletionTokens
-			r.Usage.CachedTokens += out.Usage.CachedTokens
-			r.Usage.Turns += out.Usage.Turns
+			r.Usage.Add(*out.Usage)
 		}
 	})
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
@@ -40,8 +44,12 @@ type Request struct {
 	Version      string // agentrun version, for provenance
 	// Backends to choose from (default: all.Backends).
 	Backends map[string]sandbox.Backend
-	// Getenv reads the submitting environment (for builtin validation).
+	// Getenv reads the submitting environment (PATH, key variables).
 	Getenv func(string) string
+	// Models: model, model server, budgets, config entries.
+	Models ModelRequest
+	// ReadOnly are extra host paths made visible read-only (--ro).
+	ReadOnly []string
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -69,14 +77,37 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	if r.BaseRef == "" {
 		r.BaseRef = "HEAD"
 	}
-	// Agent and network.
-	agentSpec, network, err := planAgent(ctx, req)
+	if req.Getenv == nil {
+		req.Getenv = os.Getenv
+	}
+	if req.Models.MaxTokens < 0 || req.Models.MaxCost < 0 {
+		return nil, nil, catalog.BadBudget.New("--max-tokens %d, --max-cost %g", req.Models.MaxTokens, req.Models.MaxCost)
+	}
+	// Agent, model gateway and network.
+	agentSpec, gw, visible, network, err := planAgent(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
 	r.Agent = agentSpec
+	if gw != nil {
+		gw.MaxTokens, gw.MaxCost, gw.Prices = req.Models.MaxTokens, req.Models.MaxCost, req.Models.Prices
+		r.Gateway = gw
+		warnings = append(warnings, priceWarnings(r)...)
+	}
 	r.Sandbox.Network = network
 	r.Sandbox.LoopbackTCP = req.LoopbackTCP
+	for _, p := range req.ReadOnly {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, nil, catalog.BadPath.Wrap(err, "--ro %s: %v", p, err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, nil, catalog.BadPath.Wrap(err, "--ro %s: %v", p, err)
+		}
+		visible = append(visible, abs)
+	}
+	slices.Sort(visible)
+	r.Sandbox.ReadOnlyPaths = slices.Compact(visible)
 	if network == string(sandbox.NetworkAllowlist) {
 		allow := slices.Concat(agentSpec.Hosts, req.Allow)
 		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
@@ -145,53 +176,146 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	return r, warnings, nil
 }
 
-func planAgent(ctx context.Context, req Request) (run.AgentSpec, string, error) {
+func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {
 	var spec run.AgentSpec
+	var gw *run.GatewaySpec
+	var visible []string
 	network := req.Network
 	switch {
 	case req.AgentName != "" && req.AgentCmd != "":
-		return spec, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
+		return spec, nil, nil, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
 	case req.AgentCmd != "":
 		spec = run.AgentSpec{Name: external.CommandName, Command: req.AgentCmd}
-		if network == "" {
-			network = string(sandbox.NetworkNone)
-			if len(req.Allow) > 0 {
-				network = string(sandbox.NetworkAllowlist)
+		if req.Models.Server != "" {
+			// A command agent may speak any protocol to the user's model
+			// server: every route goes there.
+			gw = &run.GatewaySpec{}
+			for _, name := range gateway.RouteNames {
+				rs, err := planRoute(ctx, req, name, "agent command", nil)
+				if err != nil {
+					return spec, nil, nil, "", err
+				}
+				gw.Routes = append(gw.Routes, rs)
 			}
+			spec.Model = req.Models.Model
 		}
 	case req.AgentName == BuiltinAgent:
 		spec = req.Builtin
 		spec.Name = BuiltinAgent
+		if spec.Model == "" {
+			spec.Model = req.Models.Model
+		}
 		if err := checkBuiltin(ctx, spec, req.Getenv); err != nil {
-			return spec, "", err
+			return spec, nil, nil, "", err
 		}
-		if network == "" {
-			network = string(sandbox.NetworkNone)
+		rs, err := builtinRoute(ctx, req, spec)
+		if err != nil {
+			return spec, nil, nil, "", err
 		}
+		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	case req.AgentName != "":
 		p, ok := external.Lookup(req.AgentName)
 		if !ok {
-			return spec, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(external.Names(), ", "), BuiltinAgent)
+			return spec, nil, nil, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(external.Names(), ", "), BuiltinAgent)
 		}
-		spec = run.AgentSpec{Name: p.Name, Command: p.Command, Env: p.Env, Hosts: p.Hosts}
-		if network == "" {
-			network = string(sandbox.NetworkAllowlist)
+		var err error
+		if spec, gw, visible, err = planProfile(ctx, req, p); err != nil {
+			return spec, nil, nil, "", err
 		}
 	default:
-		return spec, "", catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
+		return spec, nil, nil, "", catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
+	}
+	// The model goes through the gateway, which needs no network: every
+	// agent starts with none; --allow opens the allowlist.
+	if network == "" {
+		network = string(sandbox.NetworkNone)
+		if len(req.Allow) > 0 {
+			network = string(sandbox.NetworkAllowlist)
+		}
 	}
 	switch network {
 	case string(sandbox.NetworkNone):
 		if len(req.Allow) > 0 {
-			return spec, "", catalog.ConflictFlags.New("--allow with --network none")
+			return spec, nil, nil, "", catalog.ConflictFlags.New("--allow with --network none")
 		}
 		spec.Hosts = nil
 	case string(sandbox.NetworkAllowlist):
 	default:
-		return spec, "", catalog.BadNetwork.New("%q", network)
+		return spec, nil, nil, "", catalog.BadNetwork.New("%q", network)
 	}
 	spec.Env = mergeNames(spec.Env, req.EnvNames)
-	return spec, network, nil
+	return spec, gw, visible, network, nil
+}
+
+// builtinRoute is the built-in agent's gateway route: --base-url (or
+// --model-server) when given; else, for openai, LM Studio's local server,
+// and for anthropic, Anthropic's API.
+func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec) (run.RouteSpec, error) {
+	route := builtinRouteName(spec.Provider)
+	server := cmpOr(spec.BaseURL, req.Models.Server)
+	if server == "" && route == gateway.RouteOpenAI {
+		server = openaiLocalDefault
+	}
+	if server == "" {
+		return planRoute(ctx, req, route, "built-in agent", nil)
+	}
+	req.Models.Server = server
+	rs, err := serverRoute(req.Models, route)
+	if err != nil {
+		return rs, err
+	}
+	if len(rs.Keys) == 0 {
+		// An OpenAI-compatible server that wants a key gets the usual one
+		// when it is set (a hosted API through --base-url).
+		pub, _ := gateway.Public(route)
+		for _, k := range pub.Keys {
+			if req.Getenv(k.Env) != "" {
+				rs.Keys = []run.KeySource{k}
+				break
+			}
+		}
+		if route == gateway.RouteAnthropic && len(rs.Keys) == 0 && !isLoopbackURL(rs.URL) {
+			return rs, catalog.NoKey.New("the built-in agent reaches %s, and ANTHROPIC_API_KEY is not set", rs.URL)
+		}
+	}
+	if ok, tried := gateway.Available(rs, req.Getenv); !ok {
+		return rs, catalog.NoKey.New("model server %s: its key comes from %s, which gives none", rs.Server, strings.Join(tried, ", "))
+	}
+	return rs, nil
+}
+
+// openaiLocalDefault is the built-in agent's default server: LM Studio.
+const openaiLocalDefault = "http://localhost:1234"
+
+func isLoopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// priceWarnings warns when --max-cost is set and a public API's model has
+// no known price.
+func priceWarnings(r *run.Run) []string {
+	if r.Gateway.MaxCost <= 0 || r.Agent.Model == "" {
+		return nil
+	}
+	var w []string
+	for _, rs := range r.Gateway.Routes {
+		if rs.Server != "" {
+			continue
+		}
+		if _, ok := (gateway.Prices{Overrides: r.Gateway.Prices}).Lookup(r.Agent.Model); !ok {
+			w = append(w, fmt.Sprintf("no price is known for model %q: --max-cost counts it as free; add [prices.%q] (US dollars per million tokens) to config.toml", r.Agent.Model, r.Agent.Model))
+		}
+	}
+	return w
 }
 
 // validCheckName: letters, digits, '-', '_', '.', not starting with '.'
@@ -242,6 +366,9 @@ type StartOptions struct {
 	Executable  string
 	MaxParallel int
 	Env         map[string]string // values of the run's variables (never stored)
+	// MaxTokens and MaxCost, when set, replace the run's budget (resume).
+	MaxTokens *int64
+	MaxCost   *float64
 }
 
 // Start stores the planned run (queued) and spawns its supervisor. If the
@@ -292,6 +419,22 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 	if !r.State.Resumable() {
 		return nil, catalog.NotResumable.New("run %s is %s", r.ID, r.State)
 	}
+	if (o.MaxTokens != nil || o.MaxCost != nil) && r.Gateway == nil {
+		return nil, catalog.BadBudget.New("run %s has no model gateway to budget", r.ID)
+	}
+	if r.Reason == run.ReasonBudgetExceeded && r.Gateway != nil {
+		g := *r.Gateway
+		if o.MaxTokens != nil {
+			g.MaxTokens = *o.MaxTokens
+		}
+		if o.MaxCost != nil {
+			g.MaxCost = *o.MaxCost
+		}
+		if (g.MaxTokens > 0 && r.Usage.Total() >= g.MaxTokens) || (g.MaxCost > 0 && r.Usage != nil && r.Usage.CostUSD >= g.MaxCost) {
+			return nil, catalog.BadBudget.New("run %s stopped at its budget (%s); the budget it would resume with is spent too", r.ID, usageLine(r.Usage)).
+				WithFix("resume with a higher budget: agentrun resume %s --max-cost N or --max-tokens N (0 = no limit)", r.ID)
+		}
+	}
 	// Take the lock first: from the moment the run is queued again, its
 	// supervisor is alive as far as anyone can tell.
 	lk, err := TakeLock(l, r.ID, 2*time.Second)
@@ -310,6 +453,12 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 	now := time.Now().UTC()
 	if _, err := st.Update(ctx, r.ID, func(r *run.Run) error {
 		r.CancelRequested, r.Supervisor, r.FinishedAt = false, nil, nil
+		if r.Gateway != nil && o.MaxTokens != nil {
+			r.Gateway.MaxTokens = *o.MaxTokens
+		}
+		if r.Gateway != nil && o.MaxCost != nil {
+			r.Gateway.MaxCost = *o.MaxCost
+		}
 		if a := r.LastAttempt(); a != nil && a.FinishedAt == nil {
 			a.FinishedAt, a.Outcome = &now, run.ReasonInterrupted
 			a.Message = "the supervisor stopped during this attempt"

@@ -1,0 +1,363 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// ModelRequest is what submit was told about models: flags over the
+// environment over config.toml.
+type ModelRequest struct {
+	Model string
+	// Server is --model-server: a [model_servers] name or a URL ("" =
+	// the provider's public API).
+	Server string
+	// Servers, Providers and Prices are config.toml's entries.
+	Servers   map[string]config.ModelServer
+	Providers map[string]config.Provider
+	Prices    map[string]run.Price
+	MaxTokens int64
+	MaxCost   float64
+	// BuiltinFlags names the built-in agent's flags that were given
+	// (refused with a profile, which cannot honour them).
+	BuiltinFlags []string
+}
+
+// systemDirs are visible in every isolating sandbox already.
+var systemDirs = []string{"/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin"}
+
+func underSystem(p string) bool {
+	for _, d := range systemDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// planProfile fills spec for profile p: the CLI found on the submitting
+// PATH (and what it needs made visible), the model, the session and the
+// gateway route.
+func planProfile(ctx context.Context, req Request, p external.Profile) (run.AgentSpec, *run.GatewaySpec, []string, error) {
+	var spec run.AgentSpec
+	for _, f := range req.Models.BuiltinFlags {
+		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a flag of the built-in agent; the %s profile would ignore it", f, p.Name)
+	}
+	bin, visible, err := findCLI(p, req.Getenv("PATH"))
+	if err != nil {
+		return spec, nil, nil, err
+	}
+	spec = run.AgentSpec{Name: p.Name, Binary: bin, Hosts: p.Hosts, Model: req.Models.Model}
+	if spec.Model == "" {
+		spec.Model = p.DefaultModel
+	}
+	if p.Sessions && p.SessionIDs {
+		spec.Session = newUUID()
+	}
+	var def *run.RouteSpec
+	if p.Upstream != "" {
+		def = &run.RouteSpec{Name: p.Protocol, URL: p.Upstream}
+		for _, k := range p.KeyEnv {
+			def.Keys = append(def.Keys, run.KeySource{Env: k, Header: gateway.KeyHeader(p.Protocol)})
+		}
+	}
+	rs, err := planRoute(ctx, req, p.Protocol, p.Name+" profile", def)
+	if err != nil {
+		return spec, nil, nil, err
+	}
+	gw := &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
+	spec.Command = p.Binary + " (" + p.Name + " profile)"
+	return spec, gw, visible, nil
+}
+
+// planRoute is the gateway route of family name: the user's model server
+// when one is named, else the provider's public API (config.toml may
+// change its URL and key source). The key must be available now.
+func planRoute(ctx context.Context, req Request, name, who string, def *run.RouteSpec) (run.RouteSpec, error) {
+	m := req.Models
+	if m.Server != "" {
+		rs, err := serverRoute(m, name)
+		if err != nil {
+			return rs, err
+		}
+		if err := reachable(ctx, rs.URL); err != nil {
+			return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
+		}
+		if ok, tried := gateway.Available(rs, req.Getenv); !ok {
+			return rs, catalog.NoKey.New("model server %s: its key comes from %s, which gives none", rs.Server, strings.Join(tried, ", "))
+		}
+		return rs, nil
+	}
+	rs, _ := gateway.Public(name)
+	if def != nil {
+		rs = *def
+	}
+	if pr, ok := m.Providers[name]; ok && def == nil {
+		if pr.URL != "" {
+			u, err := gateway.ModelServerURL(pr.URL)
+			if err != nil {
+				return rs, catalog.BadConfig.New("providers.%s.url: %v", name, err)
+			}
+			rs.URL = u
+		}
+		if k := keySource(pr.KeySource, name); k != nil {
+			rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
+		}
+	}
+	if ok, tried := gateway.Available(rs, req.Getenv); !ok {
+		return rs, catalog.NoKey.New("the %s reaches %s through the model gateway, and none of %s is set", who, rs.URL, strings.Join(tried, ", "))
+	}
+	return rs, nil
+}
+
+// serverRoute is route family name to the user's model server.
+func serverRoute(m ModelRequest, name string) (run.RouteSpec, error) {
+	rs := run.RouteSpec{Name: name}
+	entry, named := m.Servers[m.Server]
+	server := m.Server
+	if !named {
+		u, err := gateway.ModelServerURL(m.Server)
+		if err != nil {
+			var have []string
+			for n := range m.Servers {
+				have = append(have, n)
+			}
+			slices.Sort(have)
+			msg := fmt.Sprintf("%v", err)
+			if len(have) > 0 {
+				msg += "; config.toml names " + strings.Join(have, ", ")
+			}
+			return rs, catalog.BadModelServer.New("%s", msg)
+		}
+		rs.URL, server = u, u
+		// A URL that a config entry names takes that entry's settings.
+		for n, e := range m.Servers {
+			if eu, err := gateway.ModelServerURL(e.URL); err == nil && eu == u {
+				entry, named, server = e, true, n
+				break
+			}
+		}
+	}
+	if named {
+		u, err := gateway.ModelServerURL(entry.URL)
+		if err != nil {
+			return rs, catalog.BadConfig.New("model_servers.%s.url: %v", server, err)
+		}
+		rs.URL, rs.MaxConcurrent = u, entry.MaxConcurrent
+		if k := keySource(entry.KeySource, name); k != nil {
+			rs.Keys = []run.KeySource{*k}
+		}
+	}
+	rs.Server = server
+	return rs, nil
+}
+
+func keySource(k config.KeySource, route string) *run.KeySource {
+	h := gateway.KeyHeader(route)
+	switch {
+	case k.APIKeyEnv != "":
+		return &run.KeySource{Env: k.APIKeyEnv, Header: h}
+	case k.APIKeyFile != "":
+		return &run.KeySource{File: k.APIKeyFile, Header: h}
+	case k.APIKeyCommand != "":
+		return &run.KeySource{Command: k.APIKeyCommand, Header: h}
+	}
+	return nil
+}
+
+// reachable dials a model server once: a server that refuses the
+// connection is caught at submit, not as a failed attempt.
+func reachable(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return err
+	}
+	c.Close()
+	return nil
+}
+
+// findCLI looks p's binary up on path and returns the path to run (links
+// resolved: a CLI run through a link to its package would not find the
+// package's files inside the sandbox) and the host paths to make visible
+// read-only: the CLI's package directory (or the binary alone) and the
+// interpreter its #! line names, where they lie outside the system
+// directories every sandbox has.
+func findCLI(p external.Profile, path string) (string, []string, error) {
+	found := ""
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		c := filepath.Join(dir, p.Binary)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			found = c
+			break
+		}
+	}
+	if found == "" {
+		return "", nil, catalog.AgentMissing.New("%s (the %s profile's CLI) is not on your PATH", p.Binary, p.Name).
+			WithFix("install it: %s (tested with %s), or put its directory on PATH", p.Install, cmpOr(p.Tested, "no version yet"))
+	}
+	real, err := filepath.EvalSymlinks(found)
+	if err != nil {
+		return "", nil, catalog.AgentMissing.Wrap(err, "%s: %v", found, err)
+	}
+	var visible []string
+	add := func(p string) {
+		if !underSystem(p) && !slices.Contains(visible, p) {
+			visible = append(visible, p)
+		}
+	}
+	if root := packageRoot(real); root != "" {
+		add(root)
+	} else {
+		add(real)
+	}
+	if interp := interpreter(real, path); interp != "" {
+		add(interp)
+	}
+	return real, visible, nil
+}
+
+// packageRoot is the node_modules package directory that holds file
+// (node_modules/NAME or node_modules/@SCOPE/NAME), or "".
+func packageRoot(file string) string {
+	dir := filepath.Dir(file)
+	for dir != "/" && dir != "." {
+		parent := filepath.Dir(dir)
+		if filepath.Base(parent) == "node_modules" {
+			return dir
+		}
+		if strings.HasPrefix(filepath.Base(parent), "@") && filepath.Base(filepath.Dir(parent)) == "node_modules" {
+			return dir
+		}
+		dir = parent
+	}
+	return ""
+}
+
+// interpreter is the real path of the program a script's #! line runs
+// (through /usr/bin/env, looked up on path), or "".
+func interpreter(file, path string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return ""
+	}
+	prog := fields[0]
+	if filepath.Base(prog) == "env" {
+		args := fields[1:]
+		for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			args = args[1:]
+		}
+		if len(args) == 0 {
+			return ""
+		}
+		lp, err := lookPathIn(args[0], path)
+		if err != nil {
+			return ""
+		}
+		prog = lp
+	}
+	real, err := filepath.EvalSymlinks(prog)
+	if err != nil {
+		return ""
+	}
+	return real
+}
+
+func lookPathIn(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		c := filepath.Join(dir, name)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// newUUID is a random (version 4) UUID, for an agent CLI's session id.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// HandoffNames are the variables a run's supervisor needs the values of:
+// those the agent gets (--env) and those its gateway reads keys from.
+func HandoffNames(r *run.Run) []string {
+	names := slices.Clone(r.Agent.Env)
+	if r.Gateway != nil {
+		for _, rs := range r.Gateway.Routes {
+			for _, k := range rs.Keys {
+				if k.Env != "" {
+					names = append(names, k.Env)
+				}
+			}
+		}
+	}
+	if r.Agent.Name == BuiltinAgent {
+		names = append(names, "AGENTRUN_CONTEXT_WINDOW")
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// usageLine is u in a few words.
+func usageLine(u *run.Usage) string {
+	if u == nil {
+		return "no model use recorded"
+	}
+	return fmt.Sprintf("%d tokens, $%.4f", u.Total(), u.CostUSD)
+}
