@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,19 +136,48 @@ func TestEgressAllowlistJournalsDecisions(t *testing.T) {
 	}
 }
 
-func TestProfileDefaultsToItsHosts(t *testing.T) {
+func TestProfileRefusedAtSubmit(t *testing.T) {
 	e := newEnv(t)
-	// A profile's CLI is not installed here: the run fails in its agent,
-	// but the record shows what it would be allowed.
-	d, res := e.submitJSON([]string{"ANTHROPIC_API_KEY=sk-planted"}, "--sandbox", "host", "--agent", "claude", "--attempts", "1", "--wait", "t")
-	must(t, res, 1)
-	r := e.get(d.ID)
-	if r.Sandbox.Network != "allowlist" || !strings.Contains(strings.Join(r.Sandbox.Allow, ","), "api.anthropic.com") {
-		t.Fatalf("sandbox %+v", r.Sandbox)
+	empty := t.TempDir() // a PATH without the CLI (git and sh are still found by full path below)
+	gitDir := filepath.Dir(mustLook(t, "git"))
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code string
+	}{
+		{"missing CLI", []string{"PATH=" + empty + ":" + gitDir, "ANTHROPIC_API_KEY=sk-x"}, []string{"--agent", "claude"}, "agent_missing"},
+		{"a builtin flag", []string{"ANTHROPIC_API_KEY=sk-x"}, []string{"--agent", "claude", "--base-url", "http://127.0.0.1:9/v1"}, "unsupported_flag"},
+		{"provider flag", []string{"ANTHROPIC_API_KEY=sk-x"}, []string{"--agent", "codex", "--provider", "openai"}, "unsupported_flag"},
+		{"bad model server", nil, []string{"--agent-cmd", "true", "--model-server", "not a url"}, "bad_model_server"},
+		{"unreachable model server", nil, []string{"--agent-cmd", "true", "--model-server", "http://127.0.0.1:9"}, "model_unreachable"},
+		{"negative budget", nil, []string{"--agent-cmd", "true", "--max-cost", "-1"}, "bad_budget"},
+		{"missing --ro path", nil, []string{"--agent-cmd", "true", "--ro", "/nonexistent/agentrun"}, "bad_path"},
 	}
-	if !strings.Contains(strings.Join(r.Agent.Env, ","), "ANTHROPIC_API_KEY") || r.Reason != run.ReasonAgentFailed {
-		t.Fatalf("agent %+v reason %s", r.Agent, r.Reason)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := e.agentrun(c.env, append([]string{"submit", "--json", "--sandbox", "host"}, append(c.args, "t")...)...)
+			must(t, res, 2)
+			var doc struct {
+				Error struct{ Code, Fix string } `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil || doc.Error.Code != c.code || doc.Error.Fix == "" {
+				t.Fatalf("want %s, got %s (%v)", c.code, res.stdout, err)
+			}
+			if ids := e.runIDs(); len(ids) != 0 {
+				t.Fatalf("runs were created: %v", ids)
+			}
+		})
 	}
+}
+
+func mustLook(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestNativeIsDefaultSandbox(t *testing.T) {
