@@ -77,6 +77,9 @@ type listItem struct {
 	Attempts   int        `json:"attempts"`
 	Verdict    string     `json:"verdict,omitempty"`
 	Task       string     `json:"task"`
+	// Usage is the run's model use: tokens, requests, estimated cost,
+	// per model (absent when the run used no model).
+	Usage *run.Usage `json:"usage,omitempty"`
 }
 
 type listOutput struct {
@@ -150,7 +153,7 @@ func toListItem(r *run.Run) listItem {
 	it := listItem{
 		ID: r.ID, Status: r.State, Reason: r.Reason, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Repo: r.Repo, Branch: r.Branch, Commit: r.Commit, Agent: r.Agent.Name,
-		Attempts: len(r.Attempts), Task: r.Task,
+		Attempts: len(r.Attempts), Task: r.Task, Usage: r.Usage,
 	}
 	if it.Commit == "" && r.Result != nil {
 		it.Commit = r.Result.Commit

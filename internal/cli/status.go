@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -70,6 +71,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	f.add("base", base)
 	f.add("agent", agentLine(r.Agent))
+	if r.Gateway != nil {
+		f.add("model", gatewayLine(r))
+	}
 	f.add("sandbox", sandboxLine(r.Sandbox))
 	f.add("created", r.CreatedAt.Local().Format(time.DateTime)+" ("+ago(o.Now, r.CreatedAt)+")")
 	if r.StartedAt != nil {
@@ -254,8 +258,29 @@ func usageLine(u *run.Usage) string {
 	if u.CachedTokens > 0 {
 		s += fmt.Sprintf(", %d cached", u.CachedTokens)
 	}
+	if u.Requests > 0 {
+		s += fmt.Sprintf(", %d requests", u.Requests)
+	}
 	if u.Turns > 0 {
 		s += fmt.Sprintf(", %d turns", u.Turns)
+	}
+	unpriced := false
+	for _, m := range u.Models {
+		unpriced = unpriced || m.Unpriced
+	}
+	switch {
+	case u.CostUSD > 0 && unpriced:
+		s += fmt.Sprintf(", ~$%.4f (some models unpriced)", u.CostUSD)
+	case u.CostUSD > 0:
+		s += fmt.Sprintf(", ~$%.4f", u.CostUSD)
+	}
+	if len(u.Models) > 1 {
+		var names []string
+		for n := range u.Models {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		s += " (" + oneLine(strings.Join(names, ", "), 80) + ")"
 	}
 	return s
 }
@@ -293,4 +318,34 @@ func resultCommit(r *run.Run) string {
 		return r.Result.Commit
 	}
 	return r.Commit
+}
+
+// gatewayLine says where the run's model traffic goes and its budget.
+func gatewayLine(r *run.Run) string {
+	var parts []string
+	for _, rs := range r.Gateway.Routes {
+		to := rs.URL
+		if rs.Server != "" && rs.Server != rs.URL {
+			to += " (" + rs.Server + ")"
+		}
+		if rs.MaxConcurrent > 0 {
+			to += fmt.Sprintf(", %d at once", rs.MaxConcurrent)
+		}
+		parts = append(parts, rs.Name+" → "+oneLine(to, 80))
+	}
+	s := strings.Join(parts, "; ")
+	if r.Agent.Model != "" {
+		s = oneLine(r.Agent.Model, 40) + " via the gateway: " + s
+	}
+	var budget []string
+	if r.Gateway.MaxTokens > 0 {
+		budget = append(budget, fmt.Sprintf("%d tokens", r.Gateway.MaxTokens))
+	}
+	if r.Gateway.MaxCost > 0 {
+		budget = append(budget, fmt.Sprintf("$%.2f", r.Gateway.MaxCost))
+	}
+	if len(budget) > 0 {
+		s += "; budget " + strings.Join(budget, ", ")
+	}
+	return s
 }
