@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -283,3 +285,113 @@ func TestGatewayMaxConcurrentSharedAcrossRuns(t *testing.T) {
 		t.Fatal("no capacity_wait event in any run")
 	}
 }
+
+// TestKeyNeverOnDiskAfterCancelTimeoutKill: a run cancelled, timed out or
+// whose supervisor is killed with kill -9 while its agent talks to the
+// model leaves the real key nowhere on disk (runs, HOME, logs, journal).
+func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
+	e := newEnv(t)
+	e.scriptedServer(modelserver.Text("ok"), "")
+	// The agent writes its whole environment where it would outlive it,
+	// then keeps talking to the model.
+	agent := `env > "$HOME/env-snapshot.sh"; env > env.txt; while true; do ` + chatCurl("a.json", false) + ` >/dev/null; sleep 0.1; done`
+	vars := []string{"SCRIPTED_KEY=" + realKey}
+	sb := sandboxes(t, e)[0]
+	started := func(id string) *run.Run {
+		return e.waitFor(id, "the agent to talk to the model", func(r *run.Run) bool {
+			return r.State == run.StateRunning && fileExists(filepath.Join(e.home, "runs", id, "workspace", "a.json"))
+		})
+	}
+	// cancel
+	d, res := e.submitJSON(vars, "--sandbox", sb, "--model-server", "scripted", "--agent-cmd", agent, "cancel me")
+	must(t, res, 0)
+	started(d.ID)
+	must(t, e.run("cancel", d.ID), 0)
+	e.waitFor(d.ID, "cancelled", func(r *run.Run) bool { return r.State == run.StateCancelled })
+	// timeout
+	d2, res := e.submitJSON(vars, "--sandbox", sb, "--model-server", "scripted", "--timeout", "2s", "--agent-cmd", agent, "time out")
+	must(t, res, 0)
+	r := e.waitFor(d2.ID, "the timeout", func(r *run.Run) bool { return r.State.Terminal() })
+	if r.Reason != run.ReasonTimeout {
+		t.Fatalf("%s/%s", r.State, r.Reason)
+	}
+	// kill -9 of the supervisor
+	d3, res := e.submitJSON(vars, "--sandbox", sb, "--model-server", "scripted", "--agent-cmd", agent, "killed")
+	must(t, res, 0)
+	r = started(d3.ID)
+	if err := syscallKill(r.Supervisor.PID); err != nil {
+		t.Fatal(err)
+	}
+	res = e.run("status", "--json", d3.ID) // reconciles: interrupted
+	must(t, res, 0)
+	e.waitFor(d3.ID, "interrupted", func(r *run.Run) bool { return r.State == run.StateInterrupted })
+	for _, id := range []string{d.ID, d2.ID, d3.ID} {
+		snap, err := os.ReadFile(filepath.Join(e.home, "runs", id, "home", "env-snapshot.sh"))
+		if err != nil || !strings.Contains(string(snap), "OPENAI_API_KEY=agentrun-gateway-") {
+			t.Fatalf("%s: the agent's snapshot of its environment: %v\n%s", id, err, snap)
+		}
+	}
+	assertNoKeyOnDisk(t, e)
+}
+
+// TestProfileSessionContinuesAcrossAttempts: claude's second attempt
+// (after a failed check) continues the first attempt's session, and the
+// attempts record it.
+func TestProfileSessionContinuesAcrossAttempts(t *testing.T) {
+	bin := agenttest.CLI(t, "claude", "claude")
+	e := newEnv(t)
+	if sandboxes(t, e)[0] != "native" {
+		return // (the scripted tool call names the native sandbox's /workspace)
+	}
+	const dir = "/workspace"
+	var srv *modelserver.Server
+	var wrote atomic.Int32 // files written so far
+	script := func(turn modelserver.Turn) modelserver.Reply {
+		name := ""
+		switch {
+		case turn.ToolResults == 0 && wrote.Load() == 0:
+			name = "first.txt"
+		case strings.Contains(turn.LastUser, "checks failed") && wrote.Load() == 1:
+			name = "second.txt"
+		}
+		if name != "" {
+			if c, ok := modelserver.WriteCall(turn.Tools, dir, name, "x\n"); ok {
+				wrote.Add(1)
+				return modelserver.Reply{Text: "writing " + name, Calls: []modelserver.Call{c}}
+			}
+		}
+		return modelserver.Reply{Text: "finished this attempt"}
+	}
+	srv = e.scriptedServer(script, "")
+	d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
+		"--agent", "claude", "--model", "test-model", "--model-server", "scripted", "--attempts", "2",
+		"--check", "second=test -f second.txt", "--wait", "Write first.txt")
+	if res.code != 0 {
+		t.Fatalf("exit %d %s\n%s", res.code, res.stdout, e.supervisorLog(d.ID))
+	}
+	r := e.get(d.ID)
+	if len(r.Attempts) != 2 || r.Agent.Session == "" {
+		t.Fatalf("attempts %+v session %q", r.Attempts, r.Agent.Session)
+	}
+	a1, a2 := r.Attempts[0], r.Attempts[1]
+	if a1.Session != r.Agent.Session || a1.SessionContinued || a2.Session != r.Agent.Session || !a2.SessionContinued {
+		t.Fatalf("sessions: %+v / %+v (run %s)", a1, a2, r.Agent.Session)
+	}
+	// The second attempt's first request carries the first attempt's
+	// conversation: claude continued its session.
+	var second []byte
+	for _, q := range srv.ModelRequests(modelserver.Anthropic) {
+		if strings.Contains(string(q.Body), "these checks failed") {
+			second = q.Body
+			break
+		}
+	}
+	if second == nil || !strings.Contains(string(second), "writing first.txt") {
+		t.Fatalf("the second attempt did not continue the first one's conversation")
+	}
+	if a1.Usage == nil || a2.Usage == nil || a1.Usage.Requests+a2.Usage.Requests != r.Usage.Requests {
+		t.Fatalf("attempt usage %+v %+v run %+v", a1.Usage, a2.Usage, r.Usage)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
