@@ -30,14 +30,16 @@ var realKey = "sk-real-" + "gateway-key-" + "7f3e9a1c"
 var keyPattern = "sk-real-gateway-key-7f3e9a1[c]"
 
 // writeConfig writes the user's config.toml.
-func (e *env) writeConfig(content string) {
-	e.t.Helper()
-	dir := filepath.Join(e.root, "config", "agentrun")
+func (e *env) writeConfig(content string) { e.t.Helper(); writeConfigIn(e.t, e.root, content) }
+
+func writeConfigIn(tb testing.TB, root, content string) {
+	tb.Helper()
+	dir := filepath.Join(root, "config", "agentrun")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		e.t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(content), 0o600); err != nil {
-		e.t.Fatal(err)
+		tb.Fatal(err)
 	}
 }
 

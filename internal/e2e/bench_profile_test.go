@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agenttest"
+	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/store/files"
+)
+
+// BenchmarkProfileVsBare runs each installed profile's real CLI on the
+// same one-file task two ways, interleaved: bare (the profile's own launch
+// against the scripted model server, in a fresh checkout) and through
+// `agentrun submit --wait` in the native sandbox with --network none and
+// the model gateway in between. It reports the median wall time of each
+// and their ratio (target: agentrun ≤ 1.1 × bare).
+func BenchmarkProfileVsBare(b *testing.B) {
+	for _, p := range []struct {
+		name   string
+		script func(dir string) modelserver.Script
+	}{
+		{"claude", func(dir string) modelserver.Script { return modelserver.WriteFileIn(dir, "hello.txt", "hi\n") }},
+		{"codex", func(string) modelserver.Script { return modelserver.ShellWriteFile("hello.txt", "hi\n") }},
+		{"gemini", func(dir string) modelserver.Script { return modelserver.WriteFileIn(dir, "hello.txt", "hi\n") }},
+		{"qwen", func(dir string) modelserver.Script { return modelserver.WriteFileIn(dir, "hello.txt", "hi\n") }},
+		{"opencode", func(dir string) modelserver.Script { return modelserver.WriteFileIn(dir, "hello.txt", "hi\n") }},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			prof, _ := external.Lookup(p.name)
+			bin := agenttest.CLI(b, p.name, prof.Binary)
+			e := benchEnv(b, 1)
+			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
+			// agentrun: the scripted server behind the gateway, the tool call
+			// naming the sandbox's workspace.
+			srvIn := modelserver.New(b, realKey, "test-model", p.script("/workspace"))
+			writeConfigIn(b, e.root, fmt.Sprintf("[model_servers.scripted]\nurl = %q\napi_key_env = \"SCRIPTED_KEY\"\n", srvIn.URL))
+			real, err := filepath.EvalSymlinks(bin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var bare, wrapped, inside []time.Duration
+			st, err := files.Open(e.home)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; b.Loop(); i++ {
+				// Bare, in a fresh checkout and HOME.
+				dir := filepath.Join(e.root, fmt.Sprintf("bare%d", i))
+				home := filepath.Join(dir, "home")
+				repo := filepath.Join(dir, "repo")
+				for _, d := range []string{home, repo} {
+					if err := os.MkdirAll(d, 0o700); err != nil {
+						b.Fatal(err)
+					}
+				}
+				gitInit(b, repo, e.vars)
+				srvBare := modelserver.New(nil, realKey, "test-model", p.script(repo))
+				l := prof.Launch(external.LaunchInput{Binary: real, BaseURL: srvBare.URL + "/" + prof.Protocol, Key: realKey,
+					Model: "test-model", Home: home, WorkDir: repo, Session: "5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2e"})
+				for name, content := range l.Files {
+					fp := filepath.Join(home, name)
+					_ = os.MkdirAll(filepath.Dir(fp), 0o700)
+					if err := os.WriteFile(fp, []byte(content), 0o600); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cmd := exec.Command("sh", "-c", l.Command)
+				cmd.Dir = repo
+				cmd.Env = append([]string{pathEnv, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + os.TempDir()}, l.Env...)
+				cmd.Stdin = strings.NewReader("Write hello.txt")
+				t0 := time.Now()
+				out, err := cmd.CombinedOutput()
+				bare = append(bare, time.Since(t0))
+				srvBare.Close()
+				if err != nil || !fileExists(filepath.Join(repo, "hello.txt")) {
+					b.Fatalf("bare %s: %v\n%s", p.name, err, out)
+				}
+				// Through agentrun.
+				t0 = time.Now()
+				c := exec.Command(e.bin, "submit", "--json", "--agent", p.name, "--model", "test-model", "--model-server", "scripted",
+					"--attempts", "1", "--wait", "Write hello.txt")
+				c.Dir, c.Env = e.repo, append(append([]string{}, e.vars...), pathEnv, "SCRIPTED_KEY="+realKey)
+				out, err = c.CombinedOutput()
+				wrapped = append(wrapped, time.Since(t0))
+				if err != nil {
+					if strings.Contains(string(out), "sandbox_preflight") {
+						b.Skipf("native sandbox unavailable: %s", out)
+					}
+					b.Fatalf("agentrun %s: %v\n%s", p.name, err, out)
+				}
+				if r, err := st.Get(b.Context(), between(string(out), `"id": "`, `"`)); err == nil && len(r.Attempts) == 1 && r.Attempts[0].FinishedAt != nil {
+					inside = append(inside, r.Attempts[0].FinishedAt.Sub(r.Attempts[0].StartedAt))
+				}
+			}
+			mb, mw := median(bare), median(wrapped)
+			b.ReportMetric(mb, "ms-bare(median)")
+			b.ReportMetric(mw, "ms-agentrun(median)")
+			b.ReportMetric(mw/mb, "ratio")
+			if len(inside) > 0 {
+				// The CLI's own time inside the sandbox: the rest of the
+				// difference is agentrun's fixed cost per run.
+				b.ReportMetric(median(inside), "ms-agent-in-sandbox(median)")
+			}
+		})
+	}
+}
+
+func gitInit(b *testing.B, dir string, env []string) {
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
