@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,20 +41,31 @@ func (c FlockCapacity) Acquire(ctx context.Context, key string, max int) (func()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("model server slots: %w", err)
 	}
-	// The queue: waiters hold a shared lock on queue.lock while they
-	// wait; one that has waited longest (the oldest ticket it sees) takes
-	// a free slot first. Tickets are creation times of a waiter file.
-	ticket, err := os.CreateTemp(dir, "wait-*")
+	// The queue: every waiter has a waiter file while it waits; one that
+	// has waited longest (the oldest file it sees) takes a free slot
+	// first. Tickets are the waiter files' modification times.
+	// The waiter file is locked while its waiter lives, so a dead
+	// waiter's file (kill -9) is recognised and ignored: it is locked
+	// before it is named wait-*, and removed before it is unlocked, so
+	// that a wait-* file another waiter can lock is always a dead one's.
+	ticket, err := os.CreateTemp(dir, "new-*")
 	if err != nil {
 		return nil, fmt.Errorf("model server slots: %w", err)
 	}
-	defer func() { ticket.Close(); os.Remove(ticket.Name()) }()
-	// The waiter file is locked while its waiter lives, so a dead
-	// waiter's file (kill -9) is recognised and ignored.
+	name := ticket.Name()
+	defer func() { os.Remove(name); ticket.Close() }()
 	if err := unix.Flock(int(ticket.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("model server slots: %w", err)
 	}
-	mine, _ := ticket.Stat()
+	wait := filepath.Join(dir, "wait-"+strings.TrimPrefix(filepath.Base(name), "new-"))
+	if err := os.Rename(name, wait); err != nil {
+		return nil, fmt.Errorf("model server slots: %w", err)
+	}
+	name = wait
+	mine, err := os.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("model server slots: %w", err)
+	}
 	delay := 2 * time.Millisecond
 	for {
 		if first(dir, mine) {

@@ -315,6 +315,10 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 	// What the sandbox says about itself stays in the sandbox.
 	out.Header.Del("X-Forwarded-For")
+	// The agent's Accept-Encoding (gzip, br) would have the answer come
+	// compressed, past the meter: without it the transport asks for gzip
+	// and hands the meter (and the agent) the plain body.
+	out.Header.Del("Accept-Encoding")
 	c := route.Credential
 	switch strings.ToLower(c.Header) {
 	case "":
@@ -324,8 +328,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		out.Header.Set(c.Header, c.Value)
 	}
 	for k, v := range c.Extra {
-		if have := out.Header.Get(k); have != "" && !strings.Contains(have, v) {
-			v = have + "," + v
+		if have := strings.Join(out.Header.Values(k), ","); have != "" {
+			if slices.Contains(strings.Split(strings.ReplaceAll(have, " ", ""), ","), v) {
+				v = have
+			} else {
+				v = have + "," + v
+			}
 		}
 		out.Header.Set(k, v)
 	}
@@ -405,7 +413,7 @@ func (g *Gateway) overBudget() string {
 		case b.MaxTokens > 0 && u.Total() >= b.MaxTokens:
 			why = fmt.Sprintf("the run's token budget is spent (%d of --max-tokens %d)", u.Total(), b.MaxTokens)
 		case b.MaxCost > 0 && u.CostUSD >= b.MaxCost:
-			why = fmt.Sprintf("the run's cost budget is spent ($%.4f of --max-cost $%.2f)", u.CostUSD, b.MaxCost)
+			why = fmt.Sprintf("the run's cost budget is spent ($%.4f of --max-cost $%g)", u.CostUSD, b.MaxCost)
 		}
 		if why != "" {
 			g.exceeded = why

@@ -138,6 +138,9 @@ func ResolveKey(ctx context.Context, spec run.RouteSpec, getenv Getenv) (Credent
 			cmd := exec.CommandContext(cctx, "sh", "-c", k.Command)
 			var out, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &stderr
+			// A child the command left behind keeps its output open:
+			// stop waiting for it soon after the command is killed.
+			cmd.WaitDelay = time.Second
 			err := cmd.Run()
 			cancel()
 			if err != nil {

@@ -249,8 +249,31 @@ func (b *meteredBody) sseLine(line []byte) {
 		return
 	}
 	data = bytes.TrimSpace(data)
-	if len(data) > 0 && data[0] == '{' {
+	if len(data) > 0 && data[0] == '{' && hasUsage(data) {
 		b.m.object(data)
+	}
+}
+
+// hasUsage reports whether an event has a "usage…" key whose value is an
+// object: most of a stream is deltas with none (or "usage":null), and
+// every protocol's event with usage also names the model.
+func hasUsage(data []byte) bool {
+	for {
+		i := bytes.Index(data, []byte(`"usage`))
+		if i < 0 {
+			return false
+		}
+		data = data[i+len(`"usage`):]
+		j := bytes.IndexByte(data, '"')
+		if j < 0 {
+			return false
+		}
+		rest := bytes.TrimLeft(data[j+1:], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			if rest = bytes.TrimLeft(rest[1:], " \t\r\n"); len(rest) > 0 && rest[0] == '{' {
+				return true
+			}
+		}
 	}
 }
 
