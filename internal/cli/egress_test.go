@@ -72,3 +72,42 @@ func TestEgressNoNetwork(t *testing.T) {
 func TestEgressBadIDs(t *testing.T) {
 	badIDCases(t, newTestHome(t), "egress")
 }
+
+func TestEgressNeverSuggestsTelemetry(t *testing.T) {
+	h := newTestHome(t)
+	r := h.addFinished(func(r *run.Run) {
+		r.Agent.Name = "claude"
+		r.Sandbox.Network, r.Sandbox.Allow = "allowlist", []string{"registry.npmjs.org"}
+	})
+	ctx := context.Background()
+	for _, rec := range []egress.Record{
+		{Allow: false, Host: "api.anthropic.com", Port: 443, Method: "CONNECT", Why: "not in allowlist", Code: egress.CodeNotListed},
+		{Allow: false, Host: "http-intake.logs.us5.datadoghq.com", Port: 443, Method: "CONNECT", Why: "not in allowlist", Code: egress.CodeNotListed},
+		{Allow: false, Host: "pypi.org", Port: 443, Method: "CONNECT", Why: "not in allowlist", Code: egress.CodeNotListed},
+	} {
+		if _, err := h.st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventEgress, "", rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, out, _ := h.app()
+	if err := runEgress(ctx, &egressOptions{ID: r.ID}, app); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if strings.Contains(s, "--allow api.anthropic.com") || strings.Contains(s, "datadoghq") && strings.Contains(s, "--allow http-intake") {
+		t.Fatalf("a telemetry host was suggested:\n%s", s)
+	}
+	if !strings.Contains(s, "--allow pypi.org") || !strings.Contains(s, "(not needed)") {
+		t.Fatalf("egress:\n%s", s)
+	}
+	code, js, _ := h.exec("egress", r.ID, "--json")
+	var doc egressOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	for _, d := range doc.Denied {
+		if d.Host != "pypi.org" && (d.Flag != "" || d.Code != "not_needed") {
+			t.Errorf("%+v", d)
+		}
+	}
+}

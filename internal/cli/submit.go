@@ -238,7 +238,11 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 func profileHelp() string {
 	var b strings.Builder
 	for _, p := range external.Profiles() {
-		fmt.Fprintf(&b, "  %-10s %s\n", p.Name, p.Doc)
+		tested := "not tested"
+		if p.Tested != "" {
+			tested = "tested with " + p.Tested
+		}
+		fmt.Fprintf(&b, "  %-10s %s; %s; %s\n", p.Name, p.Doc, tested, p.Install)
 	}
 	return b.String()
 }

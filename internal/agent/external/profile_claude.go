@@ -27,7 +27,7 @@ var claudeProfile = Profile{
 	},
 	Sessions:   true,
 	SessionIDs: true,
-	Doc:        "Claude Code (claude -p), Anthropic Messages API",
+	Doc:        "Claude Code, print mode (Anthropic Messages)",
 	Launch:     claudeLaunch,
 }
 

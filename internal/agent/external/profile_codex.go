@@ -42,7 +42,7 @@ var codexProfile = Profile{
 		"releases.openai.com", // codex update
 	},
 	Sessions: true,
-	Doc:      "OpenAI Codex CLI (codex exec, Responses API); resume continues its latest session",
+	Doc:      "OpenAI Codex CLI, codex exec (OpenAI Responses)",
 	Launch:   codexLaunch,
 }
 

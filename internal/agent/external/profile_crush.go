@@ -53,7 +53,7 @@ var crushProfile = Profile{
 	Tested:       "",
 	Telemetry:    []string{"data.charm.land", "catwalk.charm.sh"},
 	Sessions:     true,
-	Doc:          "Charm crush (OpenAI-compatible provider) — UNTESTED, written from crush's docs",
+	Doc:          "Charm Crush, crush run (OpenAI chat completions)",
 	Launch: func(in LaunchInput) Launch {
 		model := in.Model
 		if model == "" {

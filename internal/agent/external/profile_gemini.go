@@ -49,7 +49,7 @@ var geminiProfile = Profile{
 	// Clearcut usage logs (off with privacy.usageStatisticsEnabled).
 	Telemetry: []string{"play.googleapis.com"},
 	Sessions:  true,
-	Doc:       "Gemini CLI (gemini --prompt), Gemini API",
+	Doc:       "Gemini CLI, headless (Gemini API)",
 	Launch:    geminiLaunch,
 }
 

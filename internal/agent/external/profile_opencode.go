@@ -64,7 +64,7 @@ var opencodeProfile = Profile{
 	// release checks, session sharing: all switched off.
 	Telemetry: []string{"models.opencode.ai", "registry.npmjs.org", "api.github.com", "opencode.ai", "opncd.ai"},
 	Sessions:  true,
-	Doc:       "opencode (OpenAI-compatible chat completions provider; put ripgrep on PATH)",
+	Doc:       "opencode run (OpenAI chat completions)",
 	Launch: func(in LaunchInput) Launch {
 		model := in.Model
 		if model == "" {

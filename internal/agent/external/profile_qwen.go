@@ -39,7 +39,7 @@ var qwenProfile = Profile{
 	Telemetry:  []string{"gb4w8c3ygj-default-sea.rum.aliyuncs.com", "registry.npmjs.org"},
 	Sessions:   true,
 	SessionIDs: true,
-	Doc:        "Qwen Code (OpenAI chat completions)",
+	Doc:        "Qwen Code, headless (OpenAI chat completions)",
 	Launch: func(in LaunchInput) Launch {
 		model := in.Model
 		if model == "" {
