@@ -117,8 +117,8 @@ func TestChatProfilesLaunch(t *testing.T) {
 			}
 		})
 	}
-	if crushProfile.Tested != "" || !strings.Contains(crushProfile.Doc, "UNTESTED") {
-		t.Errorf("crush must be marked untested: %q %q", crushProfile.Tested, crushProfile.Doc)
+	if crushProfile.Tested != "" {
+		t.Errorf("crush must be marked untested (submit --help then says so): %q", crushProfile.Tested)
 	}
 	env := strings.Join(crushProfile.Launch(in).Env, " ")
 	for _, w := range []string{"CRUSH_DISABLE_METRICS=1", "CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1"} {
