@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/catalog"
 )
 
 // App is what every command shares: streams, output mode, data directory.
@@ -51,11 +54,36 @@ func (app *App) Execute(ctx context.Context, args []string) int {
 	root.SetIn(app.Stdin)
 	root.SetOut(app.Stdout)
 	root.SetErr(app.Stderr)
+	// --json governs how errors are printed, including errors found before
+	// flags are parsed (an unknown command or flag).
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			app.JSON = true
+		}
+	}
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
+	if _, ok := catalog.As(err); !ok && isCobraUsage(err) {
+		err = catalog.Usage.Wrap(err, "%v", err).WithFix("run 'agentrun --help' for the commands, or 'agentrun COMMAND --help' for a command's flags")
+	}
 	return app.renderError(ctx, err)
+}
+
+// isCobraUsage reports the errors cobra makes of a command line it cannot
+// take: an unknown command, a bad argument count.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command ", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument "} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (app *App) newRootCmd() *cobra.Command {
@@ -67,8 +95,9 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 ` + exitStatus,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       buildVersion().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVar(&app.JSON, "json", false, "print one JSON document on stdout (errors too)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
 	for _, c := range []*cobra.Command{
@@ -83,6 +112,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newCleanCmd(),
 		app.newVerdictCmd(),
 		app.newEgressCmd(),
+		app.newVersionCmd(),
 	} {
 		c.Long = c.Long + "\n" + exitStatus
 		if c.Args == nil {
@@ -92,6 +122,3 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 	}
 	return root
 }
-
-// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
-var Version = "dev"
