@@ -324,9 +324,19 @@ func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
 	if err := syscallKill(r.Supervisor.PID); err != nil {
 		t.Fatal(err)
 	}
-	res = e.run("status", "--json", d3.ID) // reconciles: interrupted
-	must(t, res, 0)
-	e.waitFor(d3.ID, "interrupted", func(r *run.Run) bool { return r.State == run.StateInterrupted })
+	// The next command reconciles the run (interrupted) once the killed
+	// supervisor is gone and its lock with it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		must(t, e.run("status", "--json", d3.ID), 0)
+		if e.get(d3.ID).State == run.StateInterrupted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s was not reconciled to interrupted after kill -9\n%s", d3.ID, e.supervisorLog(d3.ID))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for _, id := range []string{d.ID, d2.ID, d3.ID} {
 		snap, err := os.ReadFile(filepath.Join(e.home, "runs", id, "home", "env-snapshot.sh"))
 		if err != nil || !strings.Contains(string(snap), "OPENAI_API_KEY=agentrun-gateway-") {
