@@ -17,14 +17,39 @@ import (
 type listOptions struct {
 	Statuses []string // as given: names, possibly comma-separated
 	Repo     string   // as given: any directory inside the repository
+	Limit    int      // at most this many (newest first); 0 = all
+	Since    string   // a duration (24h) or a date/time
+	Agent    string   // profile name, "command" or "builtin"
+	Verdict  string   // accept, reject or none
+	Quiet    bool     // ids only
 	Now      time.Time
 
 	states []run.State // parsed by Validate
+	since  time.Time
 }
 
-// Validate parses the status filter.
+// Validate parses the filters.
 func (o *listOptions) Validate() error {
 	o.states = nil
+	if o.Limit < 0 {
+		return catalog.Usage.New("--limit %d: give a number of runs (0 = all)", o.Limit)
+	}
+	switch o.Verdict {
+	case "", "accept", "reject", "none":
+	default:
+		return catalog.BadVerdict.New("--verdict %q: use accept, reject or none", o.Verdict)
+	}
+	if o.Since != "" {
+		now := o.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		t, ok := parseSince(o.Since, now)
+		if !ok {
+			return catalog.BadDuration.New("--since %q: give a duration (90m, 24h, 7d) or a date (2026-12-01, 2026-12-01T15:04:05Z)", o.Since)
+		}
+		o.since = t
+	}
 	for _, s := range o.Statuses {
 		for _, name := range strings.Split(s, ",") {
 			st := run.State(strings.ToLower(strings.TrimSpace(name)))
@@ -40,7 +65,7 @@ func (o *listOptions) Validate() error {
 func (app *App) newListCmd() *cobra.Command {
 	var o listOptions
 	c := &cobra.Command{
-		Use:   "list [--status S] [--repo DIR]",
+		Use:   "list [--status S] [--repo DIR] [--agent A] [--verdict V] [--since T] [--limit N] [-q]",
 		Short: "List runs, newest first",
 		Long: `List runs, newest first: id, status, age, repository, branch and the start of the task.
 
@@ -51,6 +76,12 @@ A run whose record is damaged does not hide the others: it is named on stderr
                queued, preparing, running, checking, exporting, succeeded,
                failed, cancelled, interrupted
   --repo DIR   only runs of the repository that contains DIR
+  --agent A    only runs of this agent: a profile name, command or builtin
+  --verdict V  only runs with this verdict: accept, reject, or none (no verdict yet)
+  --since T    only runs created after T: a duration back from now (90m, 24h, 7d)
+               or a date or time (2026-12-01, 2026-12-01T15:04:05Z)
+  --limit N    at most N runs, the newest
+  -q           print only the run ids, one per line
 `,
 		Args: exactArgs(0, "list takes no arguments; filter with --status and --repo"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -60,6 +91,11 @@ A run whose record is damaged does not hide the others: it is named on stderr
 	}
 	c.Flags().StringSliceVar(&o.Statuses, "status", nil, "only runs in these states")
 	c.Flags().StringVar(&o.Repo, "repo", "", "only runs of the repository containing `DIR`")
+	c.Flags().IntVar(&o.Limit, "limit", 0, "at most this many runs, the newest (0 = all)")
+	c.Flags().StringVar(&o.Since, "since", "", "only runs created after this duration ago or date")
+	c.Flags().StringVar(&o.Agent, "agent", "", "only runs of this agent")
+	c.Flags().StringVar(&o.Verdict, "verdict", "", "only runs with this verdict: accept, reject or none")
+	c.Flags().BoolVarP(&o.Quiet, "quiet", "q", false, "print only the run ids")
 	return c
 }
 
@@ -96,7 +132,13 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		return err
 	}
 	var f run.Filter
+	repoGone := false
 	if o.Repo != "" {
+		// A repository that is gone may still have runs (recorded by its
+		// path); with none, the path is a mistake.
+		if fi, err := os.Stat(o.Repo); err != nil || !fi.IsDir() {
+			repoGone = true
+		}
 		f.Repo = repoTop(o.Repo)
 	}
 	// The state filter applies after reconcile: a "running" run whose
@@ -112,14 +154,26 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 	var shown []*run.Run
 	for _, r := range runs {
 		r = app.reconcile(ctx, env, r)
-		if len(o.states) > 0 && !containsState(o.states, r.State) {
+		if len(o.states) > 0 && !containsState(o.states, r.State) || !o.matches(r) {
 			continue
+		}
+		if o.Limit > 0 && len(shown) == o.Limit {
+			break
 		}
 		shown = append(shown, r)
 		out.Runs = append(out.Runs, toListItem(r))
 	}
+	if repoGone && len(shown) == 0 {
+		return catalog.RepoMissing.New("--repo %s is not a directory, and no run was made in it", o.Repo)
+	}
 	if app.JSON {
 		return writeJSON(app.Stdout, out)
+	}
+	if o.Quiet {
+		for _, r := range shown {
+			fmt.Fprintln(app.Stdout, r.ID)
+		}
+		return nil
 	}
 	for _, b := range broken {
 		app.warn("run %s is damaged and not listed: %s", b.ID, oneLine(b.Err, 0))
@@ -193,4 +247,42 @@ func repoTop(dir string) string {
 			return abs
 		}
 	}
+}
+
+// matches applies the agent, verdict and since filters.
+func (o *listOptions) matches(r *run.Run) bool {
+	if o.Agent != "" && r.Agent.Name != o.Agent {
+		return false
+	}
+	switch o.Verdict {
+	case "none":
+		if r.Verdict != nil {
+			return false
+		}
+	case "accept", "reject":
+		if r.Verdict == nil || r.Verdict.Value != o.Verdict {
+			return false
+		}
+	}
+	return o.since.IsZero() || r.CreatedAt.After(o.since)
+}
+
+// parseSince reads a duration back from now (Go durations, and whole days
+// as "7d") or an absolute date or time.
+func parseSince(s string, now time.Time) (time.Time, bool) {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), true
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		var days int
+		if _, err := fmt.Sscanf(n, "%d", &days); err == nil && days >= 0 && fmt.Sprint(days) == n {
+			return now.AddDate(0, 0, -days), true
+		}
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }

@@ -185,9 +185,17 @@ func TestListRepoFilter(t *testing.T) {
 	if len(doc.Runs) != 1 || doc.Runs[0].ID != a.ID {
 		t.Errorf("runs: %+v", doc.Runs)
 	}
-	code, out, _ = h.exec("list", "--repo", filepath.Join(root, "gone"))
-	if code != 0 || !strings.Contains(out, "no runs match") {
+	// A path that does not exist is a mistake, unless runs were made there
+	// (a repository since removed).
+	code, out, _ = h.exec("list", "--repo", filepath.Join(root, "gone"), "--json")
+	if code != 2 || !strings.Contains(out, "repo_missing") {
 		t.Errorf("exit %d: %s", code, out)
+	}
+	if err := os.RemoveAll(repoB); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = h.exec("list", "--repo", repoB, "-q"); code != 0 || len(strings.Fields(out)) != 1 {
+		t.Errorf("runs of a removed repository: exit %d %q", code, out)
 	}
 }
 
@@ -229,5 +237,49 @@ func BenchmarkList1000(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestListFilters(t *testing.T) {
+	h := newTestHome(t)
+	old := h.add(func(r *run.Run) {
+		r.CreatedAt = time.Now().Add(-72 * time.Hour)
+		r.Agent.Name = "claude"
+		r.Verdict = &run.Verdict{Value: "accept", At: time.Now()}
+	})
+	mid := h.add(func(r *run.Run) { r.CreatedAt = time.Now().Add(-2 * time.Hour); r.Agent.Name = "builtin" })
+	newest := h.add(func(r *run.Run) {
+		r.CreatedAt = time.Now().Add(-time.Minute)
+		r.Verdict = &run.Verdict{Value: "reject", At: time.Now()}
+	})
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-q"}, []string{newest.ID, mid.ID, old.ID}},
+		{[]string{"-q", "--limit", "2"}, []string{newest.ID, mid.ID}},
+		{[]string{"-q", "--since", "24h"}, []string{newest.ID, mid.ID}},
+		{[]string{"-q", "--since", "1d"}, []string{newest.ID, mid.ID}},
+		{[]string{"-q", "--since", time.Now().Add(-30 * time.Minute).UTC().Format(time.RFC3339)}, []string{newest.ID}},
+		{[]string{"-q", "--agent", "claude"}, []string{old.ID}},
+		{[]string{"-q", "--verdict", "none"}, []string{mid.ID}},
+		{[]string{"-q", "--verdict", "reject"}, []string{newest.ID}},
+		{[]string{"-q", "--verdict", "accept", "--agent", "builtin"}, nil},
+	}
+	for _, c := range cases {
+		code, out, errb := h.exec(append([]string{"list"}, c.args...)...)
+		if got := strings.Fields(out); code != 0 || strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("list %v: exit %d %q %s, want %v", c.args, code, out, errb, c.want)
+		}
+	}
+	code, js, _ := h.exec("list", "--json", "--limit", "1")
+	var doc listOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || code != 0 || len(doc.Runs) != 1 || doc.Runs[0].ID != newest.ID {
+		t.Fatalf("exit %d %v %s", code, err, js)
+	}
+	for _, bad := range [][]string{{"--limit", "-1"}, {"--since", "yesterday"}, {"--verdict", "maybe"}, {"--repo", "/nonexistent/agentrun"}} {
+		if code, _, _ := h.exec(append([]string{"list"}, bad...)...); code != 2 {
+			t.Errorf("list %v: exit %d, want 2", bad, code)
+		}
 	}
 }
