@@ -26,6 +26,8 @@ type testHome struct {
 	dir string
 	st  *files.Store
 	env map[string]string
+	// executable is the agentrun binary sandboxes run (App.Executable).
+	executable string
 }
 
 func newTestHome(t testing.TB) *testHome {
@@ -45,7 +47,7 @@ func newTestHome(t testing.TB) *testHome {
 // app returns an App writing into buffers.
 func (h *testHome) app() (*App, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
-	return &App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
+	return &App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Executable: h.executable,
 		Getenv: func(k string) string { return h.env[k] }}, &out, &errb
 }
 

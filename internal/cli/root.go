@@ -25,6 +25,9 @@ type App struct {
 	JSON   bool
 	// Getenv reads the environment (tests replace it).
 	Getenv func(string) string
+	// Executable is the agentrun binary that sandboxes run inside (default:
+	// this process's own; tests name a built binary).
+	Executable string
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
 	env *Env
 }
@@ -113,6 +116,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newVerdictCmd(),
 		app.newEgressCmd(),
 		app.newVersionCmd(),
+		app.newDoctorCmd(),
 	} {
 		c.Long = c.Long + "\n" + exitStatus
 		if c.Args == nil {

@@ -1,0 +1,434 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/all"
+)
+
+// doctorCheck is one finding of `agentrun doctor`.
+type doctorCheck struct {
+	// Name is the thing checked: data_directory, config, git,
+	// sandbox.NAME, key.ROUTE, model_server.NAME, agent.PROFILE.
+	Name string `json:"name"`
+	// Status is ok, warn (works, with a caveat, or optional and missing)
+	// or fail (what it names cannot work).
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+	// Path and Version of what was found (git, agent CLIs).
+	Path    string `json:"path,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Enforced is what a sandbox of this backend enforces here (started
+	// for real, then destroyed).
+	Enforced map[string]string `json:"enforced,omitempty"`
+}
+
+type doctorOutput struct {
+	OK     bool          `json:"ok"` // no check failed
+	Checks []doctorCheck `json:"checks"`
+}
+
+func (app *App) newDoctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what agentrun needs on this machine, and what each sandbox would enforce",
+		Long: `Check this machine: the data directory, the configuration, git, each sandbox
+backend (a real sandbox is started and destroyed, and what it enforces is
+listed: namespaces, Landlock, seccomp, cgroups, user namespaces), where each
+provider's key would come from, the model servers named in config.toml
+(reachable, the models they list), and the agent CLIs on your PATH with their
+versions against the versions agentrun was tested with. Every problem comes
+with its fix. Nothing is changed (the data directory is created if missing).
+
+--json prints {"ok", "checks": [{"name", "status", "detail", "fix", "path",
+"version", "enforced"}]}; status is ok, warn or fail. Exit status 1 when a
+check failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return app.runDoctor(cmd.Context()) },
+	}
+}
+
+func (app *App) runDoctor(ctx context.Context) error {
+	var out doctorOutput
+	add := func(c doctorCheck) { out.Checks = append(out.Checks, c) }
+
+	home := DataHome(app.Getenv)
+	add(checkDataHome(home))
+	settings, cfgErr := config.Load(app.Getenv)
+	if cfgErr != nil {
+		ce, _ := catalog.As(cfgErr)
+		c := doctorCheck{Name: "config", Status: "fail", Detail: cfgErr.Error()}
+		if ce != nil {
+			c.Fix = ce.Fix
+		}
+		add(c)
+	} else {
+		detail := settings.Path + " (not present: defaults apply)"
+		if _, err := os.Stat(settings.Path); err == nil {
+			detail = settings.Path
+		}
+		add(doctorCheck{Name: "config", Status: "ok", Detail: detail})
+	}
+	if p, err := exec.LookPath("git"); err != nil {
+		add(doctorCheck{Name: "git", Status: "fail", Detail: "git is not on PATH", Fix: catalog.GitMissing.Fix})
+	} else {
+		v, _ := exec.CommandContext(ctx, p, "--version").Output()
+		add(doctorCheck{Name: "git", Status: "ok", Path: p, Version: strings.TrimSpace(strings.TrimPrefix(string(v), "git version ")), Detail: "found"})
+	}
+
+	// The slow checks (sandboxes, model servers, CLI versions) run side by side.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var late []doctorCheck
+	push := func(c doctorCheck) { mu.Lock(); late = append(late, c); mu.Unlock() }
+	bopts := all.Options{Executable: app.Executable}
+	for _, name := range all.Names(bopts) {
+		b := all.Backends(bopts)[name]
+		wg.Go(func() { push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == all.Default()))) })
+	}
+	for _, name := range gateway.RouteNames {
+		rs, _ := gateway.Public(name)
+		if pr, ok := settings.File.Providers[name]; ok {
+			if k := keyFromConfig(pr.KeySource, name); k != nil {
+				rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
+			}
+		}
+		push(checkKey(rs, app.Getenv))
+	}
+	for _, name := range sortedNames(settings.File.ModelServers) {
+		m := settings.File.ModelServers[name]
+		wg.Go(func() { push(checkModelServer(ctx, name, m, app.Getenv)) })
+	}
+	path := app.Getenv("PATH")
+	for _, p := range external.Profiles() {
+		wg.Go(func() { push(checkAgentCLI(ctx, p, path)) })
+	}
+	wg.Wait()
+	slices.SortFunc(late, func(a, b doctorCheck) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range late {
+		add(c)
+	}
+	out.OK = true
+	for _, c := range out.Checks {
+		out.OK = out.OK && c.Status != "fail"
+	}
+	if app.JSON {
+		if err := writeJSON(app.Stdout, out); err != nil {
+			return err
+		}
+	} else if err := app.printDoctor(out); err != nil {
+		return err
+	}
+	if !out.OK {
+		return &reported{exit: catalog.ExitRunFailed}
+	}
+	return nil
+}
+
+func (app *App) printDoctor(out doctorOutput) error {
+	col := app.colour()
+	t := table{header: []string{"", "CHECK", "DETAIL"}, colour: col}
+	for _, c := range out.Checks {
+		mark := paint(col, sgrGreen, "ok")
+		switch c.Status {
+		case "warn":
+			mark = paint(col, sgrYellow, "warn")
+		case "fail":
+			mark = paint(col, sgrRed, "FAIL")
+		}
+		detail := c.Detail
+		if c.Version != "" {
+			detail += " (" + c.Version + ")"
+		}
+		if c.Path != "" {
+			detail += ": " + app.tildePath(c.Path)
+		}
+		t.add(mark, c.Name, oneLine(detail, 160))
+		if len(c.Enforced) > 0 {
+			t.add("", "", oneLine(enforcedLine(c.Enforced), 160))
+		}
+		if c.Fix != "" && c.Status != "ok" {
+			t.add("", "", "fix: "+oneLine(c.Fix, 160))
+		}
+	}
+	if err := t.write(app.Stdout); err != nil {
+		return err
+	}
+	if out.OK {
+		_, err := fmt.Fprintln(app.Stdout, "\nno problems found")
+		return err
+	}
+	_, err := fmt.Fprintln(app.Stdout, "\nsome checks failed: follow each fix")
+	return err
+}
+
+// enforcedLine names what is enforced and what is not.
+func enforcedLine(m map[string]string) string {
+	var on, off []string
+	for _, k := range sortedNames(m) {
+		if m[k] == "enforced" || strings.HasPrefix(m[k], "enforced") {
+			on = append(on, k)
+		} else {
+			off = append(off, k)
+		}
+	}
+	s := "enforces " + strings.Join(on, ", ")
+	if len(off) > 0 {
+		s += "; not: " + strings.Join(off, ", ")
+	}
+	return s
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	var n []string
+	for k := range m {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func checkDataHome(home string) doctorCheck {
+	c := doctorCheck{Name: "data_directory", Path: home}
+	if !filepath.IsAbs(home) {
+		c.Status, c.Detail = "fail", "AGENTRUN_HOME is a relative path: runs would land under whatever directory a command is run in"
+		c.Fix = "set AGENTRUN_HOME to an absolute path, or unset it (default ~/.local/share/agentrun)"
+		return c
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		c.Status, c.Detail, c.Fix = "fail", err.Error(), catalog.Home.Fix
+		return c
+	}
+	f, err := os.CreateTemp(home, ".doctor-*")
+	if err != nil {
+		c.Status, c.Detail, c.Fix = "fail", "not writable: "+err.Error(), catalog.Home.Fix
+		return c
+	}
+	f.Close()
+	os.Remove(f.Name())
+	c.Status, c.Detail = "ok", "writable"
+	if free, ok := freeBytes(home); ok {
+		c.Detail += fmt.Sprintf(", %s free", humanBytes(int64(free)))
+		if free < 1<<30 {
+			c.Status, c.Fix = "warn", "free disk space: each run copies its repository; remove finished runs with 'agentrun clean --finished'"
+		}
+	}
+	return c
+}
+
+func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool) doctorCheck {
+	c := doctorCheck{Name: "sandbox." + b.Name()}
+	role := ""
+	if isDefault {
+		role = " (the default)"
+	}
+	status := "fail"
+	if !isDefault {
+		status = "warn" // another backend may do
+	}
+	if err := b.Preflight(ctx); err != nil {
+		c.Status, c.Detail = status, "cannot run here"+role+": "+err.Error()
+		if ce, ok := catalog.As(err); ok {
+			c.Detail, c.Fix = "cannot run here"+role+": "+ce.Cause, ce.Fix
+		}
+		return c
+	}
+	tmp, err := os.MkdirTemp("", "agentrun-doctor-")
+	if err != nil {
+		c.Status, c.Detail = status, err.Error()
+		return c
+	}
+	defer os.RemoveAll(tmp)
+	ws := filepath.Join(tmp, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		c.Status, c.Detail = status, err.Error()
+		return c
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sb, err := b.Start(sctx, sandbox.Spec{RunID: "doctor", Workspace: ws, StateDir: filepath.Join(tmp, "state"), Network: sandbox.NetworkNone})
+	if err != nil {
+		c.Status, c.Detail = status, "a sandbox did not start"+role+": "+err.Error()
+		return c
+	}
+	c.Enforced = sb.Enforced()
+	_ = sb.Destroy(context.WithoutCancel(ctx))
+	c.Status, c.Detail = "ok", "can run here"+role
+	if b.Name() == "host" {
+		c.Status, c.Detail = "warn", "can run here, but does not isolate: used only when named (--sandbox host)"
+	}
+	return c
+}
+
+func keyFromConfig(k config.KeySource, route string) *run.KeySource {
+	h := gateway.KeyHeader(route)
+	switch {
+	case k.APIKeyEnv != "":
+		return &run.KeySource{Env: k.APIKeyEnv, Header: h}
+	case k.APIKeyFile != "":
+		return &run.KeySource{File: k.APIKeyFile, Header: h}
+	case k.APIKeyCommand != "":
+		return &run.KeySource{Command: k.APIKeyCommand, Header: h}
+	}
+	return nil
+}
+
+func checkKey(rs run.RouteSpec, getenv func(string) string) doctorCheck {
+	c := doctorCheck{Name: "key." + rs.Name}
+	var users []string
+	for _, p := range external.Profiles() {
+		if p.Protocol == rs.Name && p.Upstream == "" {
+			users = append(users, p.Name)
+		}
+	}
+	who := strings.Join(users, ", ")
+	for _, k := range rs.Keys {
+		if ok, _ := gateway.Available(run.RouteSpec{Keys: []run.KeySource{k}}, getenv); ok {
+			c.Status, c.Detail = "ok", fmt.Sprintf("%s: from %s (kept on the host; agents get a placeholder)", rs.URL, k.Describe())
+			return c
+		}
+	}
+	var names []string
+	for _, k := range rs.Keys {
+		names = append(names, k.Describe())
+	}
+	c.Status = "warn"
+	c.Detail = fmt.Sprintf("no key for %s (none of %s is set): the %s profiles need one, or --model-server", rs.URL, strings.Join(names, ", "), who)
+	c.Fix = catalog.NoKey.Fix
+	return c
+}
+
+func checkModelServer(ctx context.Context, name string, m config.ModelServer, getenv func(string) string) doctorCheck {
+	c := doctorCheck{Name: "model_server." + name}
+	u, err := gateway.ModelServerURL(m.URL)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = "fail", err.Error(), catalog.BadModelServer.Fix
+		return c
+	}
+	c.Path = u
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"/v1/models", nil)
+	if k := keyFromConfig(m.KeySource, "openai"); k != nil {
+		cred, ok, _ := gateway.ResolveKey(ctx, run.RouteSpec{Keys: []run.KeySource{*k}}, getenv)
+		if !ok {
+			c.Status, c.Detail, c.Fix = "fail", "its key comes from "+k.Describe()+", which gives none", catalog.NoKey.Fix
+			return c
+		}
+		req.Header.Set("Authorization", "Bearer "+cred.Value)
+	}
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := cl.Do(req)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = "fail", "unreachable: "+err.Error(), catalog.ModelUnreachable.Fix
+		return c
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(body, &list)
+	var ids []string
+	for _, d := range list.Data {
+		ids = append(ids, d.ID)
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		c.Status, c.Detail, c.Fix = "fail", "refused the key: "+resp.Status, catalog.ModelAuth.Fix
+	case resp.StatusCode >= 300:
+		c.Status, c.Detail = "warn", "reachable, but listing its models answered "+resp.Status
+	case len(ids) == 0:
+		c.Status, c.Detail = "warn", "reachable, but it lists no model (load one)"
+	default:
+		c.Status, c.Detail = "ok", "reachable; models: "+oneLine(strings.Join(ids, ", "), 80)
+	}
+	if m.MaxConcurrent > 0 {
+		c.Detail += fmt.Sprintf("; %d requests at once across runs", m.MaxConcurrent)
+	}
+	return c
+}
+
+func checkAgentCLI(ctx context.Context, p external.Profile, path string) doctorCheck {
+	c := doctorCheck{Name: "agent." + p.Name}
+	bin, err := lookPathIn(p.Binary, path)
+	if err != nil {
+		c.Status, c.Detail, c.Fix = "warn", p.Binary+" is not on PATH", "to use --agent "+p.Name+": "+p.Install
+		return c
+	}
+	c.Path = bin
+	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(vctx, bin, "--version")
+	cmd.Env = []string{"PATH=" + path, "HOME=" + os.TempDir(), "NO_COLOR=1", "TERM=dumb",
+		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "GEMINI_CLI_NO_RELAUNCH=true"}
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	v := firstVersion(string(out))
+	c.Version = v
+	switch {
+	case err != nil && v == "":
+		c.Status, c.Detail = "warn", "found, but '--version' failed: "+err.Error()
+	case p.Tested == "":
+		c.Status, c.Detail = "warn", "found; this profile is not tested yet"
+	case v != "" && v != p.Tested:
+		c.Status, c.Detail = "warn", "found; agentrun was tested with "+p.Tested
+		c.Fix = "if it misbehaves: npm install -g " + strings.TrimPrefix(p.Install, "npm install -g ") + "@" + p.Tested
+	default:
+		c.Status, c.Detail = "ok", "found, the version agentrun was tested with"
+	}
+	return c
+}
+
+// firstVersion is the first x.y.z in s.
+func firstVersion(s string) string {
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\n' || r == '(' || r == ')' || r == 'v' }) {
+		parts := strings.Split(f, ".")
+		if len(parts) < 2 {
+			continue
+		}
+		ok := true
+		for _, p := range parts {
+			if p == "" || strings.Trim(p, "0123456789") != "" {
+				ok = false
+			}
+		}
+		if ok {
+			return f
+		}
+	}
+	return ""
+}
+
+func lookPathIn(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}

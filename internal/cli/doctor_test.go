@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/testbin"
+)
+
+func TestDoctor(t *testing.T) {
+	h := newTestHome(t)
+	h.executable = testbin.Agentrun(t)
+	bin := t.TempDir()
+	// Fake CLIs: one at the tested version, one at another.
+	for name, out := range map[string]string{"claude": "2.1.332 (Claude Code)", "codex": "codex-cli 0.1.0"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	models := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"qwen3-coder-30b"}]}`)
+	}))
+	defer models.Close()
+	cfg := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg, "agentrun"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf("[model_servers.local]\nurl = %q\nmax_concurrent = 2\n[model_servers.gone]\nurl = \"http://127.0.0.1:9\"\n", models.URL+"/v1")
+	if err := os.WriteFile(filepath.Join(cfg, "agentrun", "config.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.env["XDG_CONFIG_HOME"] = cfg
+	h.env["PATH"] = bin + ":" + os.Getenv("PATH")
+	h.env["AGENTRUN_SANDBOX"] = "host"
+	h.env["OPENAI_API_KEY"] = "sk-doctor-test"
+	code, js, _ := h.exec("doctor", "--json")
+	var doc doctorOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	got := map[string]doctorCheck{}
+	for _, c := range doc.Checks {
+		got[c.Name] = c
+	}
+	want := map[string]string{
+		"data_directory": "ok", "config": "ok", "git": "ok",
+		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn",
+		"key.openai": "ok", "key.anthropic": "warn",
+		"model_server.local": "ok", "model_server.gone": "fail",
+		"sandbox.host": "warn",
+	}
+	for name, status := range want {
+		if got[name].Status != status {
+			t.Errorf("%s: %+v, want %s", name, got[name], status)
+		}
+	}
+	if !strings.Contains(got["model_server.local"].Detail, "qwen3-coder-30b") || got["agent.codex"].Version != "0.1.0" ||
+		!strings.Contains(got["agent.codex"].Fix, "@0.171.0") || got["model_server.gone"].Fix == "" {
+		t.Errorf("details: %+v %+v %+v", got["model_server.local"], got["agent.codex"], got["model_server.gone"])
+	}
+	if len(got["sandbox.host"].Enforced) == 0 {
+		t.Errorf("no enforced list for the host backend: %+v", got["sandbox.host"])
+	}
+	if strings.Contains(js, "sk-doctor-test") {
+		t.Fatal("doctor printed a key")
+	}
+	// A failed check: exit 1, ok false; the human output names the fix.
+	if code != 1 || doc.OK {
+		t.Fatalf("exit %d ok %v with an unreachable model server", code, doc.OK)
+	}
+	code, out, _ := h.exec("doctor")
+	if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "fix: ") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	// A relative data directory fails.
+	h.env["AGENTRUN_HOME"] = "relative/dir"
+	code, js, _ = h.exec("doctor", "--json")
+	if code != 1 || !strings.Contains(js, "AGENTRUN_HOME is a relative path") {
+		t.Fatalf("exit %d: %s", code, js)
+	}
+	if _, err := os.Stat("relative"); err == nil {
+		t.Fatal("doctor created the relative data directory")
+	}
+}
