@@ -49,12 +49,16 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	_, r, err := app.lookupRun(ctx, o.ID)
+	env, r, err := app.lookupRun(ctx, o.ID)
 	if err != nil {
 		return err
 	}
 	if app.JSON {
 		return writeJSON(app.Stdout, r)
+	}
+	phases := ""
+	if evs, err := env.Store.Events(ctx, r.ID, 0); err == nil {
+		phases = phaseTimes(evs)
 	}
 	col := app.colour()
 	var f fields
@@ -104,6 +108,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	if r.Usage != nil {
 		f.add("tokens", usageLine(r.Usage))
+	}
+	if phases != "" {
+		f.add("phases", oneLine(phases, 200))
 	}
 	if r.Verdict != nil {
 		f.add("verdict", verdictLine(r.Verdict))

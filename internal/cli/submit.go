@@ -41,6 +41,8 @@ type submitOptions struct {
 	LoopbackTCP  bool
 	MaxFiles     int
 	MaxBytes     int64
+	Disk         string
+	DiskInodes   int64
 	MaxParallel  int
 	Model        string
 	Provider     string
@@ -81,6 +83,8 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--max-parallel must be at least 1")
 	case o.set("max-files") && o.MaxFiles < 1, o.set("max-bytes") && o.MaxBytes < 1:
 		return catalog.Usage.New("--max-files and --max-bytes must be at least 1")
+	case o.set("disk-inodes") && o.DiskInodes < 1:
+		return catalog.Usage.New("--disk-inodes must be at least 1")
 	case o.set("max-turns") && o.MaxTurns < 1:
 		return catalog.Usage.New("--max-turns must be at least 1")
 	case o.set("context-window") && o.ContextWin < 1024:
@@ -97,6 +101,11 @@ func (o *submitOptions) Validate() error {
 	if o.set("base-url") {
 		if _, err := url.ParseRequestURI(o.BaseURL); err != nil || !strings.HasPrefix(o.BaseURL, "http") {
 			return catalog.BadModelServer.New("--base-url %q is not an http:// or https:// URL", o.BaseURL)
+		}
+	}
+	if o.set("disk") {
+		if n, err := run.ParseSize(o.Disk); err != nil || n < 1 {
+			return catalog.Usage.New("--disk %q: want a size of at least 1 byte, like 10G or 512M", o.Disk)
 		}
 	}
 	if o.Timeout != "" {
@@ -182,7 +191,8 @@ A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
 
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
-attempts, timeout, author_name, author_email, max_files, max_bytes, max_tokens,
+attempts, timeout, author_name, author_email, max_files, max_bytes, disk,
+disk_inodes, max_tokens,
 max_cost, model_server, [model_servers.NAME] url/max_concurrent/api_key_*,
 [providers.NAME] url/api_key_*, [prices.MODEL] input/output/cached_input);
 environment AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL,
@@ -221,6 +231,8 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.StringArrayVar(&o.Allow, "allow", nil, "allow HOST, HOST:PORT, *.DOMAIN, IP, CIDR or preset:NAME (repeatable)")
 	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
 	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
+	f.StringVar(&o.Disk, "disk", "", "bound what the sandbox holds in the workspace, HOME, /tmp and /dev/shm together, like 10G (native default 16G; past it: ENOSPC in /tmp, the run ends disk_exceeded)")
+	f.Int64Var(&o.DiskInodes, "disk-inodes", 0, "bound the files and directories the sandbox holds there together (native default 1000000)")
 	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
 	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
 	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
@@ -313,6 +325,13 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if o.MaxBytes > 0 {
 		req.Export.MaxBytes = o.MaxBytes
 	}
+	req.Limits.DiskBytes, req.Limits.DiskInodes = s.DiskBytes, s.DiskInodes
+	if o.set("disk") {
+		req.Limits.DiskBytes, _ = run.ParseSize(o.Disk)
+	}
+	if o.set("disk-inodes") {
+		req.Limits.DiskInodes = o.DiskInodes
+	}
 	maxParallel := s.MaxParallel
 	if o.MaxParallel > 0 {
 		maxParallel = o.MaxParallel
@@ -346,10 +365,12 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 		fmt.Fprintf(app.Stdout, "follow it with: agentrun logs -f %s\n", r.ID)
 		return nil
 	}
+	var prog *progress
 	if !app.JSON && !follow {
 		fmt.Fprintf(app.Stderr, "run %s %s; waiting for it to end (Ctrl-C stops waiting, not the run)\n", r.ID, r.State)
+		prog = newProgress(app.Stderr, isTerminal(app.Stderr) && app.Getenv("TERM") != "dumb", r.MaxAttempts, time.Now())
 	}
-	end, err := app.awaitRun(ctx, env, r.ID, follow)
+	end, err := app.awaitRun(ctx, env, r.ID, follow, prog)
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(app.Stderr, "stopped waiting; run %s goes on. Follow it again with: agentrun logs -f %s\n", r.ID, r.ID)
@@ -446,12 +467,16 @@ func (app *App) envValues(r *run.Run) map[string]string {
 }
 
 // awaitRun polls the run until it ends; with follow it prints the journal
-// and the agent's output as they come.
-func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) (*run.Run, error) {
+// and the agent's output as they come; with prog it shows the progress.
+func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, prog *progress) (*run.Run, error) {
 	var after int64
 	var logOff int64
 	attempt := 0
 	began := time.Now()
+	lastRead, lastSaid := time.Time{}, began
+	if prog != nil {
+		defer prog.done()
+	}
 	for {
 		r, err := env.Store.Get(ctx, id)
 		if err != nil {
@@ -472,9 +497,28 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) 
 					attempt, logOff = e.Attempt, 0
 				}
 			}
+			if len(evs) > 0 {
+				lastSaid = time.Now()
+			}
 			if attempt > 0 {
 				logOff = app.copyLog(env.Layout.AgentLog(id, attempt), logOff)
 			}
+			// A long silent step (making a big workspace) still says it is alive.
+			if !app.JSON && time.Since(lastSaid) >= followHeartbeat {
+				fmt.Fprintf(app.Stderr, "%s still %s\n", stamp(time.Since(began)), r.State)
+				lastSaid = time.Now()
+			}
+		}
+		if prog != nil && (time.Since(lastRead) >= 100*time.Millisecond || r.State.Terminal()) {
+			lastRead = time.Now()
+			evs, err := env.Store.Events(ctx, id, after)
+			if err == nil {
+				for _, e := range evs {
+					after = e.Seq
+					prog.event(e, lastRead)
+				}
+			}
+			prog.tick(lastRead)
 		}
 		if r.State.Terminal() {
 			return r, nil
@@ -486,6 +530,10 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool) 
 		}
 	}
 }
+
+// followHeartbeat is how long --follow may be silent before it says the
+// run is still in its state.
+const followHeartbeat = 15 * time.Second
 
 // awaitPoll is the polling interval after waiting for d: quick while a
 // short run is likely to end (a read of run.json costs microseconds; the

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// progress shows, on stderr, where a run being waited for is: its phase,
+// the time spent in it, the attempt and check. On a terminal it is one
+// line redrawn in place; piped, one line per phase. It reads the run's
+// journal, so it says only what the supervisor has recorded.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+	// phase is the current phase's text and since when.
+	phase  string
+	since  time.Time
+	drawn  bool // a line is on the terminal (to be cleared)
+	last   time.Time
+	maxAtt int
+}
+
+func newProgress(w io.Writer, tty bool, maxAttempts int, now time.Time) *progress {
+	return &progress{w: w, tty: tty, start: now, since: now, maxAtt: maxAttempts}
+}
+
+// event updates the phase from one journal event.
+func (p *progress) event(e run.Event, now time.Time) {
+	text := ""
+	switch e.Type {
+	case run.EventSubmitted:
+		text = "queued, waiting for a free slot"
+	case run.EventState:
+		switch e.State {
+		case run.StateQueued:
+			text = "queued, waiting for a free slot"
+		case run.StatePreparing:
+			text = "preparing: making the workspace, starting the sandbox"
+		case run.StateChecking:
+			text = fmt.Sprintf("attempt %d: running the checks", e.Attempt)
+			if e.Attempt == 0 {
+				text = "running the checks"
+			}
+		case run.StateExporting:
+			text = "exporting the changes"
+		}
+	case run.EventSandbox:
+		var d struct {
+			Backend, WorkspaceTime, StartTime string
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.Backend != "" {
+			var x struct {
+				WS    string `json:"workspace_time"`
+				Start string `json:"start_time"`
+			}
+			_ = json.Unmarshal(e.Data, &x)
+			p.line(now, fmt.Sprintf("sandbox started (%s): workspace %s, sandbox %s", d.Backend, roundDur(x.WS), roundDur(x.Start)))
+		}
+	case run.EventAttempt:
+		text = fmt.Sprintf("attempt %d of %d: the agent is working", e.Attempt, max(p.maxAtt, e.Attempt))
+	case run.EventAgentExit:
+		p.line(now, e.Message)
+	case run.EventCheck:
+		p.line(now, e.Message)
+	case run.EventGateway:
+		var d struct{ Kind string }
+		if json.Unmarshal(e.Data, &d) == nil && (d.Kind == "capacity_wait" || d.Kind == "budget_exceeded" || d.Kind == "upstream_error") {
+			p.line(now, "model: "+e.Message)
+		}
+	}
+	if text != "" && text != p.phase {
+		p.phase, p.since = text, now
+		p.draw(now, true)
+	}
+}
+
+// line prints a finished step (kept on the screen) and redraws the phase.
+func (p *progress) line(now time.Time, msg string) {
+	p.clear()
+	fmt.Fprintf(p.w, "%s %s\n", stamp(now.Sub(p.start)), oneLine(msg, 120))
+	p.draw(now, false)
+}
+
+// tick redraws the phase with its elapsed time (terminal only).
+func (p *progress) tick(now time.Time) {
+	if p.tty && now.Sub(p.last) >= 200*time.Millisecond {
+		p.draw(now, false)
+	}
+}
+
+func (p *progress) draw(now time.Time, changed bool) {
+	if p.phase == "" {
+		return
+	}
+	if !p.tty {
+		if changed {
+			fmt.Fprintf(p.w, "%s %s\n", stamp(now.Sub(p.start)), p.phase)
+		}
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%s %s (%s)", stamp(now.Sub(p.start)), p.phase, humanDuration(now.Sub(p.since).Round(time.Second)))
+	p.drawn, p.last = true, now
+}
+
+func (p *progress) clear() {
+	if p.tty && p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}
+
+// done ends the progress display.
+func (p *progress) done() { p.clear() }
+
+// stamp is the elapsed time since the wait began, as [m:ss].
+func stamp(d time.Duration) string {
+	s := int(d.Seconds())
+	return fmt.Sprintf("[%d:%02d]", s/60, s%60)
+}
+
+func roundDur(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	switch {
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.String()
+}
+
+// phaseTimes is each phase's duration from a run's journal: workspace,
+// sandbox start, each attempt, each check, export.
+func phaseTimes(evs []run.Event) string {
+	var parts []string
+	started := map[int]time.Time{}
+	for _, e := range evs {
+		var d map[string]any
+		_ = json.Unmarshal(e.Data, &d)
+		str := func(k string) string { s, _ := d[k].(string); return s }
+		switch e.Type {
+		case run.EventSandbox:
+			if ws := str("workspace_time"); ws != "" {
+				parts = append(parts, "workspace "+roundDur(ws), "sandbox "+roundDur(str("start_time")))
+			}
+		case run.EventAttempt:
+			started[e.Attempt] = e.Time
+		case run.EventAgentExit:
+			if t0, ok := started[e.Attempt]; ok {
+				parts = append(parts, fmt.Sprintf("attempt %d %s", e.Attempt, roundDur(e.Time.Sub(t0).String())))
+			}
+		case run.EventCheck:
+			if dur := str("duration"); dur != "" {
+				parts = append(parts, fmt.Sprintf("check %s %s", str("name"), roundDur(dur)))
+			}
+		case run.EventExport:
+			if x := str("export_time"); x != "" {
+				parts = append(parts, "export "+roundDur(x))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
