@@ -104,7 +104,9 @@ func (app *App) runDoctor(ctx context.Context) error {
 	bopts := all.Options{Executable: app.Executable}
 	for _, name := range all.Names(bopts) {
 		b := all.Backends(bopts)[name]
-		wg.Go(func() { push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == all.Default()))) })
+		wg.Go(func() {
+			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == all.Default())))
+		})
 	}
 	for _, name := range gateway.RouteNames {
 		rs, _ := gateway.Public(name)
