@@ -77,6 +77,10 @@ type Outcome struct {
 	ExitCode *int
 	Message  string
 	Usage    *run.Usage
+	// Final says another attempt cannot fix how this one ended (the model
+	// server unreachable, the key refused, the model missing): the run ends
+	// instead of spending its remaining attempts.
+	Final bool
 	// Session is the agent CLI's session the attempt used, and whether it
 	// continued it.
 	Session          string

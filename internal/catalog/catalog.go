@@ -13,10 +13,10 @@ import (
 const (
 	ExitOK          = 0
 	ExitRunFailed   = 1 // the run ended other than succeeded (submit --wait, resume --wait)
-	ExitUsage       = 2 // usage or preflight error; nothing was created
+	ExitUsage       = 2 // usage, preflight or environment error (disk full, damaged record); nothing was created
 	ExitNotFound    = 3 // run not found
 	ExitInterrupted = 130
-	ExitInternal    = 70 // a bug or an unexpected environment failure
+	ExitInternal    = 70 // a bug or an unexpected environment failure (not a full disk or a damaged record)
 )
 
 // Error is a catalog error.
@@ -95,3 +95,9 @@ func Has(err error, en Entry) bool {
 
 // DocBase is where the docs anchors point (the README's error section).
 const DocBase = "https://github.com/agentrun/agentrun/blob/main/docs/errors.md"
+
+// Is reports whether err is (or wraps) a catalog error of this entry.
+func (en Entry) Is(err error) bool {
+	ce, ok := As(err)
+	return ok && ce.Code == en.Code
+}

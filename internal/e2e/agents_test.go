@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
+	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -195,5 +196,39 @@ func TestNativeIsDefaultSandbox(t *testing.T) {
 	}
 	if strings.Contains(res.stderr, "does not isolate") {
 		t.Fatal("host warning for a native run")
+	}
+}
+
+// TestBuiltinModelCheckedAtSubmit: a model the server lacks, and a key it
+// refuses, are caught at submit (exit 2, nothing created); a model error
+// that another attempt cannot fix ends the run after one attempt.
+func TestBuiltinModelCheckedAtSubmit(t *testing.T) {
+	e := newEnv(t)
+	srv := modelserver.New(t, realKey, "loaded-model", modelserver.Text("hi"))
+	e.writeConfig(fmt.Sprintf("[model_servers.local]\nurl = %q\napi_key_env = \"LOCAL_KEY\"\n", srv.URL))
+	res := e.agentrun([]string{"LOCAL_KEY=" + realKey}, "submit", "--json", "--sandbox", "host", "--agent", "builtin",
+		"--model", "missing-model", "--model-server", "local", "t")
+	must(t, res, 2)
+	if !strings.Contains(res.stdout, "model_not_loaded") || !strings.Contains(res.stdout, "loaded-model") {
+		t.Fatalf("%s", res.stdout)
+	}
+	res = e.agentrun([]string{"LOCAL_KEY=sk-wrong"}, "submit", "--json", "--sandbox", "host", "--agent", "builtin",
+		"--model", "loaded-model", "--model-server", "local", "t")
+	must(t, res, 2)
+	if !strings.Contains(res.stdout, "model_auth") {
+		t.Fatalf("%s", res.stdout)
+	}
+	if ids := e.runIDs(); len(ids) != 0 {
+		t.Fatalf("runs were created: %v", ids)
+	}
+	// The server refuses the key once the run has started: one attempt,
+	// not two.
+	srv.SetScript(modelserver.Fail(401, "invalid api key"))
+	d, res := e.submitJSON([]string{"LOCAL_KEY=" + realKey}, "--sandbox", "host", "--agent", "builtin", "--model", "loaded-model",
+		"--model-server", "local", "--attempts", "2", "--wait", "t")
+	must(t, res, 1)
+	r := e.get(d.ID)
+	if r.Reason != run.ReasonModelError || len(r.Attempts) != 1 {
+		t.Fatalf("%s/%s after %d attempts: %s", r.State, r.Reason, len(r.Attempts), r.Message)
 	}
 }

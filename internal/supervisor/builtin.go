@@ -2,12 +2,17 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/loop"
+	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/agent/provider/anthropic"
+	"github.com/agentrun/agentrun/internal/agent/provider/openai"
+	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -68,4 +73,48 @@ func checkBuiltin(_ context.Context, spec run.AgentSpec, getenv func(string) str
 		return getenv(k)
 	}})
 	return err
+}
+
+// checkBuiltinModel asks the built-in agent's model server (a server the
+// user named, not a provider's public API) which models it has: a model it
+// lacks, or a key it refuses, is caught at submit rather than as failed
+// attempts. A server that cannot list its models is not an error here.
+func checkBuiltinModel(ctx context.Context, spec run.AgentSpec, rs run.RouteSpec, getenv func(string) string) error {
+	if rs.Server == "" {
+		return nil
+	}
+	key := ""
+	if len(rs.Keys) > 0 {
+		cred, ok, _ := gateway.ResolveKey(ctx, rs, getenv)
+		if ok {
+			key = cred.Value
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	var have []provider.ModelInfo
+	var err error
+	if builtinRouteName(spec.Provider) == gateway.RouteAnthropic {
+		have, err = anthropic.New(anthropic.Config{BaseURL: rs.URL, APIKey: key, HTTPClient: client}).Models(lctx)
+	} else {
+		have, err = openai.New(openai.Config{BaseURL: rs.URL + "/v1", APIKey: key, HTTPClient: client}).Models(lctx)
+	}
+	var he *provider.HTTPError
+	if errors.As(err, &he) && (he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden) {
+		src := "no key is configured for it"
+		if len(rs.Keys) > 0 {
+			src = "its key comes from " + rs.Keys[0].Describe()
+		}
+		return catalog.ModelAuth.Wrap(err, "model server %s answered %s to the model list; %s", rs.Server, http.StatusText(he.Status), src)
+	}
+	if err != nil || len(have) == 0 {
+		return nil
+	}
+	for _, m := range have {
+		if m.ID == spec.Model {
+			return nil
+		}
+	}
+	return provider.NotLoaded(spec.Model, have)
 }

@@ -148,9 +148,11 @@ type attempt struct {
 	defs []provider.Tool
 	bud  budget
 
-	turn     int
-	usage    run.Usage
-	fails    failures
+	turn  int
+	usage run.Usage
+	fails failures
+	// final: the model error is one another attempt cannot fix.
+	final    bool
 	seen     map[string]bool
 	noProg   int
 	nudged   bool
@@ -222,7 +224,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	if herr != nil {
 		return nil, herr
 	}
-	return &agent.Outcome{Reason: reason, Message: msg, Usage: &usage}, nil
+	return &agent.Outcome{Reason: reason, Message: msg, Usage: &usage, Final: reason == run.ReasonModelError && st.final}, nil
 }
 
 // keyVars are the variables holding the loop's API keys.
@@ -326,6 +328,7 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 			if ce, ok := catalog.As(err); ok && ce.Fix != "" {
 				msg += " (" + ce.Fix + ")"
 			}
+			st.final = catalog.ModelUnreachable.Is(err) || catalog.ModelAuth.Is(err) || catalog.ModelNotLoaded.Is(err)
 			// A server may echo the key in its error body.
 			return run.ReasonModelError, a.redact(msg), nil
 		}
