@@ -68,7 +68,10 @@ type resultOutput struct {
 	Usage        *run.Usage        `json:"usage,omitempty"`
 	Refused      []run.Refusal     `json:"refused"`
 	Verdict      *run.Verdict      `json:"verdict,omitempty"`
-	PatchText    *string           `json:"patch_text,omitempty"` // with --patch
+	// Network says when denied or failed connections may be why an
+	// attempt or check failed.
+	Network   *networkHint `json:"network,omitempty"`
+	PatchText *string      `json:"patch_text,omitempty"` // with --patch
 }
 
 type attemptResult struct {
@@ -118,6 +121,7 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 	if d, ok := runDuration(o.Now, r); ok {
 		out.Duration = run.Duration(d)
 	}
+	out.Network = app.networkHint(ctx, env, r)
 	if app.JSON {
 		if o.Patch {
 			text, err := readPatch(patchPath)
@@ -175,6 +179,9 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 	}
 	if out.Verdict != nil {
 		f.add("verdict", verdictLine(out.Verdict))
+	}
+	if out.Network != nil {
+		f.add("network", oneLine(out.Network.Hint, 0))
 	}
 	if err := f.write(app.Stdout); err != nil {
 		return err

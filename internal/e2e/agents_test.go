@@ -232,3 +232,33 @@ func TestBuiltinModelCheckedAtSubmit(t *testing.T) {
 		t.Fatalf("%s/%s after %d attempts: %s", r.State, r.Reason, len(r.Attempts), r.Message)
 	}
 }
+
+// TestNetworkHintOnFailure: a check that fails for want of network points
+// at --allow and agentrun egress: denied hosts under the allowlist, a
+// failed connection under --network none.
+func TestNetworkHintOnFailure(t *testing.T) {
+	e := newEnv(t)
+	check := `curl -sS --max-time 5 https://proxy.golang.org/ >/dev/null`
+	// No network at all.
+	d, res := e.submitJSON(nil, "--sandbox", "native", "--agent-cmd", "echo x > x.txt", "--attempts", "1", "--check", "fetch="+check, "--wait", "offline")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	must(t, res, 1)
+	out := e.run("result", d.ID)
+	if !strings.Contains(out.stdout, "no network (--network none)") || !strings.Contains(out.stdout, "preset:goproxy") {
+		t.Fatalf("result:\n%s", out.stdout)
+	}
+	js := e.run("result", "--json", d.ID)
+	if !strings.Contains(js.stdout, `"offline"`) {
+		t.Fatalf("result --json: %s", js.stdout)
+	}
+	// The allowlist denies it: the hint names the host and the flag.
+	d, res = e.submitJSON(nil, "--sandbox", "native", "--allow", "example.com", "--agent-cmd", "echo x > x.txt", "--attempts", "1",
+		"--check", "fetch="+check, "--wait", "denied")
+	must(t, res, 1)
+	st := e.run("status", d.ID)
+	if !strings.Contains(st.stdout, "proxy.golang.org:443") || !strings.Contains(st.stdout, "--allow proxy.golang.org:443") || !strings.Contains(st.stdout, "agentrun egress "+d.ID) {
+		t.Fatalf("status:\n%s", st.stdout)
+	}
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// networkHint says, for a run whose attempt or check failed, whether the
+// network is a likely cause: connections its allowlist denied (with the
+// flag that would allow each), or, under --network none, output that
+// reads like a failed connection. "" when there is nothing to say.
+type networkHint struct {
+	// Denied are the hosts the allowlist denied, Flags what would allow
+	// them (telemetry a run never needs is left out).
+	Denied []string `json:"denied,omitempty"`
+	Flags  []string `json:"flags,omitempty"`
+	// Offline is set when a log of a run without network shows a failed
+	// connection (name resolution, "network is unreachable").
+	Offline string `json:"offline,omitempty"`
+	Hint    string `json:"hint"`
+}
+
+// offlineSigns are what tools print when the network is not there.
+var offlineSigns = []string{"network is unreachable", "Network is unreachable", "no such host", "Temporary failure in name resolution",
+	"Could not resolve host", "getaddrinfo", "ENOTFOUND", "EAI_AGAIN", "Name or service not known", "dial tcp", "connection refused"}
+
+func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run) *networkHint {
+	failed := r.State == run.StateFailed && (r.Reason == run.ReasonChecksFailed || r.Reason == run.ReasonAgentFailed)
+	if !failed {
+		return nil
+	}
+	h := &networkHint{}
+	if r.Sandbox.Network == "allowlist" {
+		evs, err := env.Store.Events(ctx, r.ID, 0)
+		if err != nil {
+			return nil
+		}
+		var recs []egress.Record
+		for _, e := range evs {
+			var rec egress.Record
+			if e.Type == run.EventEgress && json.Unmarshal(e.Data, &rec) == nil && rec.Host != "" {
+				recs = append(recs, rec)
+			}
+		}
+		sum := egress.Summarize(recs)
+		notNeeded(r, sum.Denied)
+		for _, d := range sum.Denied {
+			if d.Code == "not_needed" {
+				continue
+			}
+			h.Denied = append(h.Denied, hostPort(d.Host, d.Port))
+			if d.Flag != "" && !slices.Contains(h.Flags, d.Flag) {
+				h.Flags = append(h.Flags, d.Flag)
+			}
+		}
+		if len(h.Denied) == 0 {
+			return nil
+		}
+		h.Hint = fmt.Sprintf("%d host(s) were denied by the allowlist (%s): see 'agentrun egress %s'", len(h.Denied), oneLine(strings.Join(h.Denied, ", "), 80), r.ID)
+		if len(h.Flags) > 0 {
+			h.Hint += "; to allow them: " + strings.Join(h.Flags, " ")
+		}
+		return h
+	}
+	// No network: look for a failed connection in the last attempt's logs.
+	a := r.LastAttempt()
+	if a == nil {
+		return nil
+	}
+	logs := []string{env.Layout.AgentLog(r.ID, a.N)}
+	for _, c := range a.Checks {
+		if !c.Passed {
+			logs = append(logs, env.Layout.CheckLog(r.ID, a.N, c.Name))
+		}
+	}
+	for _, p := range logs {
+		tail := readTail(p, 64<<10)
+		for _, sign := range offlineSigns {
+			if i := bytes.Index(tail, []byte(sign)); i >= 0 {
+				h.Offline = sign
+				h.Hint = fmt.Sprintf("the run had no network (--network none) and its output says %q: give it what it needs with --allow HOST or a preset (--allow preset:goproxy, preset:npm, preset:pypi, preset:crates, preset:github), then see 'agentrun egress ID'", sign)
+				return h
+			}
+		}
+	}
+	return nil
+}
+
+// readTail is the last n bytes of a file.
+func readTail(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(st.Size()-n, 0)
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, n))
+	return b
+}
