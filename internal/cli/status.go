@@ -60,6 +60,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if evs, err := env.Store.Events(ctx, r.ID, 0); err == nil {
 		phases = phaseTimes(evs)
 	}
+	hint := app.networkHint(ctx, env, r)
 	col := app.colour()
 	var f fields
 	f.add("run", r.ID)
@@ -111,6 +112,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	if phases != "" {
 		f.add("phases", oneLine(phases, 200))
+	}
+	if hint != nil {
+		f.add("network", oneLine(hint.Hint, 0))
 	}
 	if r.Verdict != nil {
 		f.add("verdict", verdictLine(r.Verdict))
