@@ -101,18 +101,18 @@ A run whose record is damaged does not hide the others: it is named on stderr
 
 // listItem is one run in `list --json` (documented in the README).
 type listItem struct {
-	ID         string     `json:"id"`
-	Status     run.State  `json:"status"`
-	Reason     run.Reason `json:"reason,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Repo       string     `json:"repo"`
-	Branch     string     `json:"branch"`
-	Commit     string     `json:"commit,omitempty"`
-	Agent      string     `json:"agent"`
-	Attempts   int        `json:"attempts"`
-	Verdict    string     `json:"verdict,omitempty"`
-	Task       string     `json:"task"`
+	ID         string       `json:"id"`
+	Status     run.State    `json:"status"`
+	Reason     run.Reason   `json:"reason,omitempty"`
+	CreatedAt  time.Time    `json:"created_at"`
+	FinishedAt *time.Time   `json:"finished_at,omitempty"`
+	Repo       string       `json:"repo"`
+	Branch     string       `json:"branch"`
+	Commit     string       `json:"commit,omitempty"`
+	Agent      string       `json:"agent"`
+	Attempts   int          `json:"attempts"`
+	Verdict    *run.Verdict `json:"verdict,omitempty"` // as in result and status
+	Task       string       `json:"task"`
 	// Usage is the run's model use: tokens, requests, estimated cost,
 	// per model (absent when the run used no model).
 	Usage *run.Usage `json:"usage,omitempty"`
@@ -212,9 +212,7 @@ func toListItem(r *run.Run) listItem {
 	if it.Commit == "" && r.Result != nil {
 		it.Commit = r.Result.Commit
 	}
-	if r.Verdict != nil {
-		it.Verdict = r.Verdict.Value
-	}
+	it.Verdict = r.Verdict
 	return it
 }
 

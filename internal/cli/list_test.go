@@ -87,7 +87,7 @@ func TestListJSON(t *testing.T) {
 			t.Errorf("field %q missing: %v", k, runs[0])
 		}
 	}
-	if runs[0]["id"] != a.ID || runs[0]["verdict"] != "accept" {
+	if v, _ := runs[0]["verdict"].(map[string]any); runs[0]["id"] != a.ID || v["value"] != "accept" {
 		t.Errorf("%v", runs[0])
 	}
 }
