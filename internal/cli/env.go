@@ -18,7 +18,14 @@ type Env struct {
 	Layout   layout.Layout
 	Store    *files.Store
 	Settings config.Settings
+	// settingsErr is why the configuration could not be read: only the
+	// commands that use a setting fail on it (Configured), so a typo in
+	// config.toml never stops list, status or logs.
+	settingsErr error
 }
+
+// Configured returns the settings, or the configuration's error.
+func (e *Env) Configured() (config.Settings, error) { return e.Settings, e.settingsErr }
 
 // DataHome is the data directory: AGENTRUN_HOME, else
 // $XDG_DATA_HOME/agentrun, else ~/.local/share/agentrun.
@@ -38,11 +45,12 @@ func (app *App) openEnv() (*Env, error) {
 	if app.env != nil {
 		return app.env, nil
 	}
-	settings, err := config.Load(app.Getenv)
-	if err != nil {
-		return nil, err
-	}
+	settings, cfgErr := config.Load(app.Getenv)
 	home := DataHome(app.Getenv)
+	if !filepath.IsAbs(home) {
+		return nil, catalog.Home.New("AGENTRUN_HOME=%s is a relative path: runs would land under whatever directory a command is run in", home).
+			WithFix("set AGENTRUN_HOME to an absolute path, or unset it (default ~/.local/share/agentrun)")
+	}
 	if abs, err := filepath.Abs(home); err == nil {
 		home = abs
 	}
@@ -50,6 +58,6 @@ func (app *App) openEnv() (*Env, error) {
 	if err != nil {
 		return nil, catalog.Home.Wrap(err, "%s: %v", home, err)
 	}
-	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Settings: settings}
+	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Settings: settings, settingsErr: cfgErr}
 	return app.env, nil
 }

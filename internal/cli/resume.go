@@ -76,7 +76,11 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 	if r.State.Active() {
 		return catalog.RunActive.New("run %s is %s", r.ID, r.State)
 	}
-	maxParallel := env.Settings.MaxParallel
+	settings, err := env.Configured()
+	if err != nil {
+		return err
+	}
+	maxParallel := settings.MaxParallel
 	if o.MaxParallel > 0 {
 		maxParallel = o.MaxParallel
 	}
