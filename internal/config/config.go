@@ -44,6 +44,10 @@ type Config struct {
 	AuthorEmail string `toml:"author_email"`
 	MaxFiles    int    `toml:"max_files"`
 	MaxBytes    int64  `toml:"max_bytes"`
+	// Disk ("10G") and DiskInodes bound what each run's sandbox holds
+	// (workspace, HOME, /tmp); unset: the backend's default.
+	Disk       string `toml:"disk"`
+	DiskInodes int64  `toml:"disk_inodes"`
 	// Model budgets per run (0 = none).
 	MaxTokens int64   `toml:"max_tokens"`
 	MaxCost   float64 `toml:"max_cost"`
@@ -91,6 +95,8 @@ type Settings struct {
 	AuthorEmail string
 	MaxFiles    int
 	MaxBytes    int64
+	DiskBytes   int64 // 0: the backend's default
+	DiskInodes  int64
 	MaxTokens   int64
 	MaxCost     float64
 	ModelServer string
@@ -123,7 +129,21 @@ func Read(path string) (Config, error) {
 		return c, catalog.BadConfig.Wrap(err, "%s: %v", path, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return c, catalog.BadConfig.New("%s: unknown key %q", path, und[0].String())
+		e := catalog.BadConfig.New("%s: unknown key %q", path, und[0].String())
+		if s := Suggest(und[0].String()); s != "" {
+			e = e.WithFix("did you mean %q? Fix or remove the key in %s", s, path)
+		}
+		return c, e
+	}
+	// A setting given as 0 is a mistake, not "the default" (the flags
+	// refuse it too).
+	for _, k := range []struct {
+		key string
+		v   int64
+	}{{"max_parallel", int64(c.MaxParallel)}, {"attempts", int64(c.Attempts)}, {"max_files", int64(c.MaxFiles)}, {"max_bytes", c.MaxBytes}} {
+		if md.IsDefined(k.key) && k.v < 1 {
+			return c, catalog.BadConfig.New("%s: %s = %d: want at least 1", path, k.key, k.v).WithFix("set %s to 1 or more in %s, or remove it for the default", k.key, path)
+		}
 	}
 	return c, nil
 }
@@ -152,7 +172,13 @@ func Load(getenv func(string) string) (Settings, error) {
 	s.AuthorName, s.AuthorEmail = c.AuthorName, c.AuthorEmail
 	s.MaxFiles = pick(c.MaxFiles, DefaultMaxFiles)
 	s.MaxBytes = pick(c.MaxBytes, DefaultMaxBytes)
-	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 {
+	if c.Disk != "" {
+		if s.DiskBytes, err = run.ParseSize(c.Disk); err != nil || s.DiskBytes < 1 {
+			return s, catalog.BadConfig.New("%s: disk = %q: want a size like 10G", s.Path, c.Disk)
+		}
+	}
+	s.DiskInodes = c.DiskInodes
+	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.DiskInodes < 0 {
 		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
 	}
 	if err := c.checkGateway(s.Path); err != nil {

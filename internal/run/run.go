@@ -70,6 +70,7 @@ const (
 	ReasonMaxTurns         Reason = "max_turns"
 	ReasonContextExhausted Reason = "context_exhausted"
 	ReasonBudgetExceeded   Reason = "budget_exceeded"
+	ReasonDiskExceeded     Reason = "disk_exceeded"
 	ReasonInternal         Reason = "internal_error"
 )
 
@@ -173,6 +174,10 @@ type Limits struct {
 	CPUs          float64 `json:"cpus,omitempty"`
 	FileSizeBytes int64   `json:"file_size_bytes,omitempty"`
 	OpenFiles     int64   `json:"open_files,omitempty"`
+	// DiskBytes and DiskInodes bound what the sandbox holds in every place
+	// the agent can write (workspace, HOME, /tmp, /dev/shm) together.
+	DiskBytes  int64 `json:"disk_bytes,omitempty"`
+	DiskInodes int64 `json:"disk_inodes,omitempty"`
 }
 
 // ExportConfig bounds and signs the export.
@@ -292,6 +297,11 @@ type SupervisorInfo struct {
 	PID       int       `json:"pid"`
 	Host      string    `json:"host"`
 	StartedAt time.Time `json:"started_at"`
+	// ProcStart is the process's start time as the kernel counts it
+	// (field 22 of /proc/<pid>/stat, clock ticks since boot; 0 where
+	// unknown): with PID it names the process, so that a PID the kernel
+	// has since given to another process is never signalled.
+	ProcStart uint64 `json:"proc_start,omitempty"`
 }
 
 // Provenance says what produced the result.

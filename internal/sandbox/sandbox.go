@@ -55,6 +55,10 @@ type Limits struct {
 	CPUs          float64
 	FileSizeBytes int64
 	OpenFiles     int64
+	// DiskBytes and DiskInodes bound the workspace, HOME, /tmp and
+	// /dev/shm together (zero: the backend's default).
+	DiskBytes  int64
+	DiskInodes int64
 }
 
 // Backend is the sandbox backend seam. Implementations: host, native,
@@ -94,3 +98,30 @@ type Sandbox interface {
 // ErrUnavailable is wrapped by Preflight/Start errors when the backend
 // cannot run here.
 var ErrUnavailable = errors.New("sandbox backend unavailable")
+
+// LimitWarner is implemented by a backend that can tell, before a run,
+// which of its limits would not be in force on this machine.
+type LimitWarner interface {
+	// LimitWarnings returns one line per limit of lim (or its default)
+	// that a sandbox started now would not enforce, or bound only in part.
+	LimitWarnings(ctx context.Context, lim Limits) []string
+}
+
+// LimitStopper is implemented by a sandbox that stops itself when a limit
+// it samples (rather than the kernel enforcing it) is passed.
+type LimitStopper interface {
+	// LimitExceeded is nil, or why the sandbox was killed.
+	LimitExceeded() error
+}
+
+// ErrDiskExceeded is wrapped by LimitExceeded when the disk bound was
+// passed.
+var ErrDiskExceeded = errors.New("the sandbox passed its disk bound")
+
+// Exceeded is sb's LimitExceeded, or nil when sb samples no limit.
+func Exceeded(sb Sandbox) error {
+	if ls, ok := sb.(LimitStopper); ok {
+		return ls.LimitExceeded()
+	}
+	return nil
+}

@@ -9,11 +9,34 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroups are the per-sandbox cgroup directories made on the host.
 type cgroups struct {
-	dirs []string
+	dirs  []string
+	ctrls map[string][]string // dir -> the controllers whose limits it holds
+}
+
+func (cg *cgroups) made(dir string, ctrls ...string) {
+	if cg.ctrls == nil {
+		cg.ctrls = map[string][]string{}
+	}
+	if _, ok := cg.ctrls[dir]; !ok {
+		cg.dirs = append(cg.dirs, dir)
+	}
+	cg.ctrls[dir] = append(cg.ctrls[dir], ctrls...)
+}
+
+// cgPrefix starts the name of every cgroup a sandbox gets.
+const cgPrefix = "agentrun-"
+
+// cgroupName names a sandbox's cgroups after its run and the process
+// that makes them: "agentrun-<run>-<pid>-<random>". A stale one (its
+// maker is dead) is removed by the next sandbox's sweep.
+func cgroupName(runID string) string {
+	return cgPrefix + safeName(runID) + "-" + strconv.Itoa(os.Getpid()) + "-" + randomHex(4)
 }
 
 // cgLimits are the resolved limits put in cgroups.
@@ -129,7 +152,7 @@ func setupCgroups(name string, lim cgLimits) (*cgroups, map[string]string) {
 			out[ctrl] = fmt.Sprintf("unavailable: cannot create cgroup v1 %s: %v", dir, errors.Unwrap(err))
 			continue
 		}
-		cg.dirs = append(cg.dirs, dir)
+		cg.made(dir, ctrl)
 		if err := writeFiles(dir, files[ctrl], optional); err != nil {
 			out[ctrl] = "unavailable: " + err.Error()
 			continue
@@ -152,6 +175,7 @@ func (cg *cgroups) setupV2(base, name string, want []string, lim cgLimits, out m
 		unavailable("no cgroup v2 hierarchy and no v1 controller for it")
 		return
 	}
+	base = delegatedBase(base, want)
 	have := readSet(filepath.Join(base, "cgroup.controllers"))
 	enabled := readSet(filepath.Join(base, "cgroup.subtree_control"))
 	var missing []string
@@ -181,7 +205,7 @@ func (cg *cgroups) setupV2(base, name string, want []string, lim cgLimits, out m
 		}
 		return
 	}
-	cg.dirs = append(cg.dirs, dir)
+	cg.made(dir)
 	files := map[string]map[string]string{
 		"memory": {"memory.max": strconv.FormatInt(lim.Memory, 10), "memory.swap.max": "0"},
 		"pids":   {"pids.max": strconv.FormatInt(lim.Pids, 10)},
@@ -196,6 +220,42 @@ func (cg *cgroups) setupV2(base, name string, want []string, lim cgLimits, out m
 			continue
 		}
 		out[c] = "enforced"
+		cg.made(dir, c)
+	}
+}
+
+// delegatedBase is where this process may make v2 cgroups with the
+// controllers in want: its own cgroup when it can enable them there, else
+// the nearest ancestor that has them enabled for its children and that
+// this process may move processes in (a delegated subtree, such as a
+// systemd user manager's), else its own cgroup (and the caller reports
+// what is missing).
+func delegatedBase(own string, want []string) string {
+	root := own
+	for d := own; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err != nil {
+			break // above the cgroup2 mount
+		}
+		root = d
+		if d == "/" {
+			break
+		}
+	}
+	for d := own; ; d = filepath.Dir(d) {
+		if unix.Access(d, unix.W_OK) != nil || unix.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK) != nil {
+			return own // left the delegated subtree
+		}
+		enabled := readSet(filepath.Join(d, "cgroup.subtree_control"))
+		all := true
+		for _, c := range want {
+			all = all && enabled[c]
+		}
+		if all {
+			return d
+		}
+		if d == root {
+			return own
+		}
 	}
 }
 
@@ -232,14 +292,77 @@ func writeFiles(dir string, files map[string]string, optional map[string]bool) e
 	return nil
 }
 
-// add puts pid in every cgroup.
-func (cg *cgroups) add(pid int) error {
+// add puts pid in every cgroup. A cgroup the kernel does not let it join
+// (a v2 subtree whose common ancestor is not ours to write) is removed
+// and its controllers reported unavailable in out.
+func (cg *cgroups) add(pid int, out map[string]string) {
+	var kept []string
 	for _, d := range cg.dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return fmt.Errorf("join cgroup %s: %w", d, err)
+		err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		if err == nil {
+			kept = append(kept, d)
+			continue
+		}
+		for _, c := range cg.ctrls[d] {
+			out[c] = fmt.Sprintf("unavailable: cannot join cgroup %s: %v", d, errors.Unwrap(err))
+		}
+		os.Remove(d)
+	}
+	cg.dirs = kept
+}
+
+// sweepCgroups removes the cgroups stale sandboxes left next to the ones
+// this process makes: those whose maker (the pid in the name) is dead,
+// or, for names without one, those older than a minute. A cgroup that
+// still holds a process is never removed (rmdir refuses it, also for
+// processes of other pid namespaces); nor is one younger than a second,
+// which its maker (perhaps in another pid namespace, where its pid means
+// nothing here) may be about to join.
+func sweepCgroups() (removed []string) {
+	v1, v2 := findCgroups()
+	bases := map[string]bool{}
+	for _, d := range v1 {
+		bases[d] = true
+	}
+	if v2 != "" {
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			bases[delegatedBase(v2, []string{c})] = true
+		}
+		bases[v2] = true
+	}
+	for base := range bases {
+		ents, err := os.ReadDir(base)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), cgPrefix) || !staleCgroup(filepath.Join(base, e.Name())) {
+				continue
+			}
+			if os.Remove(filepath.Join(base, e.Name())) == nil {
+				removed = append(removed, filepath.Join(base, e.Name()))
+			}
 		}
 	}
-	return nil
+	return removed
+}
+
+func staleCgroup(dir string) bool {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	age := time.Since(fi.ModTime())
+	if age < time.Second {
+		return false
+	}
+	f := strings.Split(filepath.Base(dir), "-")
+	if len(f) >= 4 {
+		if pid, err := strconv.Atoi(f[len(f)-2]); err == nil && pid > 0 && unix.Kill(pid, 0) == unix.ESRCH {
+			return true
+		}
+	}
+	return age > time.Minute
 }
 
 // remove deletes the cgroups; their processes must be gone (it waits a

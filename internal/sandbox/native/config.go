@@ -1,13 +1,12 @@
 package native
 
+import "strconv"
+
 // Paths as processes inside the sandbox see them.
 const (
 	WorkDir      = "/workspace"
 	homeDir      = "/home/agent"
 	innerDir     = "/.agentrun"
-	innerExe     = innerDir + "/agentrun"
-	innerProxy   = innerDir + "/proxy.sock"
-	innerGateway = innerDir + "/gateway.sock"
 	sandboxHost  = "agentrun"
 	proxyPort    = 3128
 	gatewayPort  = 3129
@@ -24,7 +23,12 @@ const (
 	listenerFD   = 5 // the runner's listening socket (serve mode)
 	serveCfgFD   = 3 // the serve child's config pipe
 	serveListFD  = 4 // the serve child's listening socket
-	maxConfigLen = 1 << 20
+	serveStateFD = 5 // the serve child's private state (see privateState)
+	// The serve child's egress proxy and model gateway sockets (O_PATH
+	// descriptors it dials through /proc/self/fd).
+	serveProxyFD   = 6
+	serveGatewayFD = 7
+	maxConfigLen   = 1 << 20
 )
 
 // goLine is the host's second line on the init's fd 3: the init is in its
@@ -54,8 +58,17 @@ type config struct {
 
 	FileSize  int64 `json:"file_size"`
 	OpenFiles int64 `json:"open_files"`
-	Nproc     int64 `json:"nproc"`    // 0: not set (root shares the host count)
-	TmpSize   int64 `json:"tmp_size"` // bytes of each tmpfs (/tmp, /dev/shm, HOME)
+	Nproc     int64 `json:"nproc"`      // 0: not set (root shares the host count)
+	TmpSize   int64 `json:"tmp_size"`   // bytes of each tmpfs (/tmp, /dev/shm, HOME)
+	TmpInodes int64 `json:"tmp_inodes"` // inodes of each of them
+	// DiskBytes and DiskInodes are the sandbox's disk bound (host side:
+	// the disk watch; the init uses TmpSize, TmpInodes and FileSize).
+	DiskBytes  int64 `json:"disk_bytes"`
+	DiskInodes int64 `json:"disk_inodes"`
+
+	// AllowNoLandlock: the user opted in to run on a kernel without
+	// Landlock; without it the init refuses (step "landlock").
+	AllowNoLandlock bool `json:"allow_no_landlock,omitempty"`
 }
 
 // status is the init's one-line answer on fd 4: ready, or why not.
@@ -75,5 +88,7 @@ type serveConfig struct {
 	GatewayListen string   `json:"gateway_listen,omitempty"`
 }
 
-// stateDir inside holds the runner's request journal (a private tmpfs).
-const stateDir = innerDir + "/state"
+// runnerStateDir is where the runner finds its request journal: a
+// private tmpfs that is mounted nowhere (see privateState), reached only
+// through the descriptor the init passes it.
+var runnerStateDir = "/proc/self/fd/" + strconv.Itoa(serveStateFD)

@@ -1,11 +1,13 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,31 +50,57 @@ func setRlimits(c *config) (map[string]string, error) {
 	return out, nil
 }
 
-// confine restricts the calling (locked) thread, from which the
+// confine restricts the init, from whose calling (locked) thread the
 // sandboxed program is forked: no capabilities (bounding set emptied),
-// no_new_privs, Landlock when the kernel has it, then seccomp.
-func confine(c *config) (map[string]string, error) {
+// no_new_privs, Landlock when the kernel has it, then seccomp. Every
+// thread of the init loses its capabilities, gets no_new_privs and the
+// seccomp filter, not only the calling one: all threads share one address
+// space, so a thread that kept a capability would be the agent's way out
+// through any write into the init's memory. Landlock (per thread, with no
+// way to apply it to other threads) restricts the calling thread, and so
+// everything forked from it. The init is not dumpable (initMain), so no
+// process inside can open its memory or descriptors either way.
+//
+// The per-thread calls go through syscall.AllThreadsSyscall, which needs
+// a binary without cgo (agentrun is built with CGO_ENABLED=0); with cgo
+// confine fails instead of leaving threads unconfined.
+func confine(c *config, fds *serveFiles) (map[string]string, error) {
 	out := map[string]string{}
 	last, err := lastCap()
 	if err != nil {
 		return nil, err
 	}
+	all := func(what string, trap, a1, a2, a3 uintptr) error {
+		if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
+			if errno == syscall.ENOTSUP {
+				return fmt.Errorf("%s on every thread: this agentrun binary uses cgo, build it with CGO_ENABLED=0: %w", what, errno)
+			}
+			return fmt.Errorf("%s on every thread: %w", what, errno)
+		}
+		return nil
+	}
 	for cp := 0; cp <= last; cp++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(cp), 0, 0, 0); err != nil {
-			return nil, fmt.Errorf("drop capability %d from the bounding set: %w", cp, err)
+		if err := all(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
+			return nil, err
 		}
 	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("clear ambient capabilities: %w", err)
+	if err := all("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return nil, err
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("set no_new_privs: %w", err)
+	if err := all("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+		return nil, err
 	}
 	out["no_new_privs"] = "enforced"
 	if abi := landlockABI(); abi > 0 {
 		pol := landlockPolicy{
-			ReadWrite: []string{WorkDir, "/tmp", homeDir, "/dev/shm", stateDir},
+			ReadWrite: []string{WorkDir, "/tmp", homeDir, "/dev/shm"},
 			Devices:   []string{"/dev"},
+		}
+		if fds != nil {
+			// Reached only through descriptors: the runner's state,
+			// and the binary the runner is started from.
+			pol.ReadWriteFDs = append(pol.ReadWriteFDs, int(fds.state.Fd()))
+			pol.ReadFDs = append(pol.ReadFDs, fds.exe)
 		}
 		if c.ProxySocket != "" {
 			pol.Ports = append(pol.Ports, proxyPort)
@@ -89,20 +117,46 @@ func confine(c *config) (map[string]string, error) {
 			out[k] = v
 		}
 	} else {
-		out["landlock"] = "unavailable: the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list)"
+		out["landlock"] = "unavailable: " + noLandlock + "; started with the explicit opt-in to run without it"
 		out["landlock_net"] = out["landlock"]
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return nil, fmt.Errorf("drop capabilities: %w", err)
+	if err := all("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+		return nil, err
 	}
 	out["caps"] = "enforced"
-	if err := loadSeccomp(); err != nil {
+	if err := loadSeccompAllThreads(); err != nil {
 		return nil, err
 	}
 	out["seccomp"] = "enforced"
 	return out, nil
+}
+
+// noLandlock says why Landlock is not in force.
+const noLandlock = "the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list)"
+
+// loadSeccompAllThreads installs the filter on every thread of the
+// process (SECCOMP_FILTER_FLAG_TSYNC; no_new_privs must be set).
+// Children forked from any of them inherit it.
+func loadSeccompAllThreads() error {
+	raw, err := filterProgram()
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, ins := range raw {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return fmt.Errorf("load seccomp filter: %w", errno)
+	}
+	if r != 0 {
+		return fmt.Errorf("load seccomp filter: thread %d could not be synchronized", r)
+	}
+	return nil
 }
 
 func lastCap() (int, error) {
@@ -115,4 +169,27 @@ func lastCap() (int, error) {
 		return 0, fmt.Errorf("parse cap_last_cap: %w", err)
 	}
 	return n, nil
+}
+
+// noLandlockEnv opts in to run without Landlock, like
+// Options.AllowNoLandlock.
+const noLandlockEnv = "AGENTRUN_NATIVE_NO_LANDLOCK"
+
+// allowNoLandlock reports whether the user opted in to run without
+// Landlock: by the backend's options or the environment variable (both
+// the user's own; nothing a repository can set).
+func (b *Backend) allowNoLandlock() bool {
+	return b.opts.AllowNoLandlock || os.Getenv(noLandlockEnv) == "1"
+}
+
+// landlockRefusal is the catalog error for a kernel without Landlock
+// when the user did not opt in (the init's step "landlock"), nil for any
+// other error.
+func landlockRefusal(err error) error {
+	var se *setupError
+	if !errors.As(err, &se) || se.Step != stepLandlock {
+		return nil
+	}
+	return refuse("the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list), so the native sandbox would bound the agent's file access by mounts alone",
+		"boot a kernel with Landlock (lsm=...,landlock), or use --sandbox docker; to run native without Landlock anyway (namespaces, seccomp and no capabilities still apply), set "+noLandlockEnv+"=1")
 }

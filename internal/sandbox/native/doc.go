@@ -8,16 +8,31 @@
 // (/usr, /bin, /lib*, /sbin, a curated /etc, extra read-only paths), binds
 // the workspace read-write at /workspace, mounts private tmpfs /tmp (and
 // HOME when the spec has none), a fresh /proc and a minimal /dev, and
-// pivots into it. It then confines the thread that forks the sandboxed
-// program: rlimits, every capability dropped, no_new_privs, Landlock when
-// the kernel has it, and a seccomp filter denying what a coding agent never
-// needs. The sandboxed program is the runner (runner.Serve) or, for
+// pivots into it. It then confines itself, every thread of it (all share
+// one address space): rlimits, every capability dropped, no_new_privs and
+// a seccomp filter denying what a coding agent never needs, on all
+// threads (syscall.AllThreadsSyscall, seccomp TSYNC; the binary must be
+// built with CGO_ENABLED=0), and Landlock on the thread that forks the
+// sandboxed program. The init and the runner are not dumpable
+// (PR_SET_DUMPABLE 0), so no process inside can open their memory,
+// descriptors or environment through /proc.
+//
+// Without Landlock (an older kernel, or landlock not in lsm=) Preflight
+// and Start refuse with a sandbox_preflight catalog error, unless the
+// user opts in by name (Options.AllowNoLandlock or
+// AGENTRUN_NATIVE_NO_LANDLOCK=1); Enforced then says "landlock:
+// unavailable". The confinement above holds either way (no task inside
+// has a capability, none of the init's or runner's memory is writable);
+// what Landlock adds is file access bounded by rules rather than by the
+// mounts alone, and TCP connect limited to the bridges. The sandboxed program is the runner (runner.Serve) or, for
 // one-shot use (Backend.Command), a plain command. The init reaps every
 // orphan and never waits for the runner's own children, so the runner's
 // exec.Cmd waits are never stolen; a runner that dies on its own is
 // started again on the same socket once everything it left running is
-// killed (its journal, on a private tmpfs, turns resent requests into
-// CodeInterrupted). The runner needs no watchdog process of its own: when
+// killed (its journal turns resent requests into CodeInterrupted). The
+// journal is on a tmpfs that is mounted nowhere (fsmount, never attached):
+// the init holds its descriptor and passes it to each runner, so nothing
+// the agent runs can reach, forge or replace it. The runner needs no watchdog process of its own: when
 // it ends, so does everything it started.
 //
 // The runner's socket is made by the host: a listening unix socket in
@@ -25,21 +40,44 @@
 // runner. The host dials the path as soon as the init says it is ready;
 // nothing inside the sandbox can create or replace that socket, and no
 // host directory is bind-mounted writable besides the workspace and HOME.
+// The agentrun binary the runner starts from and the proxy and gateway
+// sockets are held by the init as descriptors, not bind-mounted, so the
+// mount table inside names no host path of theirs. Known limit: the
+// workspace's and HOME's binds show, as mountinfo's root field, their
+// source path within its filesystem (only another filesystem layer could
+// hide it).
 //
 // Egress: the sandbox has its own network namespace with only loopback.
-// With NetworkAllowlist the egress proxy's host socket is bind-mounted at
-// /.agentrun/proxy.sock, the runner's bridge listens on 127.0.0.1:3128
+// With NetworkAllowlist the runner's bridge relays to the egress proxy's
+// host socket, held as a descriptor (never mounted), listens on 127.0.0.1:3128
 // and HTTP(S)_PROXY point there. With Landlock ABI >= 4, TCP connect is
 // allowed to that port only (so with NetworkNone, to no port at all).
 //
 // Memory, pids and cpu limits are cgroups set up from the host while the
 // init builds the root; the init starts nothing before the host confirms
 // it is in them (v1 as root, v2 when a delegated subtree is writable),
-// and Destroy removes them. Enforced reports per feature "enforced" or
-// "unavailable: why"; nothing is claimed that is not in force. Keys:
+// and Destroy removes them. The cgroups are named
+// agentrun-<run>-<pid of the maker>-<random>; each start first removes the
+// empty ones whose maker is dead (a supervisor killed with SIGKILL). With
+// no writable memory cgroup (unprivileged, no delegated v2 subtree),
+// memory is bounded per process with RLIMIT_DATA instead, and Enforced
+// says so.
+//
+// Disk: the bound (Limits.DiskBytes, DiskInodes; default 16 GiB and
+// 1,000,000) covers the workspace, HOME, /tmp and /dev/shm together.
+// /tmp and /dev/shm (and a private HOME) are tmpfs with size= and
+// nr_inodes= (ENOSPC past them; size no larger than the memory bound);
+// no file may be larger than the bound (RLIMIT_FSIZE); the host
+// directories (workspace, HOME) and the tmpfs use are sampled from the
+// host every second or more (the walk stops at the bound, and a walk that
+// takes long spaces the samples) and the sandbox is killed past the
+// bound: LimitExceeded then wraps sandbox.ErrDiskExceeded.
+//
+// Enforced reports per feature "enforced", "enforced: how", "sampled ..."
+// or "unavailable: why"; nothing is claimed that is not in force. Keys:
 // namespaces, userns, seccomp, landlock, landlock_net, no_new_privs, caps,
 // rlimit_core, rlimit_fsize, rlimit_nofile, rlimit_nproc, memory, pids,
-// cpu.
+// cpu, disk_tmpfs, disk.
 //
 // Stop is SIGTERM to the init, which passes it to the runner (it ends its
 // commands' groups with each call's kill grace); the pid namespace is

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -36,9 +37,14 @@ func Main(args []string) int {
 const maxServeRestarts = 3
 
 func initMain() int {
-	// Never unlocked: the confinement is per thread, and the sandboxed
-	// program is forked from this thread.
+	// Never unlocked: Landlock is per thread, and the sandboxed program
+	// is forked from this thread.
 	runtime.LockOSThread()
+	// Not dumpable, before anything else: no process inside may open the
+	// init's memory (its config names host paths; its threads share one
+	// address space), descriptors or environment through /proc, even as
+	// the same user. Its children are again dumpable after their exec.
+	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := os.NewFile(statusFD, "status")
 	report := func(s status) {
 		b, _ := json.Marshal(s)
@@ -55,6 +61,9 @@ func initMain() int {
 	if err != nil {
 		return fail("config", err)
 	}
+	if dumpErr != nil {
+		return fail("config", fmt.Errorf("set not dumpable: %w", dumpErr))
+	}
 	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
 		unix.CloseOnExec(fd)
 	}
@@ -67,6 +76,13 @@ func initMain() int {
 	merge := func(m map[string]string) {
 		for k, v := range m {
 			enforced[k] = v
+		}
+	}
+	var fds *serveFiles
+	if c.Mode == modeServe {
+		// Before the pivot: the host paths are reachable only now.
+		if fds, err = openServeFiles(c); err != nil {
+			return fail("root", err)
 		}
 	}
 	if err := buildRoot(c); err != nil {
@@ -86,9 +102,12 @@ func initMain() int {
 		return fail("cgroups", err)
 	}
 	cfg.Close()
+	if landlockABI() == 0 && !c.AllowNoLandlock {
+		return fail(stepLandlock, errors.New(noLandlock))
+	}
 	if c.Mode == modeProbe {
 		// A throwaway thread-confinement check: this process exits next.
-		cf, err := confine(c)
+		cf, err := confine(c, nil)
 		if err != nil {
 			return fail("confine", err)
 		}
@@ -96,12 +115,12 @@ func initMain() int {
 		report(status{OK: true, Enforced: enforced})
 		return 0
 	}
-	cf, err := confine(c)
+	cf, err := confine(c, fds)
 	if err != nil {
 		return fail("confine", err)
 	}
 	merge(cf)
-	pid, err := startProgram(c)
+	pid, err := startProgram(c, fds)
 	if err != nil {
 		return fail("start", err)
 	}
@@ -129,7 +148,7 @@ func initMain() int {
 		// CodeInterrupted.
 		restarts++
 		killAll()
-		if pid, err = startProgram(c); err != nil {
+		if pid, err = startProgram(c, fds); err != nil {
 			fmt.Fprintln(os.Stderr, "agentrun "+entryName+": restart runner:", err)
 			return 70
 		}
@@ -169,8 +188,66 @@ func awaitGo(r *bufio.Reader) error {
 	return nil
 }
 
-// startProgram forks the sandboxed program from this (confined) thread.
-func startProgram(c *config) (int, error) {
+// stepLandlock is the setup step that fails on a kernel without Landlock
+// when the user did not opt in to run without it.
+const stepLandlock = "landlock"
+
+// serveFiles are the descriptors every runner the init starts gets. They
+// are held for the init's lifetime (an unreferenced os.File closes its
+// descriptor when collected). Nothing inside reaches them by a path: the
+// init and the runner are not dumpable, so not through /proc either.
+type serveFiles struct {
+	listener *os.File // the host-made listening socket
+	state    *os.File // the private state mount (privateState)
+	exe      int      // the agentrun binary (O_PATH, at exeFD)
+	proxy    *os.File // the egress proxy's socket (O_PATH), or nil
+	gateway  *os.File // the model gateway's socket (O_PATH), or nil
+}
+
+// exeFD is where the init holds the agentrun binary: above any
+// descriptor a child's fd shuffle before its exec can use.
+const exeFD = 100
+
+// openServeFiles opens what a runner needs from the host, before the
+// pivot: the binary it runs, the sockets it bridges to, its state.
+func openServeFiles(c *config) (*serveFiles, error) {
+	fds := &serveFiles{listener: os.NewFile(listenerFD, "listener"), exe: -1}
+	fd, err := unix.Open(c.Executable, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the agentrun binary: %w", err)
+	}
+	if err := unix.Dup3(fd, exeFD, unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("hold the agentrun binary: %w", err)
+	}
+	unix.Close(fd)
+	fds.exe = exeFD
+	sock := func(p string) (*os.File, error) {
+		if p == "" {
+			return nil, nil
+		}
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open socket: %w", err)
+		}
+		return os.NewFile(uintptr(fd), "socket"), nil
+	}
+	if fds.proxy, err = sock(c.ProxySocket); err != nil {
+		return nil, err
+	}
+	if fds.gateway, err = sock(c.GatewaySocket); err != nil {
+		return nil, err
+	}
+	st, err := privateState(c)
+	if err != nil {
+		return nil, err
+	}
+	fds.state = os.NewFile(uintptr(st), "runner state")
+	return fds, nil
+}
+
+// startProgram forks the sandboxed program from this (confined) thread;
+// a runner gets fds' listener as its fd 4 and the state as its fd 5.
+func startProgram(c *config, fds *serveFiles) (int, error) {
 	attr := &os.ProcAttr{Dir: WorkDir, Env: c.Env, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	switch c.Mode {
 	case modeExec:
@@ -192,11 +269,11 @@ func startProgram(c *config) (int, error) {
 		defer r.Close()
 		sc := serveConfig{Env: c.Env}
 		if c.ProxySocket != "" {
-			sc.ProxySocket = innerProxy
+			sc.ProxySocket = "/proc/self/fd/" + strconv.Itoa(serveProxyFD)
 			sc.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
 		}
 		if c.GatewaySocket != "" {
-			sc.GatewaySocket = innerGateway
+			sc.GatewaySocket = "/proc/self/fd/" + strconv.Itoa(serveGatewayFD)
 			sc.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
 		}
 		b, _ := json.Marshal(sc)
@@ -209,10 +286,10 @@ func startProgram(c *config) (int, error) {
 			return 0, err
 		}
 		defer null.Close()
-		ln := os.NewFile(listenerFD, "listener")
-		attr.Files = []*os.File{null, os.Stdout, os.Stderr, r, ln}
+		attr.Files = []*os.File{null, os.Stdout, os.Stderr, r, fds.listener, fds.state, fds.proxy, fds.gateway}
 		attr.Sys.Setsid = true
-		p, err := os.StartProcess(innerExe, []string{"agentrun", entryName, roleServe}, attr)
+		// The child resolves the path before its exec closes exeFD.
+		p, err := os.StartProcess("/proc/self/fd/"+strconv.Itoa(fds.exe), []string{"agentrun", entryName, roleServe}, attr)
 		if err != nil {
 			return 0, err
 		}

@@ -63,8 +63,12 @@ func fsAccess(abi int) uint64 {
 // landlockPolicy is what the sandboxed program may touch.
 type landlockPolicy struct {
 	ReadWrite []string // everything beneath
-	Devices   []string // read, write and ioctl of device files beneath
-	Ports     []int    // the only TCP ports connect may reach (the bridges)
+	// ReadWriteFDs are directories held open (e.g. a detached mount that
+	// has no path inside): everything beneath.
+	ReadWriteFDs []int
+	ReadFDs      []int    // read and execute beneath (or of a file)
+	Devices      []string // read, write and ioctl of device files beneath
+	Ports        []int    // the only TCP ports connect may reach (the bridges)
 	// AnyTCP leaves TCP connect unrestricted by Landlock (--loopback-tcp):
 	// the network namespace, which has only loopback, is then the bound.
 	AnyTCP bool
@@ -98,12 +102,7 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 		return nil, fmt.Errorf("landlock create ruleset: %w", errno)
 	}
 	defer unix.Close(int(fd))
-	addPath := func(p string, allowed uint64) error {
-		dir, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("landlock open %s: %w", p, err)
-		}
-		defer unix.Close(dir)
+	addFD := func(p string, dir int, allowed uint64) error {
 		var st unix.Stat_t
 		if err := unix.Fstat(dir, &st); err != nil {
 			return fmt.Errorf("landlock stat %s: %w", p, err)
@@ -119,11 +118,29 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 		}
 		return nil
 	}
+	addPath := func(p string, allowed uint64) error {
+		dir, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("landlock open %s: %w", p, err)
+		}
+		defer unix.Close(dir)
+		return addFD(p, dir, allowed)
+	}
 	if err := addPath("/", llRead); err != nil {
 		return nil, err
 	}
 	for _, p := range pol.ReadWrite {
 		if err := addPath(p, handled); err != nil {
+			return nil, err
+		}
+	}
+	for _, fd := range pol.ReadWriteFDs {
+		if err := addFD(fmt.Sprintf("descriptor %d", fd), fd, handled); err != nil {
+			return nil, err
+		}
+	}
+	for _, fd := range pol.ReadFDs {
+		if err := addFD(fmt.Sprintf("descriptor %d", fd), fd, llRead); err != nil {
 			return nil, err
 		}
 	}

@@ -16,6 +16,11 @@ type Options struct {
 	// in every sandbox (e.g. /usr/local/go, /opt). Missing ones are
 	// skipped; Spec.ReadOnlyPaths, in contrast, must exist.
 	ReadOnlyPaths []string
+	// AllowNoLandlock is the explicit opt-in to run on a kernel without
+	// Landlock. Without it Preflight and Start refuse such a kernel with a
+	// catalog error. The environment variable AGENTRUN_NATIVE_NO_LANDLOCK=1
+	// opts in as well.
+	AllowNoLandlock bool
 }
 
 // Backend is the native backend. Use New; it is a sandbox.Backend.

@@ -76,6 +76,9 @@ func (b *Backend) Preflight(ctx context.Context) error {
 }
 
 func probeError(err error) error {
+	if ll := landlockRefusal(err); ll != nil {
+		return ll
+	}
 	var se *setupError
 	if !errors.As(err, &se) {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {

@@ -96,22 +96,9 @@ func buildRoot(c *config) error {
 	if err := tmpfs(r+"/tmp", "mode=1777"+sizeOpt(c)); err != nil {
 		return err
 	}
-	if err := tmpfs(r+stateDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)); err != nil {
-		return err
-	}
-	if err := bind(c.Executable, r+innerExe, true, true); err != nil {
-		return err
-	}
-	if c.ProxySocket != "" {
-		if err := bind(c.ProxySocket, r+innerProxy, true, true); err != nil {
-			return err
-		}
-	}
-	if c.GatewaySocket != "" {
-		if err := bind(c.GatewaySocket, r+innerGateway, true, true); err != nil {
-			return err
-		}
-	}
+	// The agentrun binary and the proxy and gateway sockets are not bound
+	// in: a bind would show their host paths in /proc/self/mountinfo. The
+	// init holds them as descriptors instead (openServeFiles).
 	if err := buildDev(r, sizeOpt(c)); err != nil {
 		return err
 	}
@@ -130,12 +117,17 @@ func buildRoot(c *config) error {
 	return nil
 }
 
-// sizeOpt bounds a tmpfs (the kernel default is half the host's memory).
+// sizeOpt bounds a tmpfs's bytes and inodes (the kernel defaults are
+// half the host's memory and half its pages).
 func sizeOpt(c *config) string {
-	if c.TmpSize <= 0 {
-		return ""
+	o := ""
+	if c.TmpSize > 0 {
+		o += ",size=" + strconv.FormatInt(c.TmpSize, 10)
 	}
-	return ",size=" + strconv.FormatInt(c.TmpSize, 10)
+	if c.TmpInodes > 0 {
+		o += ",nr_inodes=" + strconv.FormatInt(c.TmpInodes, 10)
+	}
+	return o
 }
 
 func systemPath(r, p string) error {
@@ -330,6 +322,37 @@ func tmpfs(dst, opts string) error {
 		return fmt.Errorf("mount tmpfs on %s: %w", dst, err)
 	}
 	return nil
+}
+
+// stateOpts are the options of the runner's private state tmpfs.
+func stateOpts(c *config) string {
+	return "mode=0700,uid=" + strconv.Itoa(c.UID) + ",gid=" + strconv.Itoa(c.GID) + sizeOpt(c)
+}
+
+// privateState makes the runner's state tmpfs (its request journal) as a
+// mount that is attached nowhere: it has no path in the sandbox, so only
+// a holder of the returned descriptor reaches it (the init, and each
+// runner it starts; both not dumpable, so not through /proc either).
+func privateState(c *config) (int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("open a tmpfs for the runner's state: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, o := range strings.Split(stateOpts(c), ",") {
+		k, v, _ := strings.Cut(o, "=")
+		if err := unix.FsconfigSetString(fs, k, v); err != nil {
+			return -1, fmt.Errorf("runner state tmpfs option %s: %w", o, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("create the runner state tmpfs: %w", err)
+	}
+	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("mount the runner state tmpfs: %w", err)
+	}
+	return fd, nil
 }
 
 func touch(p string) error {

@@ -17,6 +17,15 @@ import (
 // serveMain is the runner inside the sandbox, forked by the init with its
 // config on fd 3 and the host-made listening socket on fd 4.
 func serveMain() int {
+	// Not dumpable: no process inside may open this one's memory or
+	// descriptors (its state, above all), even as the same user.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return serveFail(fmt.Errorf("set not dumpable: %w", err))
+	}
+	// The state descriptor stays here: nothing the runner starts inherits it.
+	for _, fd := range []int{serveStateFD, serveProxyFD, serveGatewayFD} {
+		unix.CloseOnExec(fd)
+	}
 	cf := os.NewFile(serveCfgFD, "config")
 	b, err := io.ReadAll(io.LimitReader(cf, maxConfigLen))
 	cf.Close()
@@ -38,7 +47,7 @@ func serveMain() int {
 	err = runner.Serve(ctx, ln, runner.ServerOptions{
 		Root:          WorkDir,
 		Env:           sc.Env,
-		StateDir:      stateDir,
+		StateDir:      runnerStateDir,
 		ProxySocket:   sc.ProxySocket,
 		ProxyListen:   sc.ProxyListen,
 		GatewaySocket: sc.GatewaySocket,

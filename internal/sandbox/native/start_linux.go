@@ -41,6 +41,7 @@ type proc struct {
 	done     chan struct{}
 	cg       *cgroups
 	enforced map[string]string
+	disk     *diskWatch // nil in probe mode
 }
 
 func (p *proc) wait() { <-p.done }
@@ -146,29 +147,41 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 		c.GatewaySocket = spec.GatewaySocket
 	}
 	c.LoopbackTCP = spec.LoopbackTCP
+	c.AllowNoLandlock = b.allowNoLandlock()
 	c.Env = sandboxEnv(spec.Env, c.ProxySocket != "")
 	l := spec.Limits
-	c.FileSize = orDefault(l.FileSizeBytes, defaultFileSize)
 	c.OpenFiles = orDefault(l.OpenFiles, defaultOpenFiles)
-	lim.Pids = orDefault(l.Pids, defaultPids)
+	lim = resolveCgLimits(l)
 	if c.UID != 0 {
 		c.Nproc = lim.Pids
 	}
-	lim.Memory = l.MemoryBytes
+	// The disk bound: no file larger than it (RLIMIT_FSIZE), each tmpfs no
+	// larger than it nor than the memory bound (tmpfs pages count against
+	// the memory cgroup where there is one; bounded anyway so that /tmp
+	// cannot fill the host's memory), the whole sampled (diskWatch).
+	c.DiskBytes, c.DiskInodes = diskLimits(l)
+	c.FileSize = min(orDefault(l.FileSizeBytes, defaultFileSize), c.DiskBytes)
+	c.TmpSize = c.DiskBytes
+	if lim.Memory > 0 {
+		c.TmpSize = min(c.TmpSize, lim.Memory)
+	}
+	c.TmpInodes = c.DiskInodes
+	return c, lim, nil
+}
+
+// resolveCgLimits is l with the defaults for its zero cgroup limits.
+func resolveCgLimits(l sandbox.Limits) cgLimits {
+	lim := cgLimits{Pids: orDefault(l.Pids, defaultPids), Memory: l.MemoryBytes, CPUs: l.CPUs}
 	if lim.Memory <= 0 {
 		var si unix.Sysinfo_t
 		if unix.Sysinfo(&si) == nil {
 			lim.Memory = int64(si.Totalram) * int64(si.Unit) / 2
 		}
 	}
-	// tmpfs pages count against the memory cgroup where there is one;
-	// bound them anyway so that /tmp cannot fill the host's memory.
-	c.TmpSize = lim.Memory
-	lim.CPUs = l.CPUs
 	if lim.CPUs <= 0 {
 		lim.CPUs = float64(runtime.NumCPU())
 	}
-	return c, lim, nil
+	return lim
 }
 
 func orDefault(v, d int64) int64 {
@@ -281,8 +294,8 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 		_, err := cfgW.Write(append(b2, '\n'))
 		cfgErr <- err
 	}()
-	name := "agentrun-" + safeName(spec.RunID) + "-" + randomHex(4)
-	cg, cgEnforced := setupCgroups(name, lim)
+	sweepCgroups()
+	cg, cgEnforced := setupCgroups(cgroupName(spec.RunID), lim)
 	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
 	go func() {
 		cmd.Wait()
@@ -294,9 +307,10 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 			cg.remove()
 		}
 	}()
-	if err := cg.add(cmd.Process.Pid); err != nil {
-		return nil, err
-	}
+	cg.add(cmd.Process.Pid, cgEnforced)
+	// A failure is reported in cgEnforced; an init that died meanwhile
+	// says why below.
+	memoryFallback(cmd.Process.Pid, lim.Memory, cgEnforced)
 	if err := <-cfgErr; err != nil {
 		return nil, fmt.Errorf("send the sandbox config: %w", err)
 	}
@@ -343,6 +357,12 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	}
 	for k, v := range a.st.Enforced {
 		p.enforced[k] = v
+	}
+	if c.Mode != modeProbe {
+		for k, v := range diskEnforced(c, c.DiskBytes, c.DiskInodes) {
+			p.enforced[k] = v
+		}
+		p.disk = newDiskWatch(p, c, c.DiskBytes, c.DiskInodes)
 	}
 	return p, nil
 }
@@ -403,6 +423,9 @@ func startError(err error) error {
 	if _, ok := catalog.As(err); ok {
 		return err
 	}
+	if ll := landlockRefusal(err); ll != nil {
+		return ll
+	}
 	return catalog.SandboxStart.Wrap(err, "native sandbox: %v", err)
 }
 
@@ -424,12 +447,16 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 		return -1, nil, startError(err)
 	}
 	defer p.cg.remove()
+	go p.disk.run(p.kill)
 	stop := context.AfterFunc(ctx, p.kill)
 	defer stop()
 	p.wait()
 	code := p.cmd.ProcessState.ExitCode()
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
+	}
+	if err := p.disk.exceeded(); err != nil {
+		return code, p.enforced, err
 	}
 	return code, p.enforced, ctx.Err()
 }
@@ -505,6 +532,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, startError(fmt.Errorf("connect to the runner: %w", err))
 	}
 	s.client = cl
+	// Past the disk bound: kill, and fail the calls in flight at once.
+	go p.disk.run(func() { p.kill(); cl.Close() })
 	return s, nil
 }
 
@@ -531,6 +560,9 @@ func (s *sbox) GatewayAddr() string {
 	}
 	return ""
 }
+
+// LimitExceeded implements sandbox.LimitStopper.
+func (s *sbox) LimitExceeded() error { return s.p.disk.exceeded() }
 
 func (s *sbox) Enforced() map[string]string {
 	m := make(map[string]string, len(s.p.enforced))

@@ -54,7 +54,7 @@ func FullRun(id string) *run.Run {
 		Timeout:     run.Duration(90 * time.Minute),
 		Sandbox: run.SandboxConfig{
 			Backend: "native", Network: "allowlist", Allow: []string{"proxy.golang.org:443"}, LoopbackTCP: true,
-			Limits:        run.Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1.5, FileSizeBytes: 1 << 28, OpenFiles: 1024},
+			Limits:        run.Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1.5, FileSizeBytes: 1 << 28, OpenFiles: 1024, DiskBytes: 16 << 30, DiskInodes: 1000000},
 			ReadOnlyPaths: []string{"/usr/local/go"},
 		},
 		Export: run.ExportConfig{MaxFiles: 1000, MaxBytes: 10 << 20, AuthorName: "agentrun", AuthorEmail: "agentrun@localhost"},
@@ -69,7 +69,7 @@ func FullRun(id string) *run.Run {
 				Duration: run.Duration(1500 * time.Millisecond), Log: "attempts/1/checks/unit.log",
 			}},
 		}},
-		Supervisor:      &run.SupervisorInfo{PID: 4242, Host: "devbox", StartedAt: at(5)},
+		Supervisor:      &run.SupervisorInfo{PID: 4242, Host: "devbox", StartedAt: at(5), ProcStart: 987654321},
 		CancelRequested: true,
 		StartedAt:       ptr(at(6)),
 		FinishedAt:      ptr(at(7)),

@@ -1,0 +1,36 @@
+package run
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseSize reads a byte count: a whole number with an optional binary
+// suffix K, M, G or T (also KiB, KB, k, ...: all powers of 1024).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	u := strings.ToUpper(t)
+	u = strings.TrimSuffix(strings.TrimSuffix(u, "B"), "I")
+	mult := int64(1)
+	if n := len(u); n > 0 {
+		switch u[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			u = u[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n < 0 || (mult > 1 && n > (1<<62)/mult) {
+		return 0, fmt.Errorf("%q is not a size (like 10G, 512M or a number of bytes)", s)
+	}
+	return n * mult, nil
+}
