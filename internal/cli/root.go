@@ -28,6 +28,8 @@ type App struct {
 	// Executable is the agentrun binary that sandboxes run inside (default:
 	// this process's own; tests name a built binary).
 	Executable string
+	// quiet: submit -q prints only the run id.
+	quiet bool
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
 	env *Env
 }
@@ -37,7 +39,8 @@ const exitStatus = `
 EXIT STATUS
   0    success
   1    the run ended other than succeeded (submit --wait, resume --wait)
-  2    usage or preflight error; nothing was created
+  2    usage, preflight or environment error (disk full, damaged run
+       record); nothing was created
   3    run not found (or the id prefix is ambiguous)
   70   internal error
   130  interrupted (Ctrl-C)`
@@ -117,6 +120,8 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newEgressCmd(),
 		app.newVersionCmd(),
 		app.newDoctorCmd(),
+		app.newManCmd(),
+		app.newConfigCmd(),
 	} {
 		c.Long = c.Long + "\n" + exitStatus
 		if c.Args == nil {
@@ -124,5 +129,6 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		}
 		root.AddCommand(c)
 	}
+	app.addCompletions(root)
 	return root
 }

@@ -51,6 +51,7 @@ type submitOptions struct {
 	ContextWin   int
 	Temperature  float64
 	ModelServer  string
+	Quiet        bool
 	MaxTokens    int64
 	MaxCost      float64
 	ReadOnly     []string
@@ -69,6 +70,8 @@ func (o *submitOptions) Validate() error {
 	switch {
 	case o.Wait && o.Follow:
 		return catalog.ConflictFlags.New("--wait and --follow")
+	case o.Quiet && o.Follow:
+		return catalog.ConflictFlags.New("--quiet and --follow")
 	case o.Agent != "" && o.AgentCmd != "":
 		return catalog.ConflictFlags.New("--agent and --agent-cmd")
 	case o.Agent == "" && o.AgentCmd == "":
@@ -235,6 +238,7 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f.Int64Var(&o.DiskInodes, "disk-inodes", 0, "bound the files and directories the sandbox holds there together (native default 1000000)")
 	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
 	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only the run id (with --wait: when it ends; the exit status says how)")
 	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
@@ -352,11 +356,27 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}); err != nil {
 		return err
 	}
+	app.quiet = o.Quiet
 	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
 }
 
 // afterStart prints the run, or waits for / follows it.
 func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, follow bool) error {
+	if app.quiet && !app.JSON {
+		if wait {
+			end, err := app.awaitRun(ctx, env, r.ID, false, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(app.Stdout, r.ID)
+			if end.State != run.StateSucceeded {
+				return &reported{exit: catalog.ExitRunFailed}
+			}
+			return nil
+		}
+		fmt.Fprintln(app.Stdout, r.ID)
+		return nil
+	}
 	if !wait && !follow {
 		if app.JSON {
 			return writeJSON(app.Stdout, toSubmitOutput(env, r))

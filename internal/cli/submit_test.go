@@ -42,6 +42,9 @@ func TestSubmitValidate(t *testing.T) {
 		{"check slash", func(o *submitOptions) { o.Checks = []string{"a/b=true"} }, catalog.BadCheck},
 		{"check twice", func(o *submitOptions) { o.Checks = []string{"a=true", "a=false"} }, catalog.BadCheck},
 		{"env", func(o *submitOptions) { o.Env = []string{"1ABC"} }, catalog.BadEnv},
+		{"disk words", func(o *submitOptions) { o.Disk, o.set = "ten gigs", given("disk") }, catalog.Usage},
+		{"disk zero", func(o *submitOptions) { o.Disk, o.set = "0", given("disk") }, catalog.Usage},
+		{"disk-inodes zero", func(o *submitOptions) { o.DiskInodes, o.set = 0, given("disk-inodes") }, catalog.Usage},
 	} {
 		o := ok()
 		c.mut(o)

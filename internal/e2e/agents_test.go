@@ -262,3 +262,19 @@ func TestNetworkHintOnFailure(t *testing.T) {
 		t.Fatalf("status:\n%s", st.stdout)
 	}
 }
+
+func TestSubmitQuiet(t *testing.T) {
+	e := newEnv(t)
+	res := e.run("submit", "-q", "--sandbox", "host", "--agent-cmd", "echo q > q.txt", "quiet")
+	must(t, res, 0)
+	id := strings.TrimSpace(res.stdout)
+	if len(id) != 10 || strings.Count(res.stdout, "\n") != 1 {
+		t.Fatalf("stdout %q", res.stdout)
+	}
+	e.waitFor(id, "the end", func(r *run.Run) bool { return r.State.Terminal() })
+	res = e.run("submit", "-q", "--wait", "--sandbox", "host", "--agent-cmd", "exit 3", "--attempts", "1", "quiet fail")
+	must(t, res, 1)
+	if id := strings.TrimSpace(res.stdout); len(id) != 10 || strings.Contains(res.stderr, "[0:") {
+		t.Fatalf("stdout %q stderr %q", res.stdout, res.stderr)
+	}
+}

@@ -322,6 +322,9 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 				why+"; the workspace is kept: continue with 'agentrun resume "+r.ID+" --max-cost N' (or --max-tokens N)")
 			return false, nil
 		}
+		if s.diskExceeded(ctx, rc) {
+			return false, nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				s.stopped(ctx, "")
@@ -336,7 +339,8 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 		}
 		if out.Reason != run.ReasonCompleted {
 			prev = fmt.Sprintf("The previous attempt (%d) did not finish: %s.", n, describeOutcome(out))
-			if last {
+			if last || out.Final {
+				// (Final: another attempt would meet the same model error.)
 				s.finish(run.StateFailed, out.Reason, describeOutcome(out))
 				return false, nil
 			}
@@ -357,6 +361,9 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 			s.stopped(ctx, "")
 			return false, nil
 		}
+		if s.diskExceeded(ctx, rc) {
+			return false, nil
+		}
 		if err != nil {
 			s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
 			return false, err
@@ -375,6 +382,17 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 }
 
 func (s *Supervisor) getenv(k string) string { return s.Handoff.Env[k] }
+
+// diskExceeded ends the run disk_exceeded when its sandbox killed itself
+// past the disk bound it samples.
+func (s *Supervisor) diskExceeded(ctx context.Context, rc *runState) bool {
+	err := sandbox.Exceeded(rc.sb)
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	s.finish(run.StateFailed, run.ReasonDiskExceeded, err.Error()+"; raise the bound of a new run with --disk or --disk-inodes (config keys disk, disk_inodes)")
+	return true
+}
 
 // attempt runs agent attempt n and records it.
 func (s *Supervisor) attempt(ctx context.Context, rc *runState, ag agent.Agent, n int, prompt string, resumed bool) (*agent.Outcome, error) {
@@ -516,7 +534,13 @@ func (s *Supervisor) check(ctx context.Context, rc *runState, n int, c run.Check
 	res.Duration = run.Duration(time.Since(start))
 	switch {
 	case ctx.Err() != nil:
+		// Killed: by the run's time limit (a timeout, as the check's own
+		// would be) or by a cancel.
 		res.ExitCode = -1
+		res.TimedOut = errors.Is(context.Cause(ctx), errRunTimeout)
+		if res.TimedOut {
+			fmt.Fprintf(logf, "agentrun: the check was stopped: %v\n", errRunTimeout)
+		}
 		return res, nil
 	case runner.IsCode(err, runner.CodeExec):
 		res.ExitCode = 127
@@ -580,9 +604,34 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 			opts.AuthorEmail = ident[1]
 		}
 	}
+	// The result is recorded with the end state, in the export's last,
+	// uncancelled step: the branch moves only if this transition holds,
+	// and is moved back if it does not (a cancel that came first, a full
+	// disk), so it never points at a commit the run did not record.
 	t1 := time.Now()
-	res, err := s.Export(ctx, cs, opts)
-	exportTime := time.Since(t1)
+	var exportTime time.Duration
+	opts.Record = func(res *run.ExportResult) error {
+		exportTime = time.Since(t1)
+		if len(res.Refused) == 0 {
+			res.Refused = cs.Refused // (an Export may already carry them)
+		}
+		if err := context.Cause(ctx); err != nil {
+			return err // the cancel won: the branch goes back
+		}
+		s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
+			map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
+				"scan_time": scanTime.String(), "export_time": exportTime.String()}))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, err := s.cas(rctx, []run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "", func(r *run.Run) {
+			r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res
+		})
+		if err != nil {
+			s.event(run.NewEvent(run.EventWarning, "the export could not be recorded; branch "+r.Branch+" is left as it was: "+err.Error(), nil))
+		}
+		return err
+	}
+	_, err = s.Export(ctx, cs, opts)
 	if isNoChanges(err) {
 		s.finishNoChanges(cs.Refused)
 		return nil
@@ -590,16 +639,6 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 	if err != nil {
 		return fail(fmt.Errorf("export: %w", err))
 	}
-	if len(res.Refused) == 0 {
-		res.Refused = cs.Refused // (an Export may already carry them)
-	}
-	// The result is recorded with the end state (or on its own if a
-	// cancel got there first: the branch exists either way).
-	s.later(func(r *run.Run) { r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res })
-	s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
-		map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
-			"scan_time": scanTime.String(), "export_time": exportTime.String()}))
-	s.transition([]run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "")
 	return nil
 }
 

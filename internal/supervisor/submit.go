@@ -41,7 +41,8 @@ type Request struct {
 	LoopbackTCP  bool // processes may connect to servers on the sandbox's own loopback
 	IncludeDirty bool
 	Export       run.ExportConfig
-	Version      string // agentrun version, for provenance
+	Limits       run.Limits // sandbox limits; zero fields: the backend's defaults
+	Version      string     // agentrun version, for provenance
 	// Backends to choose from (default: all.Backends).
 	Backends map[string]sandbox.Backend
 	// Getenv reads the submitting environment (PATH, key variables).
@@ -96,6 +97,7 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	}
 	r.Sandbox.Network = network
 	r.Sandbox.LoopbackTCP = req.LoopbackTCP
+	r.Sandbox.Limits = req.Limits
 	for _, p := range req.ReadOnly {
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -154,6 +156,11 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 		return nil, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
 	}
 	r.Sandbox.Backend = name
+	if lw, ok := b.(sandbox.LimitWarner); ok {
+		if w := lw.LimitWarnings(ctx, sandbox.Limits(r.Sandbox.Limits)); len(w) > 0 {
+			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
+		}
+	}
 	if name == "host" {
 		warnings = append(warnings, "--sandbox host does not isolate: the agent runs as you, with your files and your network")
 	}
@@ -210,6 +217,9 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 		}
 		rs, err := builtinRoute(ctx, req, spec)
 		if err != nil {
+			return spec, nil, nil, "", err
+		}
+		if err := checkBuiltinModel(ctx, spec, rs, req.Getenv); err != nil {
 			return spec, nil, nil, "", err
 		}
 		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
