@@ -59,7 +59,8 @@ var causes = map[string]string{
 	"run_not_found":     "No run has this id or id prefix in the data directory (`AGENTRUN_HOME`). It may have been cleaned, or belong to another data directory.",
 	"ambiguous_id":      "The id prefix matches several runs; the message lists them.",
 	"bad_id":            "The id is not 3 to 10 characters of the run id alphabet (0-9 and a-z without i, l, o, u). Anything else, such as a path, is refused before it reaches the file system.",
-	"run_damaged":       "The run's record (`runs/<id>/run.json`) cannot be read: truncated or edited by hand. Only this run is affected; `list` still lists the others.",
+	"run_damaged":       "The run's record (`runs/<id>/run.json`) cannot be read: truncated or edited by hand, naming a state agentrun does not know, not a regular file (a directory, a symbolic link, a FIFO) or not readable for its permissions. Only this run is affected; `list` still lists the others, and `clean --force ID` removes it. Exit 2: it is the machine's state, not a bug.",
+	"disk_full":         "A write failed with no space (or no quota) left on the device: the data directory's (the run records, journals, workspaces) or the repository's, often a workspace an agent filled. Nothing half-written is kept: a state change that cannot be stored is not journaled either. Exit 2: it is the machine's state, not a bug.",
 	"run_active":        "The command needs a run that has ended (e.g. `clean`), but the run is queued or in progress, or its supervisor is still exiting.",
 	"not_resumable":     "`resume` was asked for a run that succeeded, was cancelled, or is still in progress.",
 	"not_finished":      "The command needs a finished run (`result`, `verdict`), but the run is still queued or in progress.",
@@ -76,7 +77,7 @@ var causes = map[string]string{
 	"model_protocol":    "The model server's answers do not follow the API chosen with `--provider` (wrong base URL, proxy, or an incompatible server).",
 	"no_model":          "The built-in agent needs a model and none was given by flag, environment or configuration.",
 	"home":              "The data directory (`AGENTRUN_HOME`, default `~/.local/share/agentrun`) cannot be created or written.",
-	"internal":          "A bug, or an unexpected failure of the environment (disk full, permissions changed underneath).",
+	"internal":          "A bug, or an unexpected failure of the environment (permissions changed underneath). A full disk is `disk_full`, a damaged run record `run_damaged`.",
 	"bad_status":        "`list --status` was given a name that is not a run state.",
 	"no_log":            "`logs` was asked for an attempt the run does not have, or a check that did not run in it.",
 	"no_target":         "`clean` was given neither a run id nor `--finished`.",
@@ -201,9 +202,9 @@ status, never on the message text.
 |---|---|
 | 0 | success |
 | 1 | the run ended other than succeeded (` + "`submit --wait`, `resume --wait`" + `) |
-| 2 | usage or preflight error; nothing was created |
+| 2 | usage, preflight or environment error (the data directory cannot be used, the disk is full: ` + "`disk_full`" + `, a run record is damaged: ` + "`run_damaged`" + `); nothing was created |
 | 3 | run not found (or the id prefix is ambiguous) |
-| 70 | internal error |
+| 70 | internal error (a bug: report it) |
 | 130 | interrupted (Ctrl-C) |
 
 ## Index

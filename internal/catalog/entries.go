@@ -30,7 +30,7 @@ var (
 	RunNotFound  = Entry{"run_not_found", "run not found", "list runs with 'agentrun list'", ExitNotFound}
 	AmbiguousID  = Entry{"ambiguous_id", "run id prefix matches several runs", "give more characters of the id", ExitNotFound}
 	BadID        = Entry{"bad_id", "invalid run id", "run ids are 10 characters of 0-9 and a-z; a prefix of 3 or more is accepted", ExitUsage}
-	RunDamaged   = Entry{"run_damaged", "the run record is damaged", "inspect or remove the run directory named; other runs are unaffected", ExitInternal}
+	RunDamaged   = Entry{"run_damaged", "the run record is damaged", "inspect or remove the run directory named (agentrun clean --force ID); other runs are unaffected", ExitUsage}
 	RunActive    = Entry{"run_active", "the run is in progress", "cancel it first with 'agentrun cancel ID', or wait for it to end", ExitUsage}
 	NotResumable = Entry{"not_resumable", "the run cannot be resumed", "only interrupted or failed runs can be resumed", ExitUsage}
 	NotFinished  = Entry{"not_finished", "the run has not finished", "wait for it with 'agentrun logs -f ID'", ExitUsage}
@@ -70,4 +70,7 @@ var (
 
 	// Submit input limits.
 	TaskTooLarge = Entry{"task_too_large", "the task is too large", "give at most 1 MiB of task text; put longer material in a file of the repository and name it in the task", ExitUsage}
+
+	// The machine's state, not a bug (exit 2, not 70).
+	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

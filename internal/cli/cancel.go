@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,6 +53,15 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 	}
 	id := before.ID
 	r, err := supervisor.Cancel(ctx, env.Store, env.Layout, id)
+	already := before.State.Terminal()
+	if errors.Is(err, supervisor.ErrNotRecorded) && r != nil {
+		// Nothing runs any more: the cancel has nothing to stop. Say why
+		// the record still shows the run active.
+		app.warn("run %s has stopped (its supervisor is gone), but its record could not be updated: %v; "+
+			"free space, or remove the run with 'agentrun clean %s'", id,
+			strings.TrimPrefix(err.Error(), supervisor.ErrNotRecorded.Error()+": "), id)
+		err, already = nil, true
+	}
 	if err != nil {
 		return err
 	}
@@ -63,7 +74,6 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 			return ctx.Err()
 		}
 	}
-	already := before.State.Terminal()
 	if app.JSON {
 		return writeJSON(app.Stdout, map[string]any{"id": r.ID, "status": r.State, "reason": r.Reason, "already_ended": already})
 	}

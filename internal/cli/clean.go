@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -186,7 +187,7 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 		return nil, nil, err
 	}
 	if r != nil {
-		r = app.reconcile(ctx, env, r)
+		r = stoppedAsInterrupted(env, app.reconcile(ctx, env, r), false)
 		if r.State.Active() {
 			return keep(r, catalog.RunActive.New("run %s is %s", id, r.State).
 				WithFix("cancel it first with 'agentrun cancel %s', or wait for it to end", id))
@@ -209,7 +210,7 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 		if r, err = env.Store.Get(ctx, id); err != nil {
 			return nil, nil, err
 		}
-		if r.State.Active() {
+		if r = stoppedAsInterrupted(env, r, true); r.State.Active() {
 			return keep(r, catalog.RunActive.New("run %s is %s", id, r.State))
 		}
 	}
@@ -242,6 +243,27 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 		}
 	}
 	return rm, nil, nil
+}
+
+// stoppedAsInterrupted is r as interrupted when it is active in its record
+// but has stopped: no live supervisor (locked: this process holds the
+// supervisor lock) and none about to start. Reconcile records that, except
+// when it cannot (a workspace that filled the disk): such a run can still
+// be removed.
+func stoppedAsInterrupted(env *Env, r *run.Run, locked bool) *run.Run {
+	if !r.State.Active() {
+		return r
+	}
+	dead := locked && !supervisor.AboutToStart(r)
+	if !locked {
+		dead, _ = supervisor.Unsupervised(env.Layout, r)
+	}
+	if !dead {
+		return r
+	}
+	c := *r
+	c.State, c.Reason = run.StateInterrupted, run.ReasonInterrupted
+	return &c
 }
 
 // finished reports the states clean --finished removes: every terminal

@@ -245,7 +245,7 @@ func TestCleanDamagedRun(t *testing.T) {
 	r := h.add(nil)
 	h.write(h.st.L.RunJSON(r.ID), `{"id": 7`)
 	code, out, _ := h.exec("clean", r.ID, "--json")
-	if e := jsonErr(t, out); code != 70 || e["code"] != "run_damaged" || !strings.Contains(e["fix"].(string), "--force") {
+	if e := jsonErr(t, out); code != 2 || e["code"] != "run_damaged" || !strings.Contains(e["fix"].(string), "--force") {
 		t.Errorf("exit %d %s", code, out)
 	}
 	if code, out, _ := h.exec("clean", r.ID, "--force"); code != 0 || exists(h.st.L.RunDir(r.ID)) {

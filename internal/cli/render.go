@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
@@ -54,6 +55,8 @@ func toCatalog(ctx context.Context, err error) *catalog.Error {
 		return catalog.BadID.Wrap(err, "%s", causeOf(err, run.ErrBadID))
 	case errors.Is(err, run.ErrCorrupt):
 		return catalog.RunDamaged.Wrap(err, "%s", causeOf(err, run.ErrCorrupt))
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return catalog.DiskFull.Wrap(err, "%v", err)
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		e := catalog.Internal.Wrap(err, "interrupted")
 		e.Code, e.What, e.Fix, e.Exit = "interrupted", "interrupted", "", catalog.ExitInterrupted

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -34,12 +33,18 @@ const (
 // to read the branch when it is to be moved or already exists):
 // fast-import builds blobs (raw bytes: no filters), tree and commit from
 // the base onto a temporary ref (handing a small import to unpack-objects)
-// and answers the ids of the commit, its tree and the base tree; then
+// and answers the ids of the commit, its tree and the base tree; one diff
+// (textconv and external diff off) gives numstat, diffstat and patch; then
 // update-ref moves the branch with its old value (create-only unless
-// opts.Force) and drops the temporary ref in one transaction, while one
-// diff (textconv and external diff off) gives numstat, diffstat and patch. The patch is written only
-// once the branch has moved. Nothing is read from or run in the workspace:
-// the content comes from cs.
+// opts.Force) and drops the temporary ref in one transaction. Nothing is
+// read from or run in the workspace: the content comes from cs.
+//
+// Building the commit and the diff is all that ctx can cancel. Once they
+// are done and ctx is still live, the rest is not cancelled: the branch
+// moves, the patch is written and opts.Record (if set) records the result;
+// if either of the last two fails (a cancel that won the record, a full
+// disk), the branch is moved back to where it was and the error returned.
+// So the branch never points at a result that the caller did not record.
 //
 // Errors: ErrNoChanges (wrapped) when cs has no changes or they leave the
 // base tree as it was; ErrBranchExists when the branch exists, opts.Force is
@@ -70,11 +75,26 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		return nil, fmt.Errorf("export: the changes leave the base tree as it was: %w", ErrNoChanges)
 	}
 	commit := imp.commit
+	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
+	patch, err := runDiff(ctx, repo, opts.Base, commit).counts(res)
+	if err == nil {
+		err = ctx.Err() // the last point where a cancel stops the export
+	}
+	if err != nil {
+		dropRef(repo, tmpRef)
+		return nil, fmt.Errorf("export: %w", err)
+	}
+
+	// Not cancelled from here on: the branch moves and is recorded, or is
+	// moved back.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
 	// The branch is usually new: try to create it (create-only), and read
 	// what is there only when that fails or when it is to be moved.
-	old := strings.Repeat("0", len(opts.Base)) // must not exist
+	zero := strings.Repeat("0", len(opts.Base))
+	old := zero // must not exist
 	if opts.Force {
-		tip, _, err := branchState(ctx, repo, ref)
+		tip, _, err := branchState(uctx, repo, ref)
 		if err != nil {
 			dropRef(repo, tmpRef)
 			return nil, fmt.Errorf("export: %w", err)
@@ -83,19 +103,12 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 			old = tip
 		}
 	}
-	// The diff needs only the objects: it runs while the ref moves.
-	var diff diffOut
-	var wg sync.WaitGroup
-	wg.Go(func() { diff = runDiff(ctx, repo, opts.Base, commit) })
+	moved := true
 	tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
-	_, err = (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
-	wg.Wait()
+	_, err = (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(uctx)
 	if err != nil {
 		dropRef(repo, tmpRef)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("export: %w", ctx.Err())
-		}
-		tip, same, lerr := branchState(ctx, repo, ref)
+		tip, same, lerr := branchState(uctx, repo, ref)
 		switch {
 		case lerr != nil:
 			return nil, fmt.Errorf("export: update %s: %w", ref, err)
@@ -104,14 +117,49 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		case !same(imp.tree, opts.Base):
 			return nil, fmt.Errorf("export: %s at %s: %w", opts.Branch, tip, ErrBranchExists)
 		}
-		commit = tip // this very result is already there
-		diff = runDiff(ctx, repo, opts.Base, commit)
+		// This very result is already there (same tree, same parent: the
+		// same diff); it is not this export's to move back.
+		commit, res.Commit, moved = tip, tip, false
 	}
-	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
-	if err := diff.result(opts.PatchPath, res); err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+	unmove := func(cause error) error {
+		if moved {
+			if err := moveBack(repo, ref, commit, old, zero); err != nil {
+				return fmt.Errorf("export: %w; and moving %s back failed: %v", cause, opts.Branch, err)
+			}
+		}
+		return fmt.Errorf("export: %w", cause)
+	}
+	if opts.PatchPath != "" {
+		if err := writeFileAtomic(opts.PatchPath, patch); err != nil {
+			return nil, unmove(err)
+		}
+	}
+	if opts.Record != nil {
+		if err := opts.Record(res); err != nil {
+			if opts.PatchPath != "" {
+				_ = os.Remove(opts.PatchPath)
+			}
+			return nil, unmove(err)
+		}
 	}
 	return res, nil
+}
+
+// publishTimeout bounds the uncancelled end of an export (git processes
+// that take milliseconds).
+const publishTimeout = 2 * time.Minute
+
+// moveBack points ref at old again (deletes it when old is zero), only
+// while it still points at commit.
+func moveBack(repo, ref, commit, old, zero string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	tx := fmt.Sprintf("update %s %s %s\n", ref, old, commit)
+	if old == zero {
+		tx = fmt.Sprintf("delete %s %s\n", ref, commit)
+	}
+	_, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export not recorded", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
+	return err
 }
 
 func checkExportOptions(cs *ChangeSet, opts ExportOptions) error {
@@ -321,24 +369,20 @@ func runDiff(ctx context.Context, repo, base, commit string) diffOut {
 	return diffOut{out, err}
 }
 
-// result fills the counts of res and writes the patch atomically to
-// patchPath (if set).
-func (d diffOut) result(patchPath string, res *run.ExportResult) error {
+// counts fills the counts of res and returns the patch.
+func (d diffOut) counts(res *run.ExportResult) (patch []byte, err error) {
 	if d.err != nil {
-		return d.err
+		return nil, d.err
 	}
 	numstat, stat, patch, err := splitDiff(d.out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.FilesChanged, res.Insertions, res.Deletions, err = parseNumstat(numstat); err != nil {
-		return err
+		return nil, err
 	}
 	res.Diffstat = string(stat)
-	if patchPath != "" {
-		return writeFileAtomic(patchPath, patch)
-	}
-	return nil
+	return patch, nil
 }
 
 // splitDiff cuts the output of `diff --numstat -z --stat -p` into its three

@@ -69,4 +69,8 @@ type ExportOptions struct {
 	// existing branch that is not an ancestor-compatible previous result is
 	// an error.
 	Force bool
+	// Record, when set, records the result once the branch points at it;
+	// nothing is cancelled from there on. An error from it moves the
+	// branch back to where it was, and Export returns it.
+	Record func(res *run.ExportResult) error
 }

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,8 +37,15 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	ok = true
-	return syncDir(dir)
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("%w: %w", errAfterRename, err)
+	}
+	return nil
 }
+
+// errAfterRename marks a writeFileAtomic error that came after the rename:
+// the new content is in place (though perhaps not yet durable).
+var errAfterRename = errors.New("replaced, but not synced")
 
 // syncDir makes the entries of dir (creations, renames) durable.
 func syncDir(dir string) error {

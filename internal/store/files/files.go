@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -136,9 +137,13 @@ func (s *Store) Get(ctx context.Context, id string) (*run.Run, error) {
 	return s.read(id)
 }
 
-// read loads run.json of a validated id.
+// read loads run.json of a validated id. The record is opened without
+// following a symlink and without blocking (a FIFO planted as run.json
+// must not hang every command), and must be a regular file: anything else,
+// or a record that cannot be opened for its permissions, is a damaged
+// record (run.ErrCorrupt), which `clean --force` removes.
 func (s *Store) read(id string) (*run.Run, error) {
-	data, err := os.ReadFile(s.L.RunJSON(id))
+	data, err := readRegular(s.L.RunJSON(id), maxRecord)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, derr := os.Lstat(s.L.RunDir(id)); derr == nil {
@@ -146,9 +151,60 @@ func (s *Store) read(id string) (*run.Run, error) {
 			}
 			return nil, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
 		}
+		if errors.Is(err, errNotRegular) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR) ||
+			errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENXIO) {
+			return nil, fmt.Errorf("run %s: run.json cannot be read: %v: %w", id, err, run.ErrCorrupt)
+		}
 		return nil, fmt.Errorf("read run %s: %w", id, err)
 	}
 	return decodeRun(id, data)
+}
+
+var errNotRegular = errors.New("not a regular file")
+
+// maxRecord bounds what is read of a run.json (records are kilobytes).
+const maxRecord = 64 << 20
+
+// readRegular reads a regular file of at most limit bytes (0: any size)
+// at path: O_NOFOLLOW, O_NONBLOCK (an open of a FIFO returns at once; its
+// type is then refused before any read).
+func readRegular(path string, limit int64) ([]byte, error) {
+	f, err := openNoFollow(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s: %w", filepath.Base(path), fileKind(fi.Mode()), errNotRegular)
+	}
+	if limit <= 0 {
+		return io.ReadAll(f)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes: %w", filepath.Base(path), fi.Size(), errNotRegular)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// fileKind names what a file that is not a regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 func decodeRun(id string, data []byte) (*run.Run, error) {
@@ -158,6 +214,11 @@ func decodeRun(id string, data []byte) (*run.Run, error) {
 	}
 	if r.ID != id {
 		return nil, fmt.Errorf("run %s: run.json names run %q: %w", id, r.ID, run.ErrCorrupt)
+	}
+	if !r.State.Valid() {
+		// Not "active": an unknown state must not be taken for a run whose
+		// supervisor died and be rewritten to interrupted.
+		return nil, fmt.Errorf("run %s: run.json has an unknown state %q: %w", id, r.State, run.ErrCorrupt)
 	}
 	return r, nil
 }

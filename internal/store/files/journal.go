@@ -35,22 +35,63 @@ func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 // appendEvent appends to the journal of a validated id under the journal's
 // flock: find the last Seq, write one line with O_APPEND, fsync.
 func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	tx, e, err := s.beginAppend(ctx, id, e)
+	if err != nil {
+		return e, err
+	}
+	tx.end(true)
+	return e, nil
+}
+
+// journalAppend is an appended, fsynced event whose journal flock is still
+// held: end(true) keeps it, end(false) cuts the journal back to where it
+// was (a transition whose record could not be written), then unlocks.
+type journalAppend struct {
+	s    *Store
+	id   string
+	f    *os.File
+	prev int64 // journal size before the line
+	key  journalKey
+	seq  int64
+}
+
+func (tx *journalAppend) end(keep bool) {
+	defer tx.f.Close()
+	if keep {
+		tx.s.journal.put(tx.id, tx.key, tx.seq)
+		return
+	}
+	tx.s.journal.forget(tx.id)
+	if err := tx.f.Truncate(tx.prev); err == nil {
+		_ = tx.f.Sync()
+	}
+}
+
+// beginAppend writes and fsyncs e as the journal's next line and returns
+// with the journal still locked; see journalAppend.
+func (s *Store) beginAppend(ctx context.Context, id string, e run.Event) (*journalAppend, run.Event, error) {
 	if e.Type == "" {
-		return e, fmt.Errorf("append event to run %s: event has no type", id)
+		return nil, e, fmt.Errorf("append event to run %s: event has no type", id)
 	}
 	// O_CREATE inside lockFile fails with ENOENT when the run directory is
 	// missing (never made, or renamed away by Delete).
 	f, err := lockFile(ctx, s.L.Events(id), os.O_RDWR|os.O_APPEND)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
+			return nil, e, fmt.Errorf("run %s: %w", id, run.ErrNotFound)
 		}
-		return e, fmt.Errorf("append event to run %s: %w", id, err)
+		return nil, e, fmt.Errorf("append event to run %s: %w", id, err)
 	}
-	defer f.Close()
+	fail := func(err error) (*journalAppend, run.Event, error) {
+		f.Close()
+		return nil, e, fmt.Errorf("append event to run %s: %w", id, err)
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		return e, fmt.Errorf("append event to run %s: %w", id, err)
+		return fail(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("events.jsonl is %s: %w", fileKind(fi.Mode()), errNotRegular))
 	}
 	key := fileKey(fi)
 	last, ok := s.journal.get(id, key)
@@ -59,7 +100,7 @@ func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 		var torn bool
 		last, torn, err = lastSeq(f, fi.Size())
 		if err != nil {
-			return e, fmt.Errorf("append event to run %s: %w", id, err)
+			return fail(err)
 		}
 		if torn {
 			line = append(line, '\n')
@@ -71,20 +112,21 @@ func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return e, fmt.Errorf("append event to run %s: encode: %w", id, err)
+		return fail(fmt.Errorf("encode: %w", err))
 	}
 	line = append(append(line, b...), '\n')
+	tx := &journalAppend{s: s, id: id, f: f, prev: fi.Size(), seq: e.Seq}
 	if _, err := f.Write(line); err != nil {
-		s.journal.forget(id)
-		return e, fmt.Errorf("append event to run %s: %w", id, err)
+		tx.end(false) // a short write leaves no fragment behind
+		return nil, e, fmt.Errorf("append event to run %s: %w", id, err)
 	}
 	if err := f.Sync(); err != nil {
-		s.journal.forget(id)
-		return e, fmt.Errorf("append event to run %s: fsync: %w", id, err)
+		tx.end(false)
+		return nil, e, fmt.Errorf("append event to run %s: fsync: %w", id, err)
 	}
 	key.size = fi.Size() + int64(len(line))
-	s.journal.put(id, key, e.Seq)
-	return e, nil
+	tx.key = key
+	return tx, e, nil
 }
 
 // lastSeq finds the Seq of the last complete, readable line of a journal of
@@ -143,7 +185,7 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]run.Event
 	if err := run.ValidateID(id); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.L.Events(id))
+	data, err := readRegular(s.L.Events(id), 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, derr := os.Lstat(s.L.RunDir(id)); derr == nil {

@@ -9,14 +9,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFile opens path with flag and takes an exclusive flock on the new open
+// lockFile opens path with flag (never through a symlink, never blocking
+// on a FIFO) and takes an exclusive flock on the new open
 // file description. Closing the returned file releases the lock.
 //
 // If ctx ends while the lock is held elsewhere, lockFile returns ctx's error;
 // the file is then closed (and the lock released) by a goroutine as soon as
 // the lock is granted.
 func lockFile(ctx context.Context, path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|os.O_CREATE, 0o600)
+	f, err := openNoFollow(path, flag|os.O_CREATE)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // run.Store. ID, Seq and CreatedAt are kept from the stored record whatever
 // fn does to them; Version and UpdatedAt are set by the store.
 func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
-	return s.modify(ctx, id, func(r *run.Run, _ time.Time) error { return fn(r) })
+	return s.modify(ctx, id, func(r *run.Run, _ time.Time) (func(bool), error) { return nil, fn(r) })
 }
 
 // Transition is the compare-and-set of a run's state; see run.Store.
@@ -36,24 +36,31 @@ func (s *Store) Transition(ctx context.Context, id string, from []run.State, to 
 // Transition and an Update. fn runs only when the compare-and-set holds,
 // before the state event is journaled; an error from it aborts the whole
 // change. The state fields are Transition's whatever fn does to them.
+//
+// The journal and the record agree: the state event is appended (and
+// fsynced) first, under the journal's flock, which is held until run.json
+// is written; when that write fails (a full disk), the journal is cut back
+// to where it was, so a transition the record does not have is never
+// journaled and a command that retries it appends nothing.
 func (s *Store) TransitionUpdate(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
 	if !to.Valid() {
 		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
 	}
-	return s.modify(ctx, id, func(r *run.Run, now time.Time) error {
+	return s.modify(ctx, id, func(r *run.Run, now time.Time) (func(bool), error) {
 		if !slices.Contains(from, r.State) {
-			return fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
+			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
 		}
 		prev, started := r.State, r.StartedAt
 		if fn != nil {
 			if err := fn(r); err != nil {
-				return err
+				return nil, err
 			}
 			r.StartedAt = started
 		}
 		e := run.Event{Time: now, Type: run.EventState, State: to, Reason: reason, Message: msg}
-		if _, err := s.appendEvent(ctx, id, e); err != nil {
-			return fmt.Errorf("transition run %s: %w", id, err)
+		tx, _, err := s.beginAppend(ctx, id, e)
+		if err != nil {
+			return nil, fmt.Errorf("transition run %s: %w", id, err)
 		}
 		if r.StartedAt == nil && prev == run.StateQueued && to.Active() && to != run.StateQueued {
 			r.StartedAt = &now
@@ -64,12 +71,13 @@ func (s *Store) TransitionUpdate(ctx context.Context, id string, from []run.Stat
 			r.FinishedAt = nil
 		}
 		r.State, r.Reason, r.Message = to, reason, msg
-		return nil
+		return tx.end, nil
 	})
 }
 
-// modify is the locked read-modify-write behind Update and Transition.
-func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) error) (*run.Run, error) {
+// modify is the locked read-modify-write behind Update and Transition. A
+// done function that fn returns is told whether run.json was written.
+func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) (done func(written bool), err error)) (*run.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -90,8 +98,13 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 	}
 	seq, created, version := next.Seq, next.CreatedAt, next.Version
 	now := time.Now().UTC()
-	if err := fn(next, now); err != nil {
+	done, err := fn(next, now)
+	if err != nil {
 		return nil, err
+	}
+	written := false
+	if done != nil {
+		defer func() { done(written) }()
 	}
 	next.ID, next.Seq, next.CreatedAt = id, seq, created
 	next.Version = version + 1
@@ -101,7 +114,9 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
 	if err := writeFileAtomic(s.L.RunJSON(id), data); err != nil {
+		written = errors.Is(err, errAfterRename)
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
+	written = true
 	return next, nil
 }
