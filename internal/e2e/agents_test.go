@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,7 +184,7 @@ func mustLook(t *testing.T, name string) string {
 
 func TestNativeIsDefaultSandbox(t *testing.T) {
 	e := newEnv(t)
-	res := e.run("submit", "--json", "--agent-cmd", "echo hi > n.txt; cat /proc/1/environ > /dev/null", "--wait", "native")
+	res := e.run("submit", "--json", "--agent-cmd", "echo hi > n.txt; test -r /proc/1/stat", "--wait", "native")
 	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
 		requireCaps(t, "the native sandbox", false, res.stdout)
 	}
@@ -276,5 +277,45 @@ func TestSubmitQuiet(t *testing.T) {
 	must(t, res, 1)
 	if id := strings.TrimSpace(res.stdout); len(id) != 10 || strings.Contains(res.stderr, "[0:") {
 		t.Fatalf("stdout %q stderr %q", res.stdout, res.stderr)
+	}
+}
+
+// TestAgentCommandPreflight: an --agent-cmd whose program is missing is
+// refused at submit; one installed outside the system directories is made
+// visible and runs in the native sandbox.
+func TestAgentCommandPreflight(t *testing.T) {
+	e := newEnv(t)
+	res := e.run("submit", "--json", "--agent-cmd", "no-such-agent-tool --fix", "t")
+	must(t, res, 2)
+	if !strings.Contains(res.stdout, "agent_missing") || len(e.runIDs()) != 0 {
+		t.Fatalf("%s (runs %v)", res.stdout, e.runIDs())
+	}
+	res = e.run("submit", "--json", "--agent-cmd", "true", "--model", "m", "t")
+	must(t, res, 2)
+	if !strings.Contains(res.stdout, "unsupported_flag") {
+		t.Fatal(res.stdout)
+	}
+	// Not under /usr (so it must be made visible) nor /tmp (the sandbox's own).
+	tools, err := os.MkdirTemp("/var/tmp", "agentrun-tools-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tools) })
+	if err := os.Chmod(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "fixer"), []byte("#!/bin/sh\necho fixed > fixed.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, res := e.submitJSON([]string{"PATH=" + tools + ":" + os.Getenv("PATH")}, "--agent-cmd", "fixer --all", "--wait", "fix")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	must(t, res, 0)
+	if got, _ := resultFile(e, d.Commit, "fixed.txt"); strings.TrimSpace(got) != "fixed" {
+		t.Fatalf("fixed.txt %q", got)
+	}
+	if r := e.get(d.ID); !slices.Contains(r.Sandbox.ReadOnlyPaths, filepath.Join(tools, "fixer")) {
+		t.Fatalf("read-only paths %v", r.Sandbox.ReadOnlyPaths)
 	}
 }

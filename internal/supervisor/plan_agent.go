@@ -361,3 +361,50 @@ func usageLine(u *run.Usage) string {
 	}
 	return fmt.Sprintf("%d tokens, $%.4f", u.Total(), u.CostUSD)
 }
+
+// shellWords are sh's builtins and keywords: a command line starting with
+// one is not looked up on PATH.
+var shellWords = map[string]bool{
+	"!": true, ".": true, ":": true, "[": true, "{": true, "alias": true, "bg": true, "break": true, "case": true, "cd": true,
+	"command": true, "continue": true, "echo": true, "eval": true, "exec": true, "exit": true, "export": true, "false": true,
+	"fg": true, "for": true, "getopts": true, "hash": true, "if": true, "jobs": true, "kill": true, "local": true, "printf": true,
+	"pwd": true, "read": true, "readonly": true, "return": true, "set": true, "shift": true, "test": true, "times": true,
+	"trap": true, "true": true, "type": true, "ulimit": true, "umask": true, "unalias": true, "unset": true, "until": true,
+	"wait": true, "while": true,
+}
+
+// commandPreflight checks, for an --agent-cmd whose first word is a plain
+// program name, that the program is on the submitting PATH (a run would
+// otherwise spend its attempts on "command not found"), and returns what
+// must be made visible read-only for it to run in the sandbox: the program
+// (its package directory) and its interpreter, outside the system
+// directories. A command line that starts with anything else (a shell
+// construct, a variable, a relative path) is left to the shell.
+func commandPreflight(cmd, path string) ([]string, error) {
+	fields := strings.Fields(cmd)
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	first := fields[0]
+	if shellWords[first] || strings.ContainsAny(first, "$`;|&<>(){}=*?[]'\"\\~#") {
+		return nil, nil
+	}
+	if strings.Contains(first, "/") && !filepath.IsAbs(first) {
+		return nil, nil // relative to the workspace
+	}
+	p := external.Profile{Name: "--agent-cmd", Binary: first, Install: "install " + first + " or fix the command"}
+	if filepath.IsAbs(first) {
+		if fi, err := os.Stat(first); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			return nil, catalog.AgentMissing.New("the agent command's program %s is not an executable file", first).
+				WithFix("fix the path in --agent-cmd, or install the program")
+		}
+		p.Binary = filepath.Base(first)
+		path = filepath.Dir(first)
+	}
+	_, visible, err := findCLI(p, path)
+	if err != nil {
+		return nil, catalog.AgentMissing.New("the agent command's program %q is not on your PATH", first).
+			WithFix("install it or put its directory on PATH; to run a shell construct, start the command with it (e.g. 'sh -c ...')")
+	}
+	return visible, nil
+}

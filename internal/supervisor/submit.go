@@ -193,6 +193,18 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 		return spec, nil, nil, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
 	case req.AgentCmd != "":
 		spec = run.AgentSpec{Name: external.CommandName, Command: req.AgentCmd}
+		vis, err := commandPreflight(req.AgentCmd, req.Getenv("PATH"))
+		if err != nil {
+			return spec, nil, nil, "", err
+		}
+		visible = vis
+		if req.Models.Model != "" && req.Models.Server == "" {
+			return spec, nil, nil, "", catalog.UnsupportedFlag.New("--model with --agent-cmd names a model for the model gateway, which an agent command gets only with --model-server").
+				WithFix("add --model-server URL (the command then gets AGENTRUN_MODEL and the gateway's URLs), or drop --model")
+		}
+		for _, f := range req.Models.BuiltinFlags {
+			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s is a flag of the built-in agent; an agent command would ignore it", f)
+		}
 		if req.Models.Server != "" {
 			// A command agent may speak any protocol to the user's model
 			// server: every route goes there.

@@ -44,7 +44,11 @@ var _ agent.Agent = (*Agent)(nil)
 // and the HOME files a profile writes.
 func (a *Agent) Launch(in agent.AttemptInput) (Launch, error) {
 	if a.profile == nil {
-		return Launch{Command: a.spec.Command, Env: commandGatewayEnv(in.Gateway)}, nil
+		env := commandGatewayEnv(in.Gateway)
+		if in.Gateway != nil && a.spec.Model != "" {
+			env = append(env, "AGENTRUN_MODEL="+a.spec.Model)
+		}
+		return Launch{Command: a.spec.Command, Env: env}, nil
 	}
 	p := a.profile
 	if in.Gateway == nil || !slices.Contains(in.Gateway.Routes, p.Protocol) {
