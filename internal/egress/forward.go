@@ -84,16 +84,20 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	req.RequestURI = ""
 	req.Close = true
 	if req.Body != nil && req.Body != http.NoBody {
-		req.Body = struct {
-			io.Reader
-			io.Closer
-		}{&idleReader{r: req.Body, c: c, idle: p.opts.IdleTimeout}, req.Body}
+		// No Close: Request.Write closes the body when a send fails, and
+		// closing a server-side body reads the rest of it from the client
+		// (any size, for as long as the client sends). The connection
+		// ends instead.
+		req.Body = io.NopCloser(&idleReader{r: req.Body, c: c, idle: p.opts.IdleTimeout})
 	}
 
 	upW := &countWriter{w: u}
 	ubw := bufio.NewWriter(upW)
 	u.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
-	if err := req.Write(ubw); err == nil {
+	// A failed send (an upstream that answered early and closed, a client
+	// body that stopped) ends both connections: what the client still
+	// sends of its body must never be read as its next request.
+	if err = req.Write(ubw); err == nil {
 		err = ubw.Flush()
 	}
 	if err != nil {

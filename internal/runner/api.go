@@ -17,7 +17,9 @@ import (
 // error means the runner or its transport failed.
 type Client interface {
 	// Exec runs a command. Stdout and stderr are streamed to the writers
-	// (nil discards) as they arrive, up to OutputCap bytes each; the result
+	// (nil discards) as they arrive, up to OutputCap bytes each: a longer
+	// stream keeps its first half of OutputCap as it comes and, when the
+	// command ends, a cut note (CutNote) and its last half. The result
 	// also carries the captured tail. On return, timeout or ctx cancellation
 	// the command's whole process group (background children included) is
 	// killed: SIGTERM, then SIGKILL after KillGrace.
@@ -56,7 +58,7 @@ type ExecResult struct {
 	Signal    string        `json:"signal,omitempty"`
 	TimedOut  bool          `json:"timed_out,omitempty"`
 	Cancelled bool          `json:"cancelled,omitempty"`
-	Truncated bool          `json:"truncated,omitempty"` // output past OutputCap was dropped
+	Truncated bool          `json:"truncated,omitempty"` // a stream passed OutputCap: its middle was cut (see CutNote)
 	Duration  time.Duration `json:"duration"`
 	Stdout    []byte        `json:"stdout,omitempty"` // tail, at most 64 KiB
 	Stderr    []byte        `json:"stderr,omitempty"`

@@ -481,7 +481,9 @@ func (req *ExecRequest) bounds() (limit int64, grace time.Duration) {
 // ctx.Err().
 func (cl *client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*ExecResult, error) {
 	limit, grace := req.bounds()
-	raw, err := cl.roundTrip(ctx, opExec, req, stdout, stderr, limit, grace+5*time.Second)
+	// The runner keeps the head and the tail of each stream, with a cut
+	// note in between: at most a note past the cap.
+	raw, err := cl.roundTrip(ctx, opExec, req, stdout, stderr, limit+maxCutNote, grace+5*time.Second)
 	if raw == nil {
 		return nil, err
 	}

@@ -41,7 +41,9 @@
 // ServerOptions.Env).
 //
 // Dying outright: Pdeathsig reaches only a command's direct child, so the
-// server starts a watchdog (a small shell process in its own group, fed the
-// live process groups on a pipe) that kills every group still listed when
-// the pipe ends because the runner died.
+// server starts a watchdog (the runner's own executable again, in its own
+// group, needing no shell or other program in the sandbox; fed the live
+// process groups on a pipe) that kills every group still listed when the
+// pipe ends because the runner died. A watchdog that cannot start fails
+// the exec (CodeExec): no command runs uncovered.
 package runner

@@ -44,6 +44,11 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 		return nil, &OpError{Code: CodeExec, Message: err.Error()}
 	}
 	limit, grace := req.bounds()
+	if !s.opts.NoWatchdog {
+		if err := s.watchdog.ready(); err != nil {
+			return nil, &OpError{Code: CodeExec, Message: err.Error() + " (a command must not outlive a runner that dies)"}
+		}
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -105,9 +110,14 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 		return nil, &OpError{Code: CodeExec, Message: err.Error()}
 	}
 	pgid := cmd.Process.Pid
+	var wdErr error
 	if !s.opts.NoWatchdog {
-		s.watchdog.add(pgid)
-		defer s.watchdog.remove(pgid)
+		if wdErr = s.watchdog.add(pgid, mk.watched(pgid)); wdErr != nil {
+			// Nothing would end the group if the runner died: end it now.
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		} else {
+			defer s.watchdog.remove(pgid)
+		}
 	}
 	if inW != nil {
 		go func() {
@@ -178,8 +188,16 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	}
 	outR.Close()
 	errR.Close()
+	for i := range 2 {
+		if e.endCapture(i) {
+			res.Truncated = true
+		}
+	}
 	if inW != nil {
 		inW.Close() // unblocks a stdin writer whose reader was never drained
+	}
+	if wdErr != nil {
+		return nil, &OpError{Code: CodeExec, Message: wdErr.Error() + " (a command must not outlive a runner that dies)"}
 	}
 	res.Duration = time.Since(start)
 	res.Stdout = tails[0].bytes()

@@ -118,6 +118,93 @@ func (m *marker) started(pid int) {
 // waited records that os/exec has reaped the command.
 func (m *marker) waited(pid int) { setLive(pid, false) }
 
+// watched is what the watchdog needs to find the command's strays if the
+// runner dies: the marker and the start time of the command pid.
+func (m *marker) watched(pid int) watched {
+	if m == nil {
+		return watched{}
+	}
+	st, ok := readProcStat(strconv.Itoa(pid))
+	if !ok {
+		return watched{}
+	}
+	return watched{link: m.link, start: st.start}
+}
+
+// killHolders is the watchdog's end (the runner died): it kills every
+// process holding one of the markers (a pipe link, with the start time of
+// the command that inherited it: a holder never started earlier, which
+// rules out a later pipe that reused the inode number for any process
+// older than the command) and all their descendants, until none is left
+// or d has passed. The watchdog is no subreaper: init reaps them.
+func killHolders(markers map[string]uint64, d time.Duration) {
+	if len(markers) == 0 {
+		return
+	}
+	self := os.Getpid()
+	deadline := time.Now().Add(d)
+	sleep := time.Millisecond
+	for {
+		procs := scanProcs()
+		victims := 0
+		for pid, p := range procs {
+			if pid == self || p.state == 'Z' {
+				continue
+			}
+			if descendsFromAny(pid, procs, self, markers) {
+				unix.Kill(pid, unix.SIGKILL)
+				victims++
+			}
+		}
+		if victims == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(sleep)
+		sleep = min(sleep*2, 20*time.Millisecond)
+	}
+}
+
+// descendsFromAny reports whether pid or one of its ancestors holds one of
+// the markers and started no earlier than the marker's command.
+func descendsFromAny(pid int, procs map[int]*procInfo, self int, markers map[string]uint64) bool {
+	for depth := 0; pid > 1 && pid != self && depth < 4096; depth++ {
+		p := procs[pid]
+		if p == nil {
+			return false
+		}
+		if p.holder == 0 {
+			p.holder = -1
+			if link := heldLink(pid, markers); link != "" && p.start >= markers[link] {
+				p.holder = 1
+			}
+		}
+		if p.holder == 1 {
+			return true
+		}
+		pid = p.ppid
+	}
+	return false
+}
+
+// heldLink returns the first of the markers that pid holds, or "".
+func heldLink(pid int, markers map[string]uint64) string {
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	d, err := os.Open(dir)
+	if err != nil {
+		return ""
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if l, err := os.Readlink(dir + n); err == nil {
+			if _, ok := markers[l]; ok {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
 // held reports whether some process still holds the write end.
 func (m *marker) held() bool {
 	m.r.SetReadDeadline(time.Now().Add(time.Millisecond))
@@ -136,46 +223,69 @@ func (m *marker) held() bool {
 // killStrays reaps the members of the command's (dead) group pgid that
 // were re-parented to the runner, kills every process that holds the
 // marker and all their descendants, reaps those re-parented to the
-// runner, and closes the marker. It gives up after d.
+// runner, and closes the marker. It returns once every process it killed
+// and every member of the group is gone (reaped by the runner or by a
+// parent that was not the runner's), or after d.
+//
+// A killed process is not a zombie at once: while it exits it holds no
+// descriptor (it no longer looks like a holder) and its children are not
+// yet re-parented. So the loop does not end when a scan finds nothing to
+// kill, only when nothing it killed (same pid and start time) and nothing
+// of the group is left; a zombie that was re-parented to the runner late
+// is reaped then, not left behind.
 func (m *marker) killStrays(pgid int, d time.Duration) {
 	if m == nil {
 		return
 	}
 	defer releaseSubreaper()
+	m.w.Close() // already closed once the command started
+	defer m.r.Close()
 	if pgid > 0 {
 		reapGroupZombies(pgid)
 	}
-	m.w.Close() // already closed once the command started
-	defer m.r.Close()
-	if !m.held() {
-		return
+	held := m.held()
+	if !held && (pgid <= 0 || unix.Kill(-pgid, 0) == unix.ESRCH) {
+		return // the common case: no /proc walk
 	}
 	self := os.Getpid()
-	killed := map[int]bool{}
+	killed := map[int]uint64{} // pid -> start time
 	deadline := time.Now().Add(d)
 	sleep := time.Millisecond
 	for {
+		if pgid > 0 {
+			reapGroupZombies(pgid)
+		}
 		procs := scanProcs()
-		victims := 0
+		pending := 0
 		for pid, p := range procs {
 			if pid == self || isLive(pid) {
 				continue
 			}
-			if descendsFromHolder(pid, procs, self, m.link) {
-				killed[pid] = true
+			if start, ok := killed[pid]; ok && start == p.start {
+				// Killed: wait for it to go; reap it once it is ours.
+				if p.state == 'Z' && p.ppid == self {
+					var ws unix.WaitStatus
+					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+				}
+				pending++
+				continue
+			}
+			if pgid > 0 && p.pgrp == pgid {
+				pending++ // a member of the group, exiting or not yet re-parented
+				continue
+			}
+			if held && descendsFromHolder(pid, procs, self, m.link) {
+				killed[pid] = p.start
 				if p.state != 'Z' {
 					unix.Kill(pid, unix.SIGKILL)
-					victims++
+				} else if p.ppid == self {
+					var ws unix.WaitStatus
+					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 				}
-			}
-			// A killed process re-parented to us: ours to reap.
-			if p.state == 'Z' && p.ppid == self && killed[pid] {
-				var ws unix.WaitStatus
-				unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-				victims++
+				pending++
 			}
 		}
-		if victims == 0 || time.Now().After(deadline) {
+		if pending == 0 || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(sleep)
@@ -200,9 +310,10 @@ func reapGroupZombies(pgid int) {
 }
 
 type procInfo struct {
-	ppid   int
-	state  byte
-	holder int8 // 0 unknown, 1 holds the marker, -1 does not
+	ppid, pgrp int
+	start      uint64
+	state      byte
+	holder     int8 // 0 unknown, 1 holds the marker, -1 does not
 }
 
 // scanProcs reads the parent and state of every process.
@@ -219,11 +330,11 @@ func scanProcs() map[int]*procInfo {
 		if err != nil {
 			continue
 		}
-		state, ppid, _, ok := procStat(n)
+		st, ok := readProcStat(n)
 		if !ok {
 			continue
 		}
-		out[pid] = &procInfo{ppid: ppid, state: state}
+		out[pid] = &procInfo{ppid: st.ppid, pgrp: st.pgrp, start: st.start, state: st.state}
 	}
 	return out
 }

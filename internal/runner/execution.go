@@ -1,7 +1,12 @@
 package runner
 
 import (
+	"bufio"
+	"bytes"
 	"container/list"
+	"io"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -13,7 +18,8 @@ type execution struct {
 
 	mu        sync.Mutex
 	cond      *sync.Cond
-	out       [2][]byte // captured stdout, stderr (up to the output cap)
+	out       [2][]byte // captured stdout, stderr (head, then at the end a cut note and the tail)
+	tails     [2]*ring  // the tail of a stream longer than half the cap, until endCapture
 	done      bool
 	final     *response
 	cancelled bool
@@ -34,21 +40,133 @@ func doneExecution(id string, err *OpError) *execution {
 	return e
 }
 
-// capture appends p to stream i, keeping at most limit bytes in total. It
-// reports whether anything was dropped.
-func (e *execution) capture(i int, p []byte, limit int64) (dropped bool) {
+// capture appends p to stream i under the output cap limit: the first
+// half of limit is kept (and streamed) as it comes, the last half is kept
+// in a ring until endCapture, so that the end of a long output (where a
+// failing check says why) is never lost. It reports whether anything has
+// been cut so far.
+func (e *execution) capture(i int, p []byte, limit int64) (cut bool) {
+	head := limit - limit/2
 	e.mu.Lock()
-	room := limit - int64(len(e.out[i]))
-	if room < int64(len(p)) {
-		dropped = true
-		p = p[:max(room, 0)]
+	defer e.mu.Unlock()
+	if room := head - int64(len(e.out[i])); room > 0 && e.tails[i] == nil {
+		n := min(room, int64(len(p)))
+		e.out[i] = append(e.out[i], p[:n]...)
+		e.cond.Broadcast()
+		p = p[n:]
 	}
 	if len(p) > 0 {
-		e.out[i] = append(e.out[i], p...)
-		e.cond.Broadcast()
+		if e.tails[i] == nil {
+			e.tails[i] = &ring{max: int(limit / 2)}
+		}
+		e.tails[i].write(p)
 	}
-	e.mu.Unlock()
-	return dropped
+	return e.tails[i] != nil && e.tails[i].dropped > 0
+}
+
+// endCapture appends what the ring of stream i kept: after a cut note if
+// bytes were cut in between. It reports whether bytes were cut.
+func (e *execution) endCapture(i int) (cut bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.tails[i]
+	if t == nil {
+		return false
+	}
+	e.tails[i] = nil
+	if t.dropped > 0 {
+		e.out[i] = append(e.out[i], CutNote(t.dropped)...)
+	}
+	e.out[i] = append(e.out[i], t.bytes()...)
+	e.cond.Broadcast()
+	return t.dropped > 0
+}
+
+// CutNote is what an exec's stream holds where n bytes of the middle of
+// a long output were cut (the stream keeps the first and the last half of
+// the output cap).
+func CutNote(n int64) string {
+	return "\n... " + strconv.FormatInt(n, 10) + " bytes cut ...\n"
+}
+
+// maxCutNote bounds len(CutNote(n)): the client lets that much past the
+// output cap through.
+const maxCutNote = 64
+
+// CutBytes reports the bytes cut by every cut note in b.
+func CutBytes(b []byte) int64 {
+	n, _ := CopyNotingCuts(io.Discard, bytes.NewReader(b))
+	return n
+}
+
+// CopyNotingCuts copies r to w and reports the bytes cut by the cut notes
+// it saw (each a line of its own after a newline, as CutNote writes it).
+func CopyNotingCuts(w io.Writer, r io.Reader) (cut int64, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	lineStart := false // a note follows a newline
+	for {
+		chunk, rerr := br.ReadSlice('\n')
+		if lineStart && len(chunk) < maxCutNote {
+			if s, ok := strings.CutPrefix(string(chunk), "... "); ok {
+				if s, ok := strings.CutSuffix(s, " bytes cut ...\n"); ok {
+					if v, err := strconv.ParseInt(s, 10, 64); err == nil && v > 0 {
+						cut += v
+					}
+				}
+			}
+		}
+		if len(chunk) > 0 {
+			if _, err := w.Write(chunk); err != nil {
+				return cut, err
+			}
+			lineStart = chunk[len(chunk)-1] == '\n'
+		}
+		switch {
+		case rerr == nil || rerr == bufio.ErrBufferFull:
+		case rerr == io.EOF:
+			return cut, nil
+		default:
+			return cut, rerr
+		}
+	}
+}
+
+// ring keeps the last max bytes written and counts the ones it dropped.
+type ring struct {
+	max     int
+	buf     []byte
+	start   int // index of the oldest byte once full
+	dropped int64
+}
+
+func (r *ring) write(p []byte) {
+	if r.max <= 0 {
+		r.dropped += int64(len(p))
+		return
+	}
+	if len(p) >= r.max {
+		r.dropped += int64(len(r.buf) + len(p) - r.max)
+		r.buf = append(r.buf[:0], p[len(p)-r.max:]...)
+		r.start = 0
+		return
+	}
+	if room := r.max - len(r.buf); room > 0 {
+		n := min(room, len(p))
+		r.buf = append(r.buf, p[:n]...)
+		p = p[n:]
+	}
+	for len(p) > 0 { // full: overwrite the oldest
+		n := copy(r.buf[r.start:], p)
+		r.dropped += int64(n)
+		p = p[n:]
+		r.start = (r.start + n) % r.max
+	}
+}
+
+func (r *ring) bytes() []byte {
+	out := make([]byte, 0, len(r.buf))
+	out = append(out, r.buf[r.start:]...)
+	return append(out, r.buf[:r.start]...)
 }
 
 func (e *execution) cancel() {

@@ -20,8 +20,12 @@
 // runner. Processes the sandbox did not start (git, other children of the
 // supervisor) are never signalled nor reaped (an orphan of theirs that is
 // re-parented to the supervisor while a command runs stays a zombie until
-// the supervisor exits). A descendant that both
-// closes its inherited descriptors and leaves the group escapes. On macOS
+// the supervisor exits). If the supervisor (or a runner subprocess) is
+// killed outright, the runner's watchdog, a process of its own that
+// outlives it, kills the command groups and whatever holds their markers
+// (setsid, double fork included), checking start times so that a later
+// pipe reusing an inode number is never taken for a marker. A descendant
+// that both closes its inherited descriptors and leaves the group escapes. On macOS
 // only the commands' process groups are killed: a process that leaves its
 // group may outlive the run.
 package host

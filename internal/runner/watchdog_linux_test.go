@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testbin"
+)
+
+// requireCap skips a test that needs what this machine may not offer, or
+// fails it where AGENTRUN_REQUIRE_CAPS=1.
+func requireCap(t *testing.T, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		t.Fatalf("%s (AGENTRUN_REQUIRE_CAPS=1)", why)
+	}
+	t.Skip(why)
+}
+
+// TestRunnerKilledWithoutShell runs the real runner where /bin/sh cannot
+// run (a private mount namespace with an empty file bound over it, as in an
+// image without a shell) and kills it outright (SIGKILL) while a command's
+// background child runs: Pdeathsig does not reach the grandchild, the
+// watchdog must, and it needs no shell.
+func TestRunnerKilledWithoutShell(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	requireCap(t, err == nil, "needs unshare(1) for a mount namespace without /bin/sh")
+	bash, err := exec.LookPath("bash")
+	requireCap(t, err == nil, "needs bash for the command (sh is masked)")
+	bin := testbin.Agentrun(t)
+	nosh := filepath.Join(t.TempDir(), "nosh")
+	if err := os.WriteFile(nosh, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-m"}
+	if os.Geteuid() != 0 {
+		args = []string{"-r", "-m"} // a user namespace for the mount
+	}
+	probe := exec.Command(unshare, append(args, bash, "-c", `mount --bind "$1" /bin/sh && ! /bin/sh -c true 2>/dev/null`, "x", nosh)...)
+	out, err := probe.CombinedOutput()
+	requireCap(t, err == nil, "cannot mask /bin/sh in a mount namespace: "+strings.TrimSpace(string(out)))
+
+	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	cmd := exec.Command(unshare, append(args, bash, "-c", `mount --bind "$1" /bin/sh && shift && exec "$@"`, "x", nosh,
+		bin, "__runner", "--socket", sock, "--root", root, "--state", t.TempDir())...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if s := stderr.String(); s != "" {
+			t.Logf("runner stderr: %s", s)
+		}
+	})
+	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second, ReconnectTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/sh", "-c", "true"}}, nil, nil); !IsCode(err, CodeExec) {
+		t.Fatalf("/bin/sh runs inside the runner's namespace (err %v): the test proves nothing", err)
+	}
+	go c.Exec(context.Background(), ExecRequest{Argv: []string{bash, "-c", "sleep 100 & echo $! > pid; (sleep 100; echo) & wait"}}, nil, nil)
+	pid, _ := strconv.Atoi(waitFile(t, filepath.Join(root, "pid")))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitGone(t, pid)
+}
