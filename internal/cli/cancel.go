@@ -75,7 +75,7 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 		}
 	}
 	if app.JSON {
-		return writeJSON(app.Stdout, map[string]any{"id": r.ID, "status": r.State, "reason": r.Reason, "already_ended": already})
+		return writeJSON(app.Stdout, cancelOutput{ID: r.ID, Status: r.State, Reason: r.Reason, AlreadyEnded: already})
 	}
 	switch {
 	case already:
@@ -88,4 +88,13 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 		fmt.Fprintf(app.Stdout, "cancel requested; run %s is still %s\n", r.ID, r.State)
 	}
 	return nil
+}
+
+// cancelOutput is `cancel --json`: id, status, reason first, as submit.
+type cancelOutput struct {
+	ID     string     `json:"id"`
+	Status run.State  `json:"status"`
+	Reason run.Reason `json:"reason"`
+	// AlreadyEnded: the run had ended before the cancel.
+	AlreadyEnded bool `json:"already_ended"`
 }

@@ -49,8 +49,9 @@ the run's own result commit: a branch with other commits on it (you built on
 it, or moved it) is kept, and for a single ID that is the branch_ahead error,
 unless --force. With an ID, --force also removes a run whose record is damaged.
 
-Under --json: {"removed": [{"id", "status", "branch_deleted", "branch_kept"}],
-"kept": [{"id", "status", "code", "why"}]}.
+Under --json: {"removed": [{"id", "status", "branch", "branch_deleted",
+"branch_kept", "branch_kept_reason"}], "kept": [{"id", "status", "code", "why"}]}
+(branch_deleted and branch_kept are booleans).
 `,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -70,10 +71,16 @@ Under --json: {"removed": [{"id", "status", "branch_deleted", "branch_kept"}],
 
 // cleanRemoved is a run clean removed.
 type cleanRemoved struct {
-	ID            string    `json:"id"`
-	Status        run.State `json:"status"`
-	BranchDeleted string    `json:"branch_deleted,omitempty"` // the branch deleted with it
-	BranchKept    string    `json:"branch_kept,omitempty"`    // why its branch was kept
+	ID     string    `json:"id"`
+	Status run.State `json:"status"`
+	// Branch is the run's branch ("" for a damaged record).
+	Branch string `json:"branch"`
+	// BranchDeleted: --delete-branch deleted Branch with the run.
+	BranchDeleted bool `json:"branch_deleted"`
+	// BranchKept: --delete-branch was given but Branch was kept, for
+	// BranchKeptReason. Both false: not asked, or there was no branch.
+	BranchKept       bool   `json:"branch_kept"`
+	BranchKeptReason string `json:"branch_kept_reason,omitempty"`
 }
 
 // cleanKept is a run clean left in place, and why.
@@ -143,10 +150,10 @@ func runClean(ctx context.Context, o *cleanOptions, app *App) error {
 	for _, rm := range out.Removed {
 		note := ""
 		switch {
-		case rm.BranchDeleted != "":
-			note = "branch " + rm.BranchDeleted + " deleted"
-		case rm.BranchKept != "":
-			note = "branch kept: " + rm.BranchKept
+		case rm.BranchDeleted:
+			note = "branch " + rm.Branch + " deleted"
+		case rm.BranchKept:
+			note = "branch kept: " + rm.BranchKeptReason
 		}
 		t.add(paint(col, sgrGreen, "removed"), rm.ID, string(rm.Status), note)
 	}
@@ -217,7 +224,7 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 	rm := &cleanRemoved{ID: id}
 	var plan branchPlan
 	if r != nil {
-		rm.Status = r.State
+		rm.Status, rm.Branch = r.State, r.Branch
 		if o.DeleteBranch {
 			if plan, err = planBranch(ctx, r, o.Force); err != nil {
 				return nil, nil, err
@@ -225,7 +232,7 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 			if plan.ahead {
 				return keep(r, catalog.BranchAhead.New("%s", plan.why))
 			}
-			rm.BranchKept = plan.why
+			rm.BranchKept, rm.BranchKeptReason = plan.why != "", plan.why
 		}
 	}
 	if err := env.Store.Delete(ctx, id); err != nil {
@@ -237,9 +244,9 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 			err = repo.DeleteBranch(ctx, plan.branch, plan.expect)
 		}
 		if err != nil {
-			rm.BranchKept = oneLine(err.Error(), 0)
+			rm.BranchKept, rm.BranchKeptReason = true, oneLine(err.Error(), 0)
 		} else {
-			rm.BranchDeleted = plan.branch
+			rm.BranchDeleted = true
 		}
 	}
 	return rm, nil, nil

@@ -118,7 +118,7 @@ func TestCleanKeepsBranchWithoutDeleteBranch(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
 		t.Fatalf("exit %d: %v", code, err)
 	}
-	if len(doc.Removed) != 1 || doc.Removed[0].BranchDeleted != "" || !g.hasBranch(r.Branch) || exists(h.st.L.RunDir(r.ID)) {
+	if len(doc.Removed) != 1 || doc.Removed[0].BranchDeleted || doc.Removed[0].BranchKept || doc.Removed[0].Branch != r.Branch || !g.hasBranch(r.Branch) || exists(h.st.L.RunDir(r.ID)) {
 		t.Errorf("%+v", doc)
 	}
 }
@@ -153,7 +153,7 @@ func TestCleanBranchThatMoved(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
 		t.Fatalf("exit %d: %v %s", code, err, out)
 	}
-	if g.hasBranch(r.Branch) || exists(h.st.L.RunDir(r.ID)) || doc.Removed[0].BranchDeleted != r.Branch {
+	if g.hasBranch(r.Branch) || exists(h.st.L.RunDir(r.ID)) || !doc.Removed[0].BranchDeleted || doc.Removed[0].Branch != r.Branch {
 		t.Errorf("--force: %+v", doc)
 	}
 }

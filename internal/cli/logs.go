@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
@@ -71,9 +73,12 @@ that check's output; with --events, the run's event journal.
 
 On a terminal, control characters in agent and check output are shown, not
 interpreted; piped or redirected, the bytes are exactly what was written.
-Under --json: one document {"id", "logs": [{"attempt", "kind", "name", "text"}]}
-or {"id", "events": [...]}; with -f, one JSON object per line instead
-({"attempt", "kind", "name", "line"} or an event), until the run ends.
+Under --json: one document {"id", "logs": [{"attempt", "kind", "name", "text",
+"transcript"}]} (transcript: a built-in agent attempt's records) or {"id",
+"events": [...]}; with -f, one JSON object per line instead, as submit
+--follow --json prints them: {"type": "output", "attempt", "kind", "name",
+"line"} (or an event with --events), then {"type": "end", ...} with the run as
+submit --json shows it; an error is one {"error": {...}} line.
 `,
 		Args: exactArgs(1, "logs needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -94,14 +99,42 @@ type logPiece struct {
 	Kind    string `json:"kind"` // agent | check
 	Name    string `json:"name,omitempty"`
 	Text    string `json:"text"`
+	// Transcript is a built-in agent attempt's transcript (what `logs`
+	// shows people instead of Text).
+	Transcript []loop.Record `json:"transcript,omitempty"`
 }
 
-// logLine is one line of `logs -f --json`.
+// The JSON-lines streams (logs -f --json, submit/resume --follow --json)
+// hold journal events (run.Event, whose type is an event type), output
+// lines (type "output"), and at the end the run (type "end") or an error
+// line ({"error": ...}, no type).
+const (
+	lineOutput = "output"
+	lineEnd    = "end"
+)
+
+// logLine is one line of agent or check output in a JSON-lines stream.
 type logLine struct {
+	Type    string `json:"type"` // lineOutput
 	Attempt int    `json:"attempt"`
-	Kind    string `json:"kind"`
+	Kind    string `json:"kind"` // agent | check
 	Name    string `json:"name,omitempty"`
 	Line    string `json:"line"`
+}
+
+func outputLine(attempt int, kind, name, line string) logLine {
+	return logLine{Type: lineOutput, Attempt: attempt, Kind: kind, Name: name, Line: line}
+}
+
+// endLine is the last line of a JSON-lines stream: the run that ended, as
+// submit --json shows it.
+type endLine struct {
+	Type string `json:"type"` // lineEnd
+	submitOutput
+}
+
+func newEndLine(env *Env, r *run.Run) endLine {
+	return endLine{Type: lineEnd, submitOutput: toSubmitOutput(env, r)}
 }
 
 func runLogs(ctx context.Context, o *logsOptions, app *App) error {
@@ -219,7 +252,13 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 			if err != nil {
 				return fmt.Errorf("read %s log: %w", s.kind, err)
 			}
-			pieces = append(pieces, logPiece{Attempt: s.attempt, Kind: s.kind, Name: s.name, Text: string(b)})
+			p := logPiece{Attempt: s.attempt, Kind: s.kind, Name: s.name, Text: string(b)}
+			if s.kind == "agent" {
+				if p.Transcript, err = app.readTranscript(env.Layout.Transcript(r.ID, s.attempt)); err != nil {
+					return err
+				}
+			}
+			pieces = append(pieces, p)
 		}
 		return writeJSON(app.Stdout, map[string]any{"id": r.ID, "logs": pieces})
 	}
@@ -242,6 +281,42 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 	return done()
 }
 
+// readTranscript reads a built-in agent attempt's transcript records (nil
+// when the attempt has none). A damaged line is left out, with a warning.
+func (app *App) readTranscript(path string) ([]loop.Record, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	defer f.Close()
+	recs := []loop.Record{}
+	damaged := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var rec loop.Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			damaged++
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read transcript: %w", err)
+	}
+	if damaged > 0 {
+		app.warn("%s: %d damaged lines left out", path, damaged)
+	}
+	return recs, nil
+}
+
 // printSource prints one log; an agent attempt with a transcript is
 // rendered from it when a renderer is available.
 func (app *App) printSource(w io.Writer, env *Env, r *run.Run, s logSource) error {
@@ -259,8 +334,13 @@ func (app *App) printSource(w io.Writer, env *Env, r *run.Run, s logSource) erro
 		return fmt.Errorf("read %s log: %w", s.kind, err)
 	}
 	defer f.Close()
-	if _, err := io.Copy(w, f); err != nil {
+	cut, err := runner.CopyNotingCuts(w, f)
+	if err != nil {
 		return fmt.Errorf("print %s log: %w", s.kind, err)
+	}
+	if cut > 0 {
+		fmt.Fprintf(app.Stderr, "run %s: attempt %d: the %s output was too long: %d bytes in its middle are not in the log (see the \"bytes cut\" line; each stream keeps its first and last %d MiB)\n",
+			r.ID, s.attempt, s.what(), cut, runner.DefaultOutputCap/2>>20)
 	}
 	return nil
 }
@@ -330,13 +410,13 @@ func (app *App) followLogs(ctx context.Context, o *logsOptions, env *Env, r *run
 			if i < 0 {
 				break
 			}
-			if err := writeJSONLine(app.Stdout, logLine{s.attempt, s.kind, s.name, string(partial[:i])}); err != nil {
+			if err := writeJSONLine(app.Stdout, outputLine(s.attempt, s.kind, s.name, string(partial[:i]))); err != nil {
 				return err
 			}
 			partial = partial[i+1:]
 		}
 		if final && len(partial) > 0 {
-			err := writeJSONLine(app.Stdout, logLine{s.attempt, s.kind, s.name, string(partial)})
+			err := writeJSONLine(app.Stdout, outputLine(s.attempt, s.kind, s.name, string(partial)))
 			partial = partial[:0]
 			return err
 		}
@@ -375,9 +455,10 @@ func (app *App) followLogs(ctx context.Context, o *logsOptions, env *Env, r *run
 			if err := done(); err != nil {
 				return err
 			}
-			if !app.JSON {
-				app.endNote(cr)
+			if app.JSON {
+				return writeJSONLine(app.Stdout, newEndLine(env, cr))
 			}
+			app.endNote(cr)
 			return nil
 		}
 		if err := f.sleep(ctx); err != nil {
@@ -477,9 +558,10 @@ func (app *App) followEvents(ctx context.Context, o *logsOptions, env *Env, r *r
 			}
 		}
 		if cr.State.Terminal() {
-			if !app.JSON {
-				app.endNote(cr)
+			if app.JSON {
+				return writeJSONLine(app.Stdout, newEndLine(env, cr))
 			}
+			app.endNote(cr)
 			return nil
 		}
 		if err := f.sleep(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestLogsJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 {
 		t.Fatalf("exit %d: %v", code, err)
 	}
-	if doc.ID != r.ID || len(doc.Logs) != 2 || doc.Logs[1] != (logPiece{Attempt: 2, Kind: "agent", Text: "attempt two\n"}) {
+	if doc.ID != r.ID || len(doc.Logs) != 2 || !reflect.DeepEqual(doc.Logs[1], logPiece{Attempt: 2, Kind: "agent", Text: "attempt two\n"}) {
 		t.Errorf("%+v", doc)
 	}
 }
@@ -219,7 +220,11 @@ func TestLogsFollowJSONLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, l := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+	all := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if end := all[len(all)-1]; !strings.HasPrefix(end, `{"type":"end","id":"`+r.ID+`","status":"succeeded"`) {
+		t.Errorf("last line %s", end)
+	}
+	for _, l := range all[:len(all)-1] {
 		var ll logLine
 		if err := json.Unmarshal([]byte(l), &ll); err != nil || ll.Attempt != 1 || ll.Kind != "agent" {
 			t.Fatalf("%q: %v", l, err)
@@ -250,9 +255,10 @@ func TestLogsFollowEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-	if len(lines) != 21 {
-		t.Fatalf("%d events:\n%s", len(lines), out.String())
+	if len(lines) != 22 || !strings.HasPrefix(lines[21], `{"type":"end","id":"`+r.ID+`","status":"succeeded"`) {
+		t.Fatalf("%d lines, want 21 events and the end:\n%s", len(lines), out.String())
 	}
+	lines = lines[:21]
 	for i, l := range lines {
 		var e run.Event
 		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Seq != int64(i+1) {

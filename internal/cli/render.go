@@ -21,6 +21,11 @@ func (app *App) renderError(ctx context.Context, err error) int {
 		return rep.exit
 	}
 	ce := toCatalog(ctx, err)
+	if app.JSON && app.ndjson {
+		// A stream of JSON lines ends with its error as one more line.
+		_ = writeJSONLineCompact(app.Stdout, map[string]any{"error": ce})
+		return ce.Exit
+	}
 	if app.JSON {
 		_ = writeJSON(app.Stdout, map[string]any{"error": ce})
 		return ce.Exit

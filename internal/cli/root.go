@@ -30,6 +30,9 @@ type App struct {
 	Executable string
 	// quiet: submit -q prints only the run id.
 	quiet bool
+	// ndjson: the command streams JSON lines (--json with --follow), so
+	// an error is one more compact line, not an indented document.
+	ndjson bool
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
 	env *Env
 }
@@ -106,6 +109,10 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVar(&app.JSON, "json", false, "print one JSON document on stdout (errors too)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		f := c.Flags().Lookup("follow")
+		app.ndjson = app.JSON && f != nil && f.Value.String() == "true"
+	}
 	for _, c := range []*cobra.Command{
 		app.newSubmitCmd(),
 		app.newListCmd(),

@@ -400,7 +400,7 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 	switch {
 	case app.JSON && follow:
 		// The stream is JSON Lines: events, agent output, then the result.
-		if err := writeJSONLineCompact(app.Stdout, toSubmitOutput(env, end)); err != nil {
+		if err := writeJSONLineCompact(app.Stdout, newEndLine(env, end)); err != nil {
 			return err
 		}
 	case app.JSON:
@@ -512,16 +512,22 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 			}
 			for _, e := range evs {
 				after = e.Seq
-				app.printEvent(e)
 				if e.Type == run.EventAttempt && e.Attempt > attempt {
+					// The previous attempt's output is complete: its
+					// last lines come before the next attempt starts.
+					if attempt > 0 {
+						app.copyLog(env.Layout.AgentLog(id, attempt), attempt, logOff, true)
+					}
 					attempt, logOff = e.Attempt, 0
 				}
+				app.printEvent(e)
 			}
 			if len(evs) > 0 {
 				lastSaid = time.Now()
 			}
 			if attempt > 0 {
-				logOff = app.copyLog(env.Layout.AgentLog(id, attempt), logOff)
+				// r was read first: once it has ended, the log is whole.
+				logOff = app.copyLog(env.Layout.AgentLog(id, attempt), attempt, logOff, r.State.Terminal())
 			}
 			// A long silent step (making a big workspace) still says it is alive.
 			if !app.JSON && time.Since(lastSaid) >= followHeartbeat {
@@ -588,8 +594,11 @@ func (app *App) printEvent(e run.Event) {
 	fmt.Fprintf(app.Stdout, "%s %-8s %s\n", e.Time.Local().Format("15:04:05"), e.Type, msg)
 }
 
-// copyLog prints what path has beyond off and returns the new offset.
-func (app *App) copyLog(path string, off int64) int64 {
+// copyLog prints what the agent log of attempt at path has beyond off and
+// returns the new offset. Under --json each whole line is an output line
+// as logs -f --json prints it; an unfinished last line waits for its end,
+// or for final (the log is complete).
+func (app *App) copyLog(path string, attempt int, off int64, final bool) int64 {
 	f, err := os.Open(path)
 	if err != nil {
 		return off
@@ -600,15 +609,18 @@ func (app *App) copyLog(path string, off int64) int64 {
 		n, _ := app.Stdout.Write(b)
 		return off + int64(n)
 	}
-	// Under --json only whole lines, each as an agent_output event.
+	n := len(b)
+	if final && n > 0 && b[n-1] != '\n' {
+		b = append(b, '\n')
+	}
 	i := bytes.LastIndexByte(b, '\n')
 	if i < 0 {
 		return off
 	}
 	for _, line := range strings.Split(string(b[:i]), "\n") {
-		_ = writeJSONLineCompact(app.Stdout, run.Event{Time: time.Now().UTC(), Type: run.EventAgentOutput, Message: line})
+		_ = writeJSONLineCompact(app.Stdout, outputLine(attempt, "agent", "", line))
 	}
-	return off + int64(i+1)
+	return off + int64(min(i+1, n))
 }
 
 func writeJSONLineCompact(w io.Writer, v any) error {

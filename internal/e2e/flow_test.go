@@ -475,7 +475,8 @@ func TestBadInputCreatesNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			res := e.run(append([]string{"submit", "--json"}, c.args...)...)
 			must(t, res, c.code)
-			if !strings.Contains(res.stdout, `"code": "`+c.want+`"`) {
+			// With --follow the error is one compact line (a JSON-lines stream).
+			if !strings.Contains(res.stdout, `"code": "`+c.want+`"`) && !strings.Contains(res.stdout, `"code":"`+c.want+`"`) {
 				t.Fatalf("want code %s in %s", c.want, res.stdout)
 			}
 			if ids := e.runIDs(); len(ids) != 0 {
@@ -646,7 +647,7 @@ func TestFollowJSONIsJSONLines(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("not a JSON line: %q", l)
 		}
-		if m["type"] == "agent_output" && m["message"] == "out-line" {
+		if m["type"] == "output" && m["kind"] == "agent" && m["line"] == "out-line" {
 			sawOutput = true
 		}
 	}
