@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -148,13 +147,4 @@ func fill(v reflect.Value, depth int) {
 	case reflect.Float32, reflect.Float64:
 		v.SetFloat(1.5)
 	}
-}
-
-// compactJSON is b on one line.
-func compactJSON(b []byte) string {
-	var buf bytes.Buffer
-	if json.Compact(&buf, b) != nil {
-		return string(b)
-	}
-	return buf.String()
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"net/http"
 	"os"
@@ -21,13 +22,7 @@ import (
 // AGENTRUN_REQUIRE_CAPS=1 says the capability is expected here.
 func requireCaps(t *testing.T, what string, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("requires %s: %s (AGENTRUN_REQUIRE_CAPS=1)", what, why)
-	}
-	t.Skipf("requires %s: %s", what, why)
+	testcap.Require(t, what, ok, "%s", why)
 }
 
 func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
@@ -91,9 +86,8 @@ func TestBuiltinNeedsModel(t *testing.T) {
 // network only through the proxy; a denied destination is journaled.
 func TestEgressAllowlistJournalsDecisions(t *testing.T) {
 	e := newEnv(t)
-	if _, err := os.Stat("/usr/bin/curl"); err != nil {
-		t.Skip("requires curl")
-	}
+	_, err := os.Stat("/usr/bin/curl")
+	testcap.Require(t, "curl at /usr/bin/curl (visible in every sandbox)", err == nil, "%v", err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -543,9 +544,7 @@ func TestAttackBidiNamesAreShownInert(t *testing.T) {
 // proxy: a server listening there is never reached, and the egress report
 // suggests each flag once.
 func TestAttackProxyToHostLoopback(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("requires curl")
-	}
+	testcap.Program(t, "curl")
 	e := newEnv(t)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +33,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("requires git")
-	}
+	testcap.Program(t, "git")
 	root := t.TempDir()
 	e := &env{t: t, bin: testbin.Agentrun(t), root: root, home: filepath.Join(root, "data")}
 	e.vars = []string{

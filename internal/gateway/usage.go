@@ -50,13 +50,6 @@ type Tokens struct {
 	CacheWrite int64 `json:"cache_write_tokens,omitempty"`
 }
 
-func (t *Tokens) add(u Tokens) {
-	t.Input += u.Input
-	t.Output += u.Output
-	t.Cached += u.Cached
-	t.CacheWrite += u.CacheWrite
-}
-
 // Total is Input + Output (what --max-tokens bounds).
 func (t Tokens) Total() int64 { return t.Input + t.Output }
 

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"path"
-	"strings"
 )
 
 // WriteFile is the default script: while the conversation holds no tool
@@ -86,14 +85,4 @@ const maxBody = 64 << 20
 
 func readAll(r *http.Request) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r.Body, maxBody))
-}
-
-// hasSuffixAny reports whether s ends in one of suffixes.
-func hasSuffixAny(s string, suffixes ...string) bool {
-	for _, x := range suffixes {
-		if strings.HasSuffix(s, x) {
-			return true
-		}
-	}
-	return false
 }

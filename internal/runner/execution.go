@@ -179,12 +179,6 @@ func (e *execution) cancel() {
 	}
 }
 
-func (e *execution) wasCancelled() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cancelled
-}
-
 func (e *execution) finish(r *response) {
 	e.mu.Lock()
 	e.done = true

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +20,7 @@ import (
 // gitRepo makes a real repository with one commit.
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("requires git")
-	}
+	testcap.Program(t, "git")
 	dir := t.TempDir()
 	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"}} {
 		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)

@@ -68,12 +68,12 @@ func TestIgnoreMatching(t *testing.T) {
 
 func TestScanHonoursIgnoreRules(t *testing.T) {
 	t.Parallel()
-	repo, base := newRepo(t)
+	repo, _ := newRepo(t)
 	writeFile(t, filepath.Join(repo, ".gitignore"), "node_modules/\n*.pyc\nvendor/\n", 0o644)
 	writeFile(t, filepath.Join(repo, "vendor", "tracked.go"), "package vendor\n", 0o644)
 	tgit(t, repo, "add", "-f", "-A")
 	tgit(t, repo, "commit", "-q", "-m", "ignores")
-	base = tgit(t, repo, "rev-parse", "HEAD")
+	base := tgit(t, repo, "rev-parse", "HEAD")
 	ws, dir := newWorkspace(t, repo, base)
 
 	// What a build leaves: more files than the limit, a FIFO, a nested

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,10 +165,7 @@ func TestStopKillsDaemons(t *testing.T) {
 // (whose Wait must still succeed), and a daemon that another child of this
 // process left behind (re-parented to this process, a subreaper now).
 func TestBystandersUntouched(t *testing.T) {
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Skip("requireGit: git not installed")
-	}
+	git := testcap.Program(t, "git")
 	sp := spec(t, sockettest.ShortDir(t))
 	sb := start(t, host.New(), sp)
 	// While a command runs, this process is a subreaper.

@@ -46,13 +46,6 @@ type cgLimits struct {
 	CPUs   float64
 }
 
-// cgMount is one mounted hierarchy with this process's place in it.
-type cgMount struct {
-	dir   string // host directory of this process's cgroup
-	v2    bool
-	ctrls map[string]bool
-}
-
 // findCgroups maps each controller (and "" for the v2 unified tree) to
 // this process's cgroup directory.
 func findCgroups() (v1 map[string]string, v2 string) {

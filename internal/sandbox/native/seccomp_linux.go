@@ -3,7 +3,6 @@ package native
 import (
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -134,22 +133,4 @@ func filterProgram() ([]bpf.RawInstruction, error) {
 	}
 	p = append(p, bpf.RetConstant{Val: retAllow}, bpf.RetConstant{Val: retAllow})
 	return bpf.Assemble(p)
-}
-
-// loadSeccomp installs the filter on the calling thread (no_new_privs
-// must be set). Children forked from this thread inherit it.
-func loadSeccomp() error {
-	raw, err := filterProgram()
-	if err != nil {
-		return err
-	}
-	filter := make([]unix.SockFilter, len(raw))
-	for i, ins := range raw {
-		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
-	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-		return fmt.Errorf("load seccomp filter: %w", errno)
-	}
-	return nil
 }

@@ -115,16 +115,16 @@ func request() provider.Request {
 // Run runs the contract suite.
 func Run(t *testing.T, c Config) {
 	ctx := context.Background()
-	chat := func(t *testing.T, fixture string, status int) (*provider.Response, error, *server) {
+	chat := func(t *testing.T, fixture string, status int) (*provider.Response, *server, error) {
 		s := c.start(t)
 		s.push(status, c.fixture(t, fixture))
 		p := c.New(s.URL, "sk-test-key", fast)
 		resp, err := p.Chat(ctx, request())
-		return resp, err, s
+		return resp, s, err
 	}
 	ok := func(t *testing.T, fixture string) *provider.Response {
 		t.Helper()
-		resp, err, s := chat(t, fixture, 200)
+		resp, s, err := chat(t, fixture, 200)
 		if err != nil {
 			t.Fatalf("%s: %v", fixture, err)
 		}
@@ -199,7 +199,7 @@ func Run(t *testing.T, c Config) {
 		}
 	})
 	t.Run("error_401", func(t *testing.T) {
-		_, err, s := chat(t, "error_401", 401)
+		_, s, err := chat(t, "error_401", 401)
 		if !catalog.Has(err, catalog.ModelAuth) || len(s.bodies) != 1 {
 			t.Fatalf("%v (%d requests)", err, len(s.bodies))
 		}
@@ -208,7 +208,7 @@ func Run(t *testing.T, c Config) {
 		}
 	})
 	t.Run("error_model_not_found", func(t *testing.T) {
-		_, err, _ := chat(t, "error_model_not_found", 404)
+		_, _, err := chat(t, "error_model_not_found", 404)
 		if !catalog.Has(err, catalog.ModelNotLoaded) {
 			t.Fatalf("%v", err)
 		}
