@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,10 +23,18 @@ type cleanOptions struct {
 	Finished     bool   // every finished run
 	DeleteBranch bool   // also delete agentrun/<id> when it is the run's own
 	Force        bool   // delete the branch even if it moved; remove a damaged run
+	Branches     bool   // find agentrun/* branches whose run is gone
+	Repo         string // the repository --branches looks in
 }
 
 // Validate checks that exactly one target is named.
 func (o *cleanOptions) Validate() error {
+	if o.Branches && (o.ID != "" || o.Finished) {
+		return catalog.ConflictFlags.New("--branches with a run ID or --finished (clean the runs first, then their leftover branches)")
+	}
+	if o.Branches {
+		return nil
+	}
 	if o.ID != "" && o.Finished {
 		return catalog.ConflictFlags.New("name a run ID or pass --finished, not both")
 	}
@@ -37,7 +47,7 @@ func (o *cleanOptions) Validate() error {
 func (app *App) newCleanCmd() *cobra.Command {
 	var o cleanOptions
 	c := &cobra.Command{
-		Use:   "clean ID | --finished [--delete-branch] [--force]",
+		Use:   "clean ID | --finished | --branches [--repo DIR] [--delete-branch] [--force]",
 		Short: "Remove run directories (and, if asked, their branches)",
 		Long: `Remove a run's directory (record, journal, logs, workspace, patch), or with
 --finished every run that succeeded, failed or was cancelled. Interrupted runs
@@ -48,10 +58,16 @@ run's branch agentrun/<id> is deleted too, but only while it still points at
 the run's own result commit: a branch with other commits on it (you built on
 it, or moved it) is kept, and for a single ID that is the branch_ahead error,
 unless --force. With an ID, --force also removes a run whose record is damaged.
+Without --delete-branch the branches stay, and clean says so.
+
+--branches lists the agentrun/* branches of the repository (--repo DIR, default
+the current one) whose run is gone; with --delete-branch it deletes them (a
+branch some worktree has checked out is kept).
 
 Under --json: {"removed": [{"id", "status", "branch", "branch_deleted",
 "branch_kept", "branch_kept_reason"}], "kept": [{"id", "status", "code", "why"}]}
-(branch_deleted and branch_kept are booleans).
+(branch_deleted and branch_kept are booleans); --branches adds "orphans":
+[{"branch", "commit", "deleted", "kept_reason"}].
 `,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -66,6 +82,8 @@ Under --json: {"removed": [{"id", "status", "branch", "branch_deleted",
 	c.Flags().BoolVar(&o.Finished, "finished", false, "clean every succeeded, failed or cancelled run")
 	c.Flags().BoolVar(&o.DeleteBranch, "delete-branch", false, "also delete the run's branch if it is still the run's own")
 	c.Flags().BoolVar(&o.Force, "force", false, "delete the branch even if it moved; remove a damaged run")
+	c.Flags().BoolVar(&o.Branches, "branches", false, "find agentrun/* branches whose run is gone (delete them with --delete-branch)")
+	c.Flags().StringVar(&o.Repo, "repo", ".", "the repository --branches looks in")
 	return c
 }
 
@@ -81,6 +99,7 @@ type cleanRemoved struct {
 	// BranchKeptReason. Both false: not asked, or there was no branch.
 	BranchKept       bool   `json:"branch_kept"`
 	BranchKeptReason string `json:"branch_kept_reason,omitempty"`
+	repo             string // the run's repository (for the human note)
 }
 
 // cleanKept is a run clean left in place, and why.
@@ -94,6 +113,16 @@ type cleanKept struct {
 type cleanOutput struct {
 	Removed []cleanRemoved `json:"removed"`
 	Kept    []cleanKept    `json:"kept"`
+	// Orphans are agentrun/* branches whose run is gone (--branches).
+	Orphans []cleanOrphan `json:"orphans,omitempty"`
+}
+
+// cleanOrphan is a branch agentrun/<id> with no run <id>.
+type cleanOrphan struct {
+	Branch     string `json:"branch"`
+	Commit     string `json:"commit"`
+	Deleted    bool   `json:"deleted"`
+	KeptReason string `json:"kept_reason,omitempty"`
 }
 
 func runClean(ctx context.Context, o *cleanOptions, app *App) error {
@@ -105,6 +134,9 @@ func runClean(ctx context.Context, o *cleanOptions, app *App) error {
 		return err
 	}
 	out := cleanOutput{Removed: []cleanRemoved{}, Kept: []cleanKept{}}
+	if o.Branches {
+		return app.cleanBranches(ctx, env, o, out)
+	}
 	if o.ID != "" {
 		id, err := env.Store.Resolve(ctx, o.ID)
 		if err != nil {
@@ -154,6 +186,8 @@ func runClean(ctx context.Context, o *cleanOptions, app *App) error {
 			note = "branch " + rm.Branch + " deleted"
 		case rm.BranchKept:
 			note = "branch kept: " + rm.BranchKeptReason
+		case rm.Branch != "" && branchExists(ctx, env, rm):
+			note = "branch " + rm.Branch + " kept (add --delete-branch, or later: agentrun clean --branches --delete-branch)"
 		}
 		t.add(paint(col, sgrGreen, "removed"), rm.ID, string(rm.Status), note)
 	}
@@ -222,6 +256,9 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 		}
 	}
 	rm := &cleanRemoved{ID: id}
+	if r != nil {
+		rm.repo = r.Repo
+	}
 	var plan branchPlan
 	if r != nil {
 		rm.Status, rm.Branch = r.State, r.Branch
@@ -346,4 +383,76 @@ func lockSupervisor(ctx context.Context, path string, wait time.Duration) (func(
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// branchExists reports whether a removed run's branch is still there.
+func branchExists(ctx context.Context, env *Env, rm cleanRemoved) bool {
+	if rm.repo == "" {
+		return false
+	}
+	repo, err := workspace.OpenRepo(ctx, rm.repo)
+	if err != nil {
+		return false
+	}
+	_, ok, err := repo.BranchTip(ctx, rm.Branch)
+	return err == nil && ok
+}
+
+// cleanBranches finds (and with --delete-branch deletes) the agentrun/*
+// branches of the repository whose run record is gone.
+func (app *App) cleanBranches(ctx context.Context, env *Env, o *cleanOptions, out cleanOutput) error {
+	repo, err := workspace.OpenRepo(ctx, o.Repo)
+	if err != nil {
+		return err
+	}
+	branches, err := repo.RunBranches(ctx)
+	if err != nil {
+		return err
+	}
+	out.Orphans = []cleanOrphan{}
+	names := make([]string, 0, len(branches))
+	for n := range branches {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		id := strings.TrimPrefix(name, "agentrun/")
+		if _, err := env.Store.Get(ctx, id); err == nil || errors.Is(err, run.ErrCorrupt) {
+			continue // the run is there (or its record is): not an orphan
+		}
+		or := cleanOrphan{Branch: name, Commit: branches[name]}
+		if o.DeleteBranch {
+			if err := repo.DeleteBranch(ctx, name, or.Commit); err != nil {
+				or.KeptReason = oneLine(err.Error(), 0)
+			} else {
+				or.Deleted = true
+			}
+		}
+		out.Orphans = append(out.Orphans, or)
+	}
+	if app.JSON {
+		return writeJSON(app.Stdout, out)
+	}
+	if len(out.Orphans) == 0 {
+		fmt.Fprintln(app.Stdout, "no agentrun/* branch without its run")
+		return nil
+	}
+	var t table
+	for _, or := range out.Orphans {
+		what := "orphan"
+		switch {
+		case or.Deleted:
+			what = "deleted"
+		case or.KeptReason != "":
+			what = "kept: " + or.KeptReason
+		}
+		t.add(or.Branch, shortCommit(or.Commit), what)
+	}
+	if err := t.write(app.Stdout); err != nil {
+		return err
+	}
+	if !o.DeleteBranch {
+		fmt.Fprintln(app.Stdout, "\ndelete them with: agentrun clean --branches --delete-branch")
+	}
+	return nil
 }

@@ -121,6 +121,11 @@ func TestCleanKeepsBranchWithoutDeleteBranch(t *testing.T) {
 	if len(doc.Removed) != 1 || doc.Removed[0].BranchDeleted || doc.Removed[0].BranchKept || doc.Removed[0].Branch != r.Branch || !g.hasBranch(r.Branch) || exists(h.st.L.RunDir(r.ID)) {
 		t.Errorf("%+v", doc)
 	}
+	// The human output says the branch stays, and how to delete it.
+	r2 := runWithBranch(t, h, g)
+	if code, out, _ := h.exec("clean", r2.ID); code != 0 || !strings.Contains(out, "branch "+r2.Branch+" kept") || !strings.Contains(out, "--delete-branch") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
 }
 
 // A branch with commits beyond the run's own is kept without --force
@@ -280,5 +285,36 @@ func TestCleanNothing(t *testing.T) {
 	code, out, _ := h.exec("clean", "--finished")
 	if code != 0 || !strings.Contains(out, "nothing to clean") {
 		t.Errorf("exit %d %q", code, out)
+	}
+}
+
+func TestCleanBranchesFindsOrphans(t *testing.T) {
+	h := newTestHome(t)
+	g := newGitRepo(t)
+	repo, head := g.dir, g.base
+	kept := h.addFinished(func(r *run.Run) { r.Repo = repo })
+	for _, b := range []string{kept.Branch, run.BranchName(run.NewID()), run.BranchName(run.NewID())} {
+		g.git("branch", b, head)
+	}
+	code, js, _ := h.exec("clean", "--branches", "--repo", repo, "--json")
+	var doc cleanOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || code != 0 || len(doc.Orphans) != 2 {
+		t.Fatalf("exit %d %v %s", code, err, js)
+	}
+	for _, o := range doc.Orphans {
+		if o.Branch == kept.Branch || o.Deleted || o.Commit != head {
+			t.Fatalf("%+v", o)
+		}
+	}
+	code, out, _ := h.exec("clean", "--branches", "--repo", repo, "--delete-branch")
+	if code != 0 || strings.Count(out, "deleted") != 2 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	left := g.git("for-each-ref", "--format=%(refname:short)", "refs/heads/agentrun/")
+	if left != kept.Branch {
+		t.Fatalf("branches left: %q", left)
+	}
+	if code, _, _ := h.exec("clean", "--branches", kept.ID); code != 2 {
+		t.Fatalf("--branches with an id: exit %d", code)
 	}
 }

@@ -227,6 +227,21 @@ func (r *Repo) refTip(ctx context.Context, ref string) (string, bool, error) {
 	return out, true, nil
 }
 
+// RunBranches lists the repository's agentrun/* branches: name -> tip.
+func (r *Repo) RunBranches(ctx context.Context) (map[string]string, error) {
+	out, err := git(ctx, r.path, "for-each-ref", "--format=%(refname:strip=2) %(objectname)", "refs/heads/agentrun/")
+	if err != nil {
+		return nil, fmt.Errorf("list agentrun branches: %w", err)
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		if name, tip, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			m[name] = tip
+		}
+	}
+	return m, nil
+}
+
 // DeleteBranch deletes refs/heads/branch only if it still points at
 // expectTip: a branch that moved is kept and ErrBranchMoved is returned.
 // A branch that no longer exists is not an error.
