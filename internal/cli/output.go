@@ -85,18 +85,27 @@ func oneRunID(id *string, validate func() error, run func(context.Context) error
 // message.
 func stateLine(col bool, r *run.Run) string {
 	state := paint(col, stateColour(r.State), string(r.State))
-	if r.Reason != "" {
+	// No word twice: "cancelled", not "cancelled (cancelled): cancelled".
+	if r.Reason != "" && string(r.Reason) != string(r.State) && r.Reason != run.ReasonCompleted {
 		state += " (" + string(r.Reason) + ")"
 	}
-	if r.Message != "" {
-		state += ": " + oneLine(r.Message, 0)
+	if m := r.Message; m != "" && m != string(r.State) && m != string(r.Reason) {
+		state += ": " + oneLine(m, 0)
 	}
 	return state
 }
 
 // changesLine is a diffstat summary: "3 files, +10 -2".
 func changesLine(files, ins, del int) string {
-	return fmt.Sprintf("%d files, +%d -%d", files, ins, del)
+	return fmt.Sprintf("%s, +%d -%d", plural(files, "file"), ins, del)
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // reconcile asks the supervisor package whether an active run still has a

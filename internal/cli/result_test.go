@@ -19,7 +19,7 @@ func TestResultHuman(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{
-		"succeeded (completed)", r.Branch, r.Commit, "1 files, +2 -0", "unit pass", "#1 1m0s, #2 1m0s",
+		"status    succeeded", r.Branch, r.Commit, "1 file, +2 -0", "unit pass", "#1 1m0s, #2 1m0s",
 		"duration  3m0s", "1200 prompt", "auth.go | 2 ++", "refused by export (1", "bin/tool", "special file",
 		"review: git -C /src/project log -p bbbbbbbbbbbb.." + r.Branch, "diff --git a/auth.go b/auth.go\n+fixed\n",
 	} {

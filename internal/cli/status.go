@@ -80,13 +80,13 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("model", gatewayLine(r))
 	}
 	f.add("sandbox", sandboxLine(r.Sandbox))
-	f.add("created", r.CreatedAt.Local().Format(time.DateTime)+" ("+ago(o.Now, r.CreatedAt)+")")
+	f.add("created", r.CreatedAt.Local().Format(localTime)+" ("+ago(o.Now, r.CreatedAt)+")")
 	if r.StartedAt != nil {
-		f.add("started", r.StartedAt.Local().Format(time.DateTime))
+		f.add("started", r.StartedAt.Local().Format(localTime))
 	}
 	if d, ok := runDuration(o.Now, r); ok {
 		if r.FinishedAt != nil {
-			f.add("finished", r.FinishedAt.Local().Format(time.DateTime)+" (took "+humanDuration(d)+")")
+			f.add("finished", r.FinishedAt.Local().Format(localTime)+" (took "+humanDuration(d)+")")
 		} else {
 			f.add("running", humanDuration(d))
 		}
@@ -302,7 +302,7 @@ func verdictLine(v *run.Verdict) string {
 		s += " by " + oneLine(v.By, 40)
 	}
 	if !v.At.IsZero() {
-		s += " at " + v.At.Local().Format(time.DateTime)
+		s += " at " + v.At.Local().Format(localTime)
 	}
 	if v.Note != "" {
 		s += ": " + oneLine(v.Note, 60)
@@ -360,3 +360,6 @@ func gatewayLine(r *run.Run) string {
 	}
 	return s
 }
+
+// localTime is how status shows a time: local, with its zone.
+const localTime = "2006-01-02 15:04:05 MST"

@@ -21,8 +21,8 @@ func TestStatusHuman(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{
-		"succeeded (completed)", "Fix the flaky auth tests", "command: make fix",
-		"host (no isolation)", "10m ago", "took 3m0s", r.Branch, "1 files, +2 -0", "1 entries",
+		"status    succeeded", "Fix the flaky auth tests", "command: make fix",
+		"host (no isolation)", "10m ago", "took 3m0s", r.Branch, "1 file, +2 -0", "1 entries",
 		"1200 prompt, 300 completion, 4 turns", "accept by reviewer", "looks right", "2 of 3",
 		"#1 1m0s checks_failed (agent exit 0)", "FAIL  unit  exit 1, 3s", "pass  unit  exit 0, 2s",
 		"sha256:abc", "enforced     network", "unavailable  memory (no cgroup)", "devbox",
@@ -76,7 +76,7 @@ func TestStatusReconcilesDeadSupervisor(t *testing.T) {
 	})
 	h.holdSupervisor(live.ID)
 	code, out, stderr := h.exec("status", dead.ID)
-	if code != 0 || !strings.Contains(out, "interrupted (interrupted)") {
+	if code != 0 || !strings.Contains(out, "status    interrupted: the supervisor stopped") {
 		t.Fatalf("exit %d:\n%s%s", code, out, stderr)
 	}
 	if r, _ := h.st.Get(context.Background(), dead.ID); r.State != run.StateInterrupted {

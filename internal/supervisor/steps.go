@@ -618,7 +618,7 @@ func (s *Supervisor) export(ctx context.Context, rc *runState) error {
 		if err := context.Cause(ctx); err != nil {
 			return err // the cancel won: the branch goes back
 		}
-		s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d files to %s", res.FilesChanged, r.Branch),
+		s.event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d file%s to %s", res.FilesChanged, map[bool]string{true: "", false: "s"}[res.FilesChanged == 1], r.Branch),
 			map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
 				"scan_time": scanTime.String(), "export_time": exportTime.String()}))
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
