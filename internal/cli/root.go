@@ -65,14 +65,21 @@ func (app *App) Execute(ctx context.Context, args []string) int {
 	root.SetErr(app.Stderr)
 	// --json governs how errors are printed, including errors found before
 	// flags are parsed (an unknown command or flag).
+	follow := false
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
-		if a == "--json" || a == "--json=true" {
+		switch a {
+		case "--json", "--json=true":
 			app.JSON = true
+		case "--follow", "--follow=true", "-f":
+			follow = true
 		}
 	}
+	// A stream's error is one JSON line, also when it is a flag error
+	// found before the command runs.
+	app.ndjson = app.JSON && follow
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0

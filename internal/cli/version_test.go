@@ -113,3 +113,13 @@ func TestConfigTypoBreaksOnlyWhatUsesIt(t *testing.T) {
 		t.Errorf("relative AGENTRUN_HOME: exit %d %s", code, js)
 	}
 }
+
+func TestStreamFlagErrorIsOneLine(t *testing.T) {
+	h := newTestHome(t)
+	for _, args := range [][]string{{"submit", "--follow", "--json", "--nope"}, {"logs", "-f", "--json", "--nope", "x"}} {
+		code, out, _ := h.exec(args...)
+		if code != 2 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"error":`) {
+			t.Errorf("%v: exit %d %q", args, code, out)
+		}
+	}
+}
