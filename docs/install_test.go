@@ -2,6 +2,7 @@ package docs
 
 import (
 	"encoding/json"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,7 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	for _, tool := range []string{"make", "git", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+			if testcap.Required() {
 				t.Fatalf("requires %s (AGENTRUN_REQUIRE_CAPS=1)", tool)
 			}
 			t.Skipf("requires %s", tool)

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestReadmeOwnModel(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		if testcap.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)
 		}
 		env = append(env, "AGENTRUN_SANDBOX=host")

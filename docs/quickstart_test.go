@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,7 @@ const exampleID = "sem3x37949"
 func TestReadmeQuickStart(t *testing.T) {
 	for _, tool := range []string{"git", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+			if testcap.Required() {
 				t.Fatalf("require%s: not on PATH", tool)
 			}
 			t.Skipf("require%s: not on PATH", tool)

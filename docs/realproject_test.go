@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"net/netip"
 	"os"
@@ -34,7 +35,7 @@ func TestReadmeRealProject(t *testing.T) {
 	}
 	for _, tool := range []string{"go", "git", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+			if testcap.Required() {
 				t.Fatalf("requires %s (AGENTRUN_REQUIRE_CAPS=1)", tool)
 			}
 			t.Skipf("requires %s", tool)
@@ -67,7 +68,7 @@ go get github.com/google/uuid@v1.6.0 >/dev/null 2>&1 && git add -A && git commit
 		t.Fatalf("setup (the Go module proxy must be reachable): %v\n%s", err, out)
 	}
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		if testcap.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)
 		}
 		env = append(env, "AGENTRUN_SANDBOX=host")

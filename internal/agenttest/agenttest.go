@@ -6,6 +6,7 @@
 package agenttest
 
 import (
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,11 +28,7 @@ func BinDir(profile string) string { return filepath.Join(Root(), profile, "bin"
 func CLI(t testing.TB, profile, binary string) string {
 	t.Helper()
 	p := filepath.Join(BinDir(profile), binary)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-			t.Fatalf("%s is not installed at %s (AGENTRUN_REQUIRE_CAPS=1; .ci/install-agents.sh installs it)", profile, p)
-		}
-		t.Skipf("%s is not installed at %s (run .ci/install-agents.sh)", profile, p)
-	}
+	_, err := os.Stat(p)
+	testcap.Require(t, "the "+profile+" CLI", err == nil, "not installed at %s (.ci/install-agents.sh installs it)", p)
 	return p
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +16,7 @@ import (
 
 func requireGit(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-			t.Fatal("requireGit: git not on PATH")
-		}
-		t.Skip("requireGit: git not on PATH")
-	}
+	testcap.Program(t, "git")
 }
 
 // gitRepo is a real repository with one commit.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,7 @@ func newFullHome(t *testing.T) (h *testHome, fill func(path string)) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		if testcap.Required() {
 			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
 		}
 		t.Skipf("mount a tmpfs (needs root): %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -264,10 +265,7 @@ func stripSGR(s string) string {
 // the capability is required (AGENTRUN_REQUIRE_CAPS=1).
 func requirePTY(t *testing.T, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("requirePTY: "+format, args...)
-	}
-	t.Skipf("requirePTY: "+format, args...)
+	testcap.Require(t, "a pseudo-terminal", false, format, args...)
 }
 
 func TestColourOnlyOnTTYAndNeverWithNoColor(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,7 @@ func fullTmpfs(t *testing.T, dir string) (fill func(path string)) {
 		t.Fatal(err)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		if testcap.Required() {
 			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
 		}
 		t.Skipf("mount a tmpfs (needs root): %v", err)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,13 +20,7 @@ import (
 // fails it where AGENTRUN_REQUIRE_CAPS=1.
 func requireCap(t *testing.T, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("%s (AGENTRUN_REQUIRE_CAPS=1)", why)
-	}
-	t.Skip(why)
+	testcap.Require(t, "a capability", ok, "%s", why)
 }
 
 // TestRunnerKilledWithoutShell runs the real runner where /bin/sh cannot

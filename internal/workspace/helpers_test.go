@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,13 +41,7 @@ func TestMain(m *testing.M) {
 // AGENTRUN_REQUIRE_CAPS=1.
 func requireCap(t testing.TB, ok bool, reason string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("required capability missing: %s", reason)
-	}
-	t.Skip(reason)
+	testcap.Require(t, "a capability", ok, "%s", reason)
 }
 
 func requireRoot(t testing.TB) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -44,12 +45,7 @@ func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) 
 // requireGit skips without git, or fails where AGENTRUN_REQUIRE_CAPS=1.
 func requireGit(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-			t.Fatal("requireGit: git is not installed (AGENTRUN_REQUIRE_CAPS=1)")
-		}
-		t.Skip("requireGit: git is not installed")
-	}
+	testcap.Program(t, "git")
 }
 
 func TestRepoInstructionsFromBaseCommit(t *testing.T) {

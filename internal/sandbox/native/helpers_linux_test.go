@@ -3,6 +3,7 @@ package native_test
 import (
 	"bytes"
 	"context"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,10 +22,7 @@ import (
 // needs a capability this machine lacks.
 func requireCap(t testing.TB, name, why string) {
 	t.Helper()
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("required capability %s missing: %s", name, why)
-	}
-	t.Skipf("needs %s: %s", name, why)
+	testcap.Require(t, name, false, "%s", why)
 }
 
 var (

@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"os"
 	"path/filepath"
@@ -57,10 +58,7 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 		}
 		got := strings.TrimSpace(string(res.Stdout))
 		if got == "no-bash" {
-			if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-				t.Fatalf("%s: no bash inside the sandbox to open a TCP connection (AGENTRUN_REQUIRE_CAPS=1)", be.Name())
-			}
-			t.Skipf("%s: no bash inside the sandbox to open a TCP connection", be.Name())
+			testcap.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", be.Name())
 		}
 		if got != "CONNECT" {
 			t.Errorf("%s: through the proxy relay got %q (exit %d, stderr %q)", be.Name(), got, res.ExitCode, res.Stderr)

@@ -2,6 +2,7 @@ package files_test
 
 import (
 	"errors"
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,7 +130,7 @@ func fullTmpfs(t *testing.T) (dir string, fill, free func()) {
 	t.Helper()
 	dir = t.TempDir()
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
+		if testcap.Required() {
 			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
 		}
 		t.Skipf("mount a tmpfs (needs root): %v", err)

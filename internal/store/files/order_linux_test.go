@@ -1,6 +1,7 @@
 package files_test
 
 import (
+	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"testing"
 
@@ -13,10 +14,7 @@ import (
 // and fails it instead where AGENTRUN_REQUIRE_CAPS=1 says it must be there.
 func skipUnlessCap(t *testing.T, name string, err error) {
 	t.Helper()
-	if os.Getenv("AGENTRUN_REQUIRE_CAPS") == "1" {
-		t.Fatalf("requires %s: %v", name, err)
-	}
-	t.Skipf("requires %s: %v", name, err)
+	testcap.Require(t, name, false, "%v", err)
 }
 
 // fsImmutable is FS_IMMUTABLE_FL of linux/fs.h.
