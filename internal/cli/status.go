@@ -57,8 +57,11 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		return writeJSON(app.Stdout, r)
 	}
 	phases := ""
+	var active time.Duration
+	resumes := 0
 	if evs, err := env.Store.Events(ctx, r.ID, 0); err == nil {
 		phases = phaseTimes(evs)
+		active, resumes = activeTime(evs, o.Now)
 	}
 	hint := app.networkHint(ctx, env, r)
 	col := app.colour()
@@ -85,10 +88,15 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("started", r.StartedAt.Local().Format(localTime))
 	}
 	if d, ok := runDuration(o.Now, r); ok {
+		took := humanDuration(d)
+		if resumes > 0 && active > 0 && active < d {
+			// The gaps while it waited for a resume are not work.
+			took = fmt.Sprintf("%s of work, %s since it first started, resumed %s", humanDuration(active), humanDuration(d), plural(resumes, "time"))
+		}
 		if r.FinishedAt != nil {
-			f.add("finished", r.FinishedAt.Local().Format(localTime)+" (took "+humanDuration(d)+")")
+			f.add("finished", r.FinishedAt.Local().Format(localTime)+" (took "+took+")")
 		} else {
-			f.add("running", humanDuration(d))
+			f.add("running", took)
 		}
 	}
 	if r.Supervisor != nil && r.State.Active() {
@@ -363,3 +371,29 @@ func gatewayLine(r *run.Run) string {
 
 // localTime is how status shows a time: local, with its zone.
 const localTime = "2006-01-02 15:04:05 MST"
+
+// activeTime is the time a run was being worked on, from its journal: from
+// each move to preparing to the next end state (or now), so the gaps
+// before a resume do not count; and how many times it was resumed.
+func activeTime(evs []run.Event, now time.Time) (time.Duration, int) {
+	var total time.Duration
+	var since time.Time
+	starts := 0
+	for _, e := range evs {
+		if e.Type != run.EventState {
+			continue
+		}
+		switch {
+		case e.State == run.StatePreparing && since.IsZero():
+			since = e.Time
+			starts++
+		case e.State.Terminal() && !since.IsZero():
+			total += e.Time.Sub(since)
+			since = time.Time{}
+		}
+	}
+	if !since.IsZero() {
+		total += now.Sub(since)
+	}
+	return total, max(starts-1, 0)
+}

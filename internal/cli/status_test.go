@@ -95,3 +95,16 @@ func TestStatusReconcilesDeadSupervisor(t *testing.T) {
 		t.Errorf("list --status interrupted: %+v", doc.Runs)
 	}
 }
+
+func TestActiveTimeSkipsTheGapBeforeAResume(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ev := func(min int, s run.State) run.Event {
+		return run.Event{Type: run.EventState, State: s, Time: t0.Add(time.Duration(min) * time.Minute)}
+	}
+	evs := []run.Event{ev(0, run.StateQueued), ev(1, run.StatePreparing), ev(2, run.StateRunning), ev(11, run.StateFailed),
+		ev(600, run.StateQueued), ev(600, run.StatePreparing), ev(605, run.StateSucceeded)}
+	got, resumes := activeTime(evs, t0.Add(700*time.Minute))
+	if got != 15*time.Minute || resumes != 1 {
+		t.Fatalf("%s, %d resumes", got, resumes)
+	}
+}
