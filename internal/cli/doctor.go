@@ -23,6 +23,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
 // doctorCheck is one finding of `agentrun doctor`.
@@ -111,7 +112,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 	for _, name := range gateway.RouteNames {
 		rs, _ := gateway.Public(name)
 		if pr, ok := settings.File.Providers[name]; ok {
-			if k := keyFromConfig(pr.KeySource, name); k != nil {
+			if k := supervisor.KeySource(pr.KeySource, name); k != nil {
 				rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
 			}
 		}
@@ -282,19 +283,6 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool) doctor
 	return c
 }
 
-func keyFromConfig(k config.KeySource, route string) *run.KeySource {
-	h := gateway.KeyHeader(route)
-	switch {
-	case k.APIKeyEnv != "":
-		return &run.KeySource{Env: k.APIKeyEnv, Header: h}
-	case k.APIKeyFile != "":
-		return &run.KeySource{File: k.APIKeyFile, Header: h}
-	case k.APIKeyCommand != "":
-		return &run.KeySource{Command: k.APIKeyCommand, Header: h}
-	}
-	return nil
-}
-
 func checkKey(rs run.RouteSpec, getenv func(string) string) doctorCheck {
 	c := doctorCheck{Name: "key." + rs.Name}
 	var users []string
@@ -329,7 +317,7 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 	}
 	c.Path = u
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"/v1/models", nil)
-	if k := keyFromConfig(m.KeySource, "openai"); k != nil {
+	if k := supervisor.KeySource(m.KeySource, "openai"); k != nil {
 		cred, ok, _ := gateway.ResolveKey(ctx, run.RouteSpec{Keys: []run.KeySource{*k}}, getenv)
 		if !ok {
 			c.Status, c.Detail, c.Fix = "fail", "its key comes from "+k.Describe()+", which gives none", catalog.NoKey.Fix
@@ -373,7 +361,7 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 
 func checkAgentCLI(ctx context.Context, p external.Profile, path string) doctorCheck {
 	c := doctorCheck{Name: "agent." + p.Name}
-	bin, err := lookPathIn(p.Binary, path)
+	bin, err := supervisor.LookPath(p.Binary, path)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = "warn", p.Binary+" is not on PATH", "to use --agent "+p.Name+": "+p.Install
 		return c
@@ -420,17 +408,4 @@ func firstVersion(s string) string {
 		}
 	}
 	return ""
-}
-
-func lookPathIn(name, path string) (string, error) {
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }

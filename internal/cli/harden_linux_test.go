@@ -3,15 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
@@ -23,36 +19,13 @@ import (
 func newFullHome(t *testing.T) (h *testHome, fill func(path string)) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		if testcap.Required() {
-			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
-		}
-		t.Skipf("mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	testcap.Tmpfs(t, dir, "1m")
 	st, err := files.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h = &testHome{t: t, dir: dir, st: st, env: map[string]string{"AGENTRUN_HOME": dir, "HOME": t.TempDir(), "USER": "reviewer"}}
-	return h, func(path string) {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, n := range []int{64 << 10, 4 << 10, 1} {
-			buf := make([]byte, n)
-			for {
-				if _, err := f.Write(buf); err != nil {
-					if !errors.Is(err, syscall.ENOSPC) {
-						t.Fatal(err)
-					}
-					break
-				}
-			}
-		}
-	}
+	return h, func(path string) { testcap.FillDisk(t, path) }
 }
 
 // TestDeadRunOnFullDisk: a run whose supervisor died after its workspace

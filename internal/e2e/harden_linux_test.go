@@ -121,34 +121,8 @@ func TestDamagedRecordsThroughTheBinary(t *testing.T) {
 // it with the file at path, to the last byte.
 func fullTmpfs(t *testing.T, dir string) (fill func(path string)) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
-		if testcap.Required() {
-			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
-		}
-		t.Skipf("mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return func(path string) {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, n := range []int{64 << 10, 4 << 10, 1} {
-			buf := make([]byte, n)
-			for {
-				if _, err := f.Write(buf); err != nil {
-					if !errors.Is(err, syscall.ENOSPC) {
-						t.Fatal(err)
-					}
-					break
-				}
-			}
-		}
-	}
+	testcap.Tmpfs(t, dir, "2m")
+	return func(path string) { testcap.FillDisk(t, path) }
 }
 
 // TestFullDiskThroughTheBinary: a run whose supervisor died after its

@@ -116,7 +116,7 @@ func planRoute(ctx context.Context, req Request, name, who string, def *run.Rout
 			}
 			rs.URL = u
 		}
-		if k := keySource(pr.KeySource, name); k != nil {
+		if k := KeySource(pr.KeySource, name); k != nil {
 			rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
 		}
 	}
@@ -160,7 +160,7 @@ func serverRoute(m ModelRequest, name string) (run.RouteSpec, error) {
 			return rs, catalog.BadConfig.New("model_servers.%s.url: %v", server, err)
 		}
 		rs.URL, rs.MaxConcurrent = u, entry.MaxConcurrent
-		if k := keySource(entry.KeySource, name); k != nil {
+		if k := KeySource(entry.KeySource, name); k != nil {
 			rs.Keys = []run.KeySource{*k}
 		}
 	}
@@ -168,7 +168,9 @@ func serverRoute(m ModelRequest, name string) (run.RouteSpec, error) {
 	return rs, nil
 }
 
-func keySource(k config.KeySource, route string) *run.KeySource {
+// KeySource is where config.toml says a route's key comes from, as the
+// run records it (nil when it names none).
+func KeySource(k config.KeySource, route string) *run.KeySource {
 	h := gateway.KeyHeader(route)
 	switch {
 	case k.APIKeyEnv != "":
@@ -292,7 +294,7 @@ func interpreter(file, path string) string {
 		if len(args) == 0 {
 			return ""
 		}
-		lp, err := lookPathIn(args[0], path)
+		lp, err := LookPath(args[0], path)
 		if err != nil {
 			return ""
 		}
@@ -305,7 +307,9 @@ func interpreter(file, path string) string {
 	return real
 }
 
-func lookPathIn(name, path string) (string, error) {
+// LookPath finds an executable name in the directories of path (the
+// submitting user's PATH, not this process's).
+func LookPath(name, path string) (string, error) {
 	for _, dir := range filepath.SplitList(path) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue

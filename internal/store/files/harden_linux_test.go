@@ -129,34 +129,9 @@ func TestUnknownStateIsDamaged(t *testing.T) {
 func fullTmpfs(t *testing.T) (dir string, fill, free func()) {
 	t.Helper()
 	dir = t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		if testcap.Required() {
-			t.Fatalf("mount a tmpfs (needs root): %v (AGENTRUN_REQUIRE_CAPS=1)", err)
-		}
-		t.Skipf("mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	testcap.Tmpfs(t, dir, "1m")
 	filler := filepath.Join(dir, "filler")
-	fill = func() {
-		f, err := os.OpenFile(filler, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, n := range []int{64 << 10, 4 << 10, 1} {
-			buf := make([]byte, n)
-			for {
-				if _, err := f.Write(buf); err != nil {
-					if !errors.Is(err, syscall.ENOSPC) {
-						t.Fatal(err)
-					}
-					break
-				}
-			}
-		}
-	}
-	free = func() { os.Remove(filler) }
-	return dir, fill, free
+	return dir, func() { testcap.FillDisk(t, filler) }, func() { os.Remove(filler) }
 }
 
 func stateEvents(t *testing.T, s *files.Store, id string) []run.Event {
