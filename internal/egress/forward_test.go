@@ -82,12 +82,15 @@ func TestProxyUpstreamSendFails(t *testing.T) {
 	})
 	// Request lines as long as the rest of the body pass, so that a
 	// desynchronised proxy would forward "bbb...GET http://.../smuggled".
-	tp := newTestProxy(t, []string{up.addr}, nil, func(o *ProxyOptions) { o.MaxHeaderBytes = 8 << 20 })
+	tp := newTestProxy(t, []string{up.addr}, nil, func(o *ProxyOptions) { o.MaxHeaderBytes = 40 << 20 })
 	for i := range 3 {
 		c := tp.dial(t)
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		smuggled := fmt.Sprintf("GET http://%s/smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", up.addr, up.addr)
-		body := strings.Repeat("b", 2<<20) + smuggled
+		// Far more than loopback's socket buffers hold, so the send cannot
+		// complete before the upstream's reset, however the two are
+		// scheduled.
+		body := strings.Repeat("b", 32<<20) + smuggled
 		go fmt.Fprintf(c, "POST http://%s/upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", up.addr, up.addr, len(body), body)
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
