@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +28,69 @@ type progress struct {
 	drawn  bool // a line is on the terminal (to be cleared)
 	last   time.Time
 	maxAtt int
+	// files counts what the workspace being made holds, against the
+	// base commit's files, while the run prepares (nil: not counted).
+	files     *fileCount
+	lastCount time.Time
+	filled    bool // the workspace is made: stop counting
+}
+
+// fileCount is the files written into a workspace being made, and the
+// number the base commit has.
+type fileCount struct {
+	dir   string
+	total chan int // the base commit's file count, once known
+	n     int
+	known bool
+	done  int
+}
+
+// newFileCount counts base's files in the background (git ls-tree in the
+// user's repository, never in the workspace).
+func newFileCount(repo, base, dir string) *fileCount {
+	fc := &fileCount{dir: dir, total: make(chan int, 1)}
+	go func() {
+		out, err := exec.Command("git", "-C", repo, "ls-tree", "-r", "-z", "--name-only", base).Output()
+		if err != nil {
+			fc.total <- 0
+			return
+		}
+		fc.total <- bytes.Count(out, []byte{0})
+	}()
+	return fc
+}
+
+// count walks the workspace (not following links, skipping .git) and
+// says "N of M files", or "" while nothing is known.
+func (fc *fileCount) count() string {
+	if !fc.known {
+		select {
+		case fc.n = <-fc.total:
+			fc.known = true
+		default:
+		}
+	}
+	done := 0
+	_ = filepath.WalkDir(fc.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() {
+			done++
+		}
+		return nil
+	})
+	fc.done = done
+	if fc.known && fc.n > 0 {
+		return fmt.Sprintf("%d of %d files", min(done, fc.n), fc.n)
+	}
+	if done > 0 {
+		return fmt.Sprintf("%d files", done)
+	}
+	return ""
 }
 
 func newProgress(w io.Writer, tty bool, maxAttempts int, now time.Time) *progress {
@@ -51,6 +118,10 @@ func (p *progress) event(e run.Event, now time.Time) {
 			text = "exporting the changes"
 		}
 	case run.EventSandbox:
+		p.filled = true
+		if strings.HasPrefix(p.phase, "preparing") {
+			p.phase = "preparing: the sandbox is up"
+		}
 		var d struct {
 			Backend, WorkspaceTime, StartTime string
 		}
@@ -87,8 +158,23 @@ func (p *progress) line(now time.Time, msg string) {
 	p.draw(now, false)
 }
 
-// tick redraws the phase with its elapsed time (terminal only).
+// tick redraws the phase with its elapsed time (terminal only); while
+// the workspace is made, with the files written so far (on a terminal
+// every half second; piped, a line every 10 s).
 func (p *progress) tick(now time.Time) {
+	if p.files != nil && !p.filled && strings.HasPrefix(p.phase, "preparing") {
+		every := 500 * time.Millisecond
+		if !p.tty {
+			every = 10 * time.Second
+		}
+		if now.Sub(p.lastCount) >= every && now.Sub(p.since) >= every {
+			p.lastCount = now
+			if c := p.files.count(); c != "" {
+				p.phase = "preparing: making the workspace, " + c
+				p.draw(now, true)
+			}
+		}
+	}
 	if p.tty && now.Sub(p.last) >= 200*time.Millisecond {
 		p.draw(now, false)
 	}

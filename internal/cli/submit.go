@@ -389,6 +389,9 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 	if !app.JSON && !follow {
 		fmt.Fprintf(app.Stderr, "run %s %s; waiting for it to end (Ctrl-C stops waiting, not the run)\n", r.ID, r.State)
 		prog = newProgress(app.Stderr, isTerminal(app.Stderr) && app.Getenv("TERM") != "dumb", r.MaxAttempts, time.Now())
+		if len(r.Attempts) == 0 && r.Repo != "" && r.Base != "" {
+			prog.files = newFileCount(r.Repo, r.Base, env.Layout.Workspace(r.ID))
+		}
 	}
 	end, err := app.awaitRun(ctx, env, r.ID, follow, prog)
 	if err != nil {

@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testcap"
+)
+
+// While the workspace is made, progress counts its files against the base
+// commit's.
+func TestProgressCountsWorkspaceFiles(t *testing.T) {
+	testcap.Program(t, "git")
+	repo, ws := t.TempDir(), t.TempDir()
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(repo, "f"+string(rune('a'+i))), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("add", "-A")
+	git("commit", "-qm", "five")
+	base := git("rev-parse", "HEAD")
+	for _, n := range []string{"fa", "fb", ".git/HEAD"} { // .git is not counted
+		_ = os.MkdirAll(filepath.Dir(filepath.Join(ws, n)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, n), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, true, 2, t0)
+	p.files = newFileCount(repo, base, ws)
+	p.event(run.Event{Type: run.EventState, State: run.StatePreparing}, t0)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 1; !strings.Contains(out.String(), "2 of 5 files") && time.Now().Before(deadline); i++ {
+		p.tick(t0.Add(time.Duration(i) * 600 * time.Millisecond))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "making the workspace, 2 of 5 files") {
+		t.Fatalf("%q", out.String())
+	}
+	// Once the sandbox has started, counting stops.
+	p.event(run.Event{Type: run.EventSandbox, Data: []byte(`{"backend":"native"}`)}, t0.Add(time.Minute))
+	before := out.Len()
+	p.tick(t0.Add(2 * time.Minute))
+	if strings.Contains(out.String()[before:], "files") {
+		t.Fatalf("still counting: %q", out.String()[before:])
+	}
+}
