@@ -9,21 +9,20 @@ import (
 // append-only; every state transition is appended before it takes effect
 // elsewhere.
 const (
-	EventSubmitted   = "submitted"
-	EventState       = "state"        // State/Reason carry the new state
-	EventAttempt     = "attempt"      // an agent attempt started (Attempt set)
-	EventAgentExit   = "agent_exit"   // an agent attempt ended
-	EventCheck       = "check"        // a check finished (Data: name, exit_code, passed, duration)
-	EventExport      = "export"       // export finished (Data: commit, files, refused)
-	EventRefused     = "refused"      // export refused an entry (Data: path, reason)
-	EventEgress      = "egress"       // an egress decision (Data: decision, host, port, bytes, why)
-	EventSandbox     = "sandbox"      // sandbox started/stopped; enforced limits
-	EventCancel      = "cancel"       // cancel requested
-	EventWarning     = "warning"      // something the user should know
-	EventAgentOutput = "agent_output" // a line of agent output (only for --follow streams; not journaled)
-	EventTool        = "tool"         // built-in agent tool call summary
-	EventVerdict     = "verdict"      // a reviewer's verdict (Data: run.Verdict)
-	EventGateway     = "gateway"      // the model gateway: started, capacity waits, budget, refused requests, upstream errors (Data: kind, ...)
+	EventSubmitted = "submitted"
+	EventState     = "state"      // State/Reason carry the new state
+	EventAttempt   = "attempt"    // an agent attempt started (Attempt set)
+	EventAgentExit = "agent_exit" // an agent attempt ended
+	EventCheck     = "check"      // a check finished (Data: name, exit_code, passed, duration)
+	EventExport    = "export"     // export finished (Data: commit, files, refused)
+	EventRefused   = "refused"    // export refused an entry (Data: path, reason)
+	EventEgress    = "egress"     // an egress decision (Data: decision, host, port, bytes, why)
+	EventSandbox   = "sandbox"    // sandbox started/stopped; enforced limits
+	EventCancel    = "cancel"     // cancel requested
+	EventWarning   = "warning"    // something the user should know
+	EventTool      = "tool"       // built-in agent tool call summary
+	EventVerdict   = "verdict"    // a reviewer's verdict (Data: run.Verdict)
+	EventGateway   = "gateway"    // the model gateway: started, capacity waits, budget, refused requests, upstream errors (Data: kind, ...)
 )
 
 // Event is one line of the journal.
