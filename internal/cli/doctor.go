@@ -102,9 +102,9 @@ func (app *App) runDoctor(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var late []doctorCheck
 	push := func(c doctorCheck) { mu.Lock(); late = append(late, c); mu.Unlock() }
-	bopts := all.Options{Executable: app.Executable}
-	for _, name := range all.Names(bopts) {
-		b := all.Backends(bopts)[name]
+	backends := all.Backends(all.Options{Executable: app.Executable})
+	for _, name := range all.Names(all.Options{}) {
+		b := backends[name]
 		wg.Go(func() {
 			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == all.Default())))
 		})

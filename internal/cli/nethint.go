@@ -33,16 +33,20 @@ type networkHint struct {
 var offlineSigns = []string{"network is unreachable", "Network is unreachable", "no such host", "Temporary failure in name resolution",
 	"Could not resolve host", "getaddrinfo", "ENOTFOUND", "EAI_AGAIN", "Name or service not known", "dial tcp", "connection refused"}
 
-func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run) *networkHint {
+// networkHint is the hint for r, nil when there is nothing to say. evs is
+// the run's journal when the caller has read it (nil: read here if needed).
+func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run.Event) *networkHint {
 	failed := r.State == run.StateFailed && (r.Reason == run.ReasonChecksFailed || r.Reason == run.ReasonAgentFailed)
 	if !failed {
 		return nil
 	}
 	h := &networkHint{}
 	if r.Sandbox.Network == "allowlist" {
-		evs, err := env.Store.Events(ctx, r.ID, 0)
-		if err != nil {
-			return nil
+		if evs == nil {
+			var err error
+			if evs, err = env.Store.Events(ctx, r.ID, 0); err != nil {
+				return nil
+			}
 		}
 		var recs []egress.Record
 		for _, e := range evs {

@@ -121,7 +121,7 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 	if d, ok := runDuration(o.Now, r); ok {
 		out.Duration = run.Duration(d)
 	}
-	out.Network = app.networkHint(ctx, env, r)
+	out.Network = app.networkHint(ctx, env, r, nil)
 	if app.JSON {
 		if o.Patch {
 			text, err := readPatch(patchPath)

@@ -59,11 +59,12 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	phases := ""
 	var active time.Duration
 	resumes := 0
-	if evs, err := env.Store.Events(ctx, r.ID, 0); err == nil {
+	evs, err := env.Store.Events(ctx, r.ID, 0)
+	if err == nil {
 		phases = phaseTimes(evs)
 		active, resumes = activeTime(evs, o.Now)
 	}
-	hint := app.networkHint(ctx, env, r)
+	hint := app.networkHint(ctx, env, r, evs)
 	col := app.colour()
 	var f fields
 	f.add("run", r.ID)

@@ -402,6 +402,9 @@ func (g *Gateway) record(route string, m *meter) {
 	}
 }
 
+// budgetAdvice ends the error an agent gets past the budget.
+const budgetAdvice = "; raise it with agentrun resume --max-tokens/--max-cost"
+
 // overBudget says why no more requests may go (and reports it once).
 func (g *Gateway) overBudget() string {
 	b := g.o.Budget
@@ -420,12 +423,12 @@ func (g *Gateway) overBudget() string {
 			g.mu.Unlock()
 			g.o.OnEvent(Event{Kind: "budget_exceeded", Message: why, Data: map[string]any{"tokens": u.Total(), "cost_usd": u.CostUSD}})
 			g.o.OnExceeded(why)
-			return why + "; raise it with agentrun resume --max-tokens/--max-cost"
+			return why + budgetAdvice
 		}
 	}
 	g.mu.Unlock()
 	if why != "" {
-		why += "; raise it with agentrun resume --max-tokens/--max-cost"
+		why += budgetAdvice
 	}
 	return why
 }

@@ -50,9 +50,6 @@ type Tokens struct {
 	CacheWrite int64 `json:"cache_write_tokens,omitempty"`
 }
 
-// Total is Input + Output (what --max-tokens bounds).
-func (t Tokens) Total() int64 { return t.Input + t.Output }
-
 // meter reads usage out of one response as it passes. The fields are set
 // as the protocol reports them: a later report of a field replaces an
 // earlier one (streams report running totals).

@@ -42,29 +42,7 @@ type chatMessage struct {
 
 // chatText is the text of a message content: a string or an array of
 // parts of which the "text" ones count.
-func chatText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" || p.Type == "" {
-			if b.Len() > 0 && p.Text != "" {
-				b.WriteString("\n")
-			}
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
+func chatText(raw json.RawMessage) string { return contentText(raw, "text", "input_text", "") }
 
 // chatTurn parses a chat completions request body into a Turn.
 func chatTurn(body []byte, n int) (Turn, chatRequest, error) {

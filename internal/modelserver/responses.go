@@ -156,29 +156,7 @@ func responsesTools(in []responsesTool, prefix string) []Tool {
 
 // responsesContentText is the text of a message's content: a string or a
 // list of input_text / output_text parts.
-func responsesContentText(raw json.RawMessage) string {
-	if s := respJSONString(raw); s != "" {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		if p.Text == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String()
-}
+func responsesContentText(raw json.RawMessage) string { return contentText(raw) }
 
 // respJSONString is raw as a string when it is a JSON string, else "".
 func respJSONString(raw json.RawMessage) string {

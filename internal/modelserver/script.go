@@ -1,9 +1,12 @@
 package modelserver
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"path"
+	"slices"
+	"strings"
 )
 
 // WriteFile is the default script: while the conversation holds no tool
@@ -85,4 +88,32 @@ const maxBody = 64 << 20
 
 func readAll(r *http.Request) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(r.Body, maxBody))
+}
+
+// contentText is the text of a message content in the OpenAI shapes: a
+// JSON string, or an array of parts whose texts are joined by newlines;
+// with types, only parts of those types count.
+func contentText(raw json.RawMessage, types ...string) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Text == "" || (len(types) > 0 && !slices.Contains(types, p.Type)) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String()
 }

@@ -97,12 +97,24 @@ func (g *gatewayState) stop() {
 	g.clean()
 }
 
-// access is how an attempt in sandbox reaches the gateway.
+// access is how an attempt in the sandbox reaches the gateway, at addr
+// on the sandbox's loopback.
 func (g *gatewayState) access(addr string) *agent.Gateway {
 	if g == nil || addr == "" {
 		return nil
 	}
-	return &agent.Gateway{URL: "http://" + addr, Key: g.gw.Placeholder(), Routes: g.routes, Socket: g.socket}
+	a := g.host()
+	a.URL = "http://" + addr
+	return a
+}
+
+// host is how an agent in the supervisor (the built-in loop) reaches the
+// gateway: its socket (nil without a gateway).
+func (g *gatewayState) host() *agent.Gateway {
+	if g == nil {
+		return nil
+	}
+	return &agent.Gateway{Key: g.gw.Placeholder(), Routes: g.routes, Socket: g.socket}
 }
 
 // setBudgetStop sets what ends the current attempt when the budget is

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -215,20 +216,10 @@ func reachable(ctx context.Context, raw string) error {
 // interpreter its #! line names, where they lie outside the system
 // directories every sandbox has.
 func findCLI(p external.Profile, path string) (string, []string, error) {
-	found := ""
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		c := filepath.Join(dir, p.Binary)
-		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			found = c
-			break
-		}
-	}
-	if found == "" {
+	found, err := LookPath(p.Binary, path)
+	if err != nil {
 		return "", nil, catalog.AgentMissing.New("%s (the %s profile's CLI) is not on your PATH", p.Binary, p.Name).
-			WithFix("install it: %s (tested with %s), or put its directory on PATH", p.Install, cmpOr(p.Tested, "no version yet"))
+			WithFix("install it: %s (tested with %s), or put its directory on PATH", p.Install, cmp.Or(p.Tested, "no version yet"))
 	}
 	real, err := filepath.EvalSymlinks(found)
 	if err != nil {
@@ -320,13 +311,6 @@ func LookPath(name, path string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // newUUID is a random (version 4) UUID, for an agent CLI's session id.

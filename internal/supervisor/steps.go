@@ -280,11 +280,7 @@ func (s *Supervisor) attempts(ctx context.Context, rc *runState) (ok bool, err e
 	first := len(r.Attempts) + 1
 	prev := previousEnding(r, rc.resumed, s.Handoff.Ended, s.Handoff.Note)
 	budget := max(r.MaxAttempts, 1)
-	var hostGW *agent.Gateway
-	if rc.gw != nil {
-		hostGW = &agent.Gateway{Key: rc.gw.gw.Placeholder(), Routes: rc.gw.routes, Socket: rc.gw.socket}
-	}
-	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) }, hostGW)
+	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) }, rc.gw.host())
 	if err != nil {
 		s.finish(run.StateFailed, run.ReasonAgentFailed, err.Error())
 		return false, err

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -274,7 +275,7 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 // and for anthropic, Anthropic's API.
 func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec) (run.RouteSpec, error) {
 	route := builtinRouteName(spec.Provider)
-	server := cmpOr(spec.BaseURL, req.Models.Server)
+	server := cmp.Or(spec.BaseURL, req.Models.Server)
 	if server == "" && route == gateway.RouteOpenAI {
 		server = openaiLocalDefault
 	}

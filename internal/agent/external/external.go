@@ -1,6 +1,7 @@
 package external
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func (a *Agent) Launch(in agent.AttemptInput) (Launch, error) {
 	}
 	l := p.Launch(LaunchInput{
 		Binary: a.spec.Binary, BaseURL: strings.TrimRight(in.Gateway.URL, "/") + "/" + p.Protocol, Key: in.Gateway.Key,
-		Model: cmpOr(a.spec.Model, p.DefaultModel), Home: in.Home, WorkDir: in.WorkDir,
+		Model: cmp.Or(a.spec.Model, p.DefaultModel), Home: in.Home, WorkDir: in.WorkDir,
 		Session: a.spec.Session, Resume: in.ContinueSession && p.Sessions,
 	})
 	return l, nil
@@ -81,13 +82,6 @@ func commandGatewayEnv(g *agent.Gateway) []string {
 		}
 	}
 	return env
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // writeFiles writes a profile's files under the host HOME without
