@@ -53,6 +53,15 @@ type Store interface {
 	// nothing.
 	Transition(ctx context.Context, id string, from []State, to State, reason Reason, msg string) (*Run, error)
 
+	// TransitionWith is Transition that also applies fn (when not nil) to
+	// the record in the same atomic write: the facts that ride on a state
+	// change (an attempt's end, check results, the export's result) land
+	// with it or not at all. fn runs only when the compare-and-set holds;
+	// an error from fn is returned unchanged and nothing is stored, not
+	// even the state event. The state fields (State, Reason, Message,
+	// StartedAt, FinishedAt) are Transition's whatever fn does to them.
+	TransitionWith(ctx context.Context, id string, from []State, to State, reason Reason, msg string, fn func(r *Run) error) (*Run, error)
+
 	// AppendEvent appends e to the run's journal, assigning Seq (and Time if
 	// zero). Appends are durable and ordered.
 	AppendEvent(ctx context.Context, id string, e Event) (Event, error)

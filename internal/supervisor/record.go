@@ -13,12 +13,6 @@ import (
 // a state change is a write of run.json anyway, and each write costs
 // about a millisecond (fsync, rename, fsync of the directory).
 
-// transitionUpdater is the optional store capability of a state change and
-// record changes in one write (files.Store has it).
-type transitionUpdater interface {
-	TransitionUpdate(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(*run.Run) error) (*run.Run, error)
-}
-
 // later queues a change that records a fact whatever state comes next (an
 // attempt's end, check results, the export's result): the next state
 // change, or clearSupervisor at the very end, writes it.
@@ -50,13 +44,7 @@ func (s *Supervisor) cas(ctx context.Context, from []run.State, to run.State, re
 		}
 		return nil
 	}
-	var r *run.Run
-	var err error
-	if tu, ok := s.Store.(transitionUpdater); ok {
-		r, err = tu.TransitionUpdate(ctx, s.ID, from, to, reason, msg, apply)
-	} else if r, err = s.Store.Transition(ctx, s.ID, from, to, reason, msg); err == nil && (len(pending) > 0 || fn != nil) {
-		r, err = s.Store.Update(ctx, s.ID, apply)
-	}
+	r, err := s.Store.TransitionWith(ctx, s.ID, from, to, reason, msg, apply)
 	if err != nil && len(pending) > 0 {
 		s.writePending(pending)
 	}

@@ -28,21 +28,19 @@ func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error
 // started), FinishedAt is set on every terminal state and cleared when a
 // run leaves one (resume).
 func (s *Store) Transition(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string) (*run.Run, error) {
-	return s.TransitionUpdate(ctx, id, from, to, reason, msg, nil)
+	return s.TransitionWith(ctx, id, from, to, reason, msg, nil)
 }
 
-// TransitionUpdate is Transition that also applies fn (when not nil) to
-// the record in the same write of run.json: one write instead of a
-// Transition and an Update. fn runs only when the compare-and-set holds,
-// before the state event is journaled; an error from it aborts the whole
-// change. The state fields are Transition's whatever fn does to them.
+// TransitionWith is Transition that also applies fn (when not nil) to
+// the record in the same write of run.json; see run.Store. fn runs
+// before the state event is journaled.
 //
 // The journal and the record agree: the state event is appended (and
 // fsynced) first, under the journal's flock, which is held until run.json
 // is written; when that write fails (a full disk), the journal is cut back
 // to where it was, so a transition the record does not have is never
 // journaled and a command that retries it appends nothing.
-func (s *Store) TransitionUpdate(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
+func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
 	if !to.Valid() {
 		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
 	}

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) run.Store) {
 		{"Transition", testTransition},
 		{"TransitionTimes", testTransitionTimes},
 		{"TransitionRace", testTransitionRace},
+		{"TransitionWith", testTransitionWith},
 		{"Events", testEvents},
 		{"EventsConcurrent", testEventsConcurrent},
 		{"Delete", testDelete},
