@@ -4,6 +4,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/wire"
 )
 
 // hidden are entry points that are not user commands: the detached
@@ -13,5 +14,5 @@ import (
 var hidden = map[string]func(args []string) int{
 	"__runner":    runner.Main,
 	"__sandbox":   native.Main,
-	"__supervise": supervisor.Main,
+	"__supervise": func(args []string) int { return supervisor.Main(args, wire.Supervisor) },
 }

@@ -1,12 +1,14 @@
 // Command agentrun runs coding-agent tasks as isolated, recoverable jobs.
 // main is wiring only: hidden entry points used inside sandboxes and by the
-// detached supervisor, then the CLI.
+// detached supervisor, then the CLI, each handed the implementations that
+// internal/wire chooses.
 package main
 
 import (
 	"os"
 
 	"github.com/agentrun/agentrun/internal/cli"
+	"github.com/agentrun/agentrun/internal/wire"
 )
 
 func main() {
@@ -15,5 +17,11 @@ func main() {
 			os.Exit(entry(os.Args[2:]))
 		}
 	}
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, cliDeps()))
+}
+
+// cliDeps are the implementations the command line works with.
+func cliDeps() cli.Deps {
+	return cli.Deps{OpenStore: wire.OpenStore, Backends: wire.Backends, DefaultBackend: wire.DefaultBackend(),
+		Agents: wire.Agents(), Providers: wire.Providers()}
 }

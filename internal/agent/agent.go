@@ -9,6 +9,7 @@ package agent
 import (
 	"context"
 	"io"
+	"slices"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/runner"
@@ -85,4 +86,76 @@ type Outcome struct {
 	// continued it.
 	Session          string
 	SessionContinued bool
+}
+
+// Names of the agents that are not profiles.
+const (
+	// BuiltinName is the AgentSpec.Name of the built-in tool-use loop.
+	BuiltinName = "builtin"
+	// CommandName is the AgentSpec.Name of an agent given as a command
+	// (--agent-cmd).
+	CommandName = "command"
+)
+
+// Info describes one external agent CLI profile: data only, for planning
+// a run (which binary, which gateway route, which hosts), help, completion
+// and doctor. The profile's launch code stays in its implementation.
+type Info struct {
+	Name string
+	// Binary is the executable looked up on the submitting user's PATH.
+	Binary string
+	// Install is where the CLI comes from (for the missing-CLI message),
+	// e.g. "npm install -g @anthropic-ai/claude-code".
+	Install string
+	// Protocol is the gateway route the CLI's model traffic takes:
+	// "anthropic", "openai" (chat completions and Responses) or "gemini".
+	Protocol string
+	// Upstream and KeyEnv, when set, replace the route's public default:
+	// the provider's API the CLI uses without --model-server, and the
+	// variables its key is read from (Bearer).
+	Upstream string
+	KeyEnv   []string
+	// DefaultModel is asked for when --model is not given.
+	DefaultModel string
+	// Tested names the CLI version(s) this profile was tested with.
+	Tested string
+	// Hosts are what the CLI needs besides the model API (which goes
+	// through the gateway), allowed under --network allowlist.
+	Hosts []string
+	// Telemetry are hosts the CLI calls that a run never needs: never
+	// allowed by default, never suggested by `agentrun egress`.
+	Telemetry []string
+	// Sessions: a later attempt and a resumed run continue the CLI's own
+	// session.
+	Sessions bool
+	// SessionIDs: the CLI starts a session with an id agentrun chooses;
+	// otherwise it continues its latest one.
+	SessionIDs bool
+	// Doc is one line for --help.
+	Doc string
+}
+
+// Catalog is the agent profiles of this build, in table order (made in
+// one place, the wiring).
+type Catalog []Info
+
+// Lookup returns the profile called name (a copy).
+func (c Catalog) Lookup(name string) (Info, bool) {
+	for _, i := range c {
+		if i.Name == name {
+			i.Hosts, i.Telemetry, i.KeyEnv = slices.Clone(i.Hosts), slices.Clone(i.Telemetry), slices.Clone(i.KeyEnv)
+			return i, true
+		}
+	}
+	return Info{}, false
+}
+
+// Names lists the profile names, sorted.
+func (c Catalog) Names() []string {
+	n := make([]string, 0, len(c))
+	for _, i := range c {
+		n = append(n, i.Name)
+	}
+	slices.Sort(n)
+	return n
 }

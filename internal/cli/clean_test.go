@@ -3,13 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/testcap"
 
 	"github.com/agentrun/agentrun/internal/run"
 )

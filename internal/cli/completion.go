@@ -10,11 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/sandbox/all"
-	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
 // idCommands take a run ID as their first argument.
@@ -43,8 +41,8 @@ func (app *App) addCompletions(root *cobra.Command) {
 				_ = c.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 			}
 		}
-		fixed("agent", append(external.Names(), supervisor.BuiltinAgent)...)
-		fixed("sandbox", all.Names(all.Options{})...)
+		fixed("agent", append(app.Deps.Agents.Names(), agent.BuiltinName)...)
+		fixed("sandbox", app.Deps.backendNames()...)
 		fixed("network", "none", "allowlist")
 		fixed("provider", "openai", "anthropic")
 		if c.Name() == "list" {

@@ -16,14 +16,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
-	"github.com/agentrun/agentrun/internal/sandbox/all"
-	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/submit"
 )
 
 // doctorCheck is one finding of `agentrun doctor`.
@@ -102,28 +101,27 @@ func (app *App) runDoctor(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var late []doctorCheck
 	push := func(c doctorCheck) { mu.Lock(); late = append(late, c); mu.Unlock() }
-	backends := all.Backends(all.Options{Executable: app.Executable})
-	for _, name := range all.Names(all.Options{}) {
-		b := backends[name]
+	for _, b := range app.Deps.Backends(app.Executable) {
+		name := b.Name()
 		wg.Go(func() {
-			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == all.Default())))
+			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == app.Deps.DefaultBackend)))
 		})
 	}
 	for _, name := range gateway.RouteNames {
 		rs, _ := gateway.Public(name)
 		if pr, ok := settings.File.Providers[name]; ok {
-			if k := supervisor.KeySource(pr.KeySource, name); k != nil {
+			if k := submit.KeySource(pr.KeySource, name); k != nil {
 				rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
 			}
 		}
-		push(checkKey(rs, app.Getenv))
+		push(checkKey(app.Deps.Agents, rs, app.Getenv))
 	}
 	for _, name := range sortedNames(settings.File.ModelServers) {
 		m := settings.File.ModelServers[name]
 		wg.Go(func() { push(checkModelServer(ctx, name, m, app.Getenv)) })
 	}
 	path := app.Getenv("PATH")
-	for _, p := range external.Profiles() {
+	for _, p := range app.Deps.Agents {
 		wg.Go(func() { push(checkAgentCLI(ctx, p, path)) })
 	}
 	wg.Wait()
@@ -277,16 +275,16 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool) doctor
 	c.Enforced = sb.Enforced()
 	_ = sb.Destroy(context.WithoutCancel(ctx))
 	c.Status, c.Detail = "ok", "can run here"+role
-	if b.Name() == "host" {
-		c.Status, c.Detail = "warn", "can run here, but does not isolate: used only when named (--sandbox host)"
+	if b.Isolation().None() {
+		c.Status, c.Detail = "warn", "can run here, but does not isolate: used only when named (--sandbox "+b.Name()+")"
 	}
 	return c
 }
 
-func checkKey(rs run.RouteSpec, getenv func(string) string) doctorCheck {
+func checkKey(agents agent.Catalog, rs run.RouteSpec, getenv func(string) string) doctorCheck {
 	c := doctorCheck{Name: "key." + rs.Name}
 	var users []string
-	for _, p := range external.Profiles() {
+	for _, p := range agents {
 		if p.Protocol == rs.Name && p.Upstream == "" {
 			users = append(users, p.Name)
 		}
@@ -317,7 +315,7 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 	}
 	c.Path = u
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"/v1/models", nil)
-	if k := supervisor.KeySource(m.KeySource, "openai"); k != nil {
+	if k := submit.KeySource(m.KeySource, "openai"); k != nil {
 		cred, ok, _ := gateway.ResolveKey(ctx, run.RouteSpec{Keys: []run.KeySource{*k}}, getenv)
 		if !ok {
 			c.Status, c.Detail, c.Fix = "fail", "its key comes from "+k.Describe()+", which gives none", catalog.NoKey.Fix
@@ -359,9 +357,9 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 	return c
 }
 
-func checkAgentCLI(ctx context.Context, p external.Profile, path string) doctorCheck {
+func checkAgentCLI(ctx context.Context, p agent.Info, path string) doctorCheck {
 	c := doctorCheck{Name: "agent." + p.Name}
-	bin, err := supervisor.LookPath(p.Binary, path)
+	bin, err := submit.LookPath(p.Binary, path)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = "warn", p.Binary+" is not on PATH", "to use --agent "+p.Name+": "+p.Install
 		return c

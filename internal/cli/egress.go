@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/agent/external"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -85,7 +85,7 @@ func runEgress(ctx context.Context, o *egressOptions, app *App) error {
 		recs = append(recs, rec)
 	}
 	out.Summary = egress.Summarize(recs)
-	notNeeded(r, out.Denied)
+	notNeeded(app.Deps.Agents, r, out.Denied)
 	if out.Allowed == nil {
 		out.Allowed = []egress.AllowedHost{}
 	}
@@ -185,8 +185,8 @@ func humanBytes(n int64) string {
 // notNeeded marks the denials a run never needs: the agent CLI's
 // telemetry, update and feature-flag hosts (and its provider's API, which
 // the model gateway serves). No flag is suggested for them.
-func notNeeded(r *run.Run, denied []egress.DeniedHost) {
-	p, ok := external.Lookup(r.Agent.Name)
+func notNeeded(agents agent.Catalog, r *run.Run, denied []egress.DeniedHost) {
+	p, ok := agents.Lookup(r.Agent.Name)
 	if !ok {
 		return
 	}

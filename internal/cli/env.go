@@ -6,7 +6,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/layout"
-	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // Env is the resolved environment of a command: data directory,
@@ -16,7 +16,7 @@ import (
 type Env struct {
 	Home     string
 	Layout   layout.Layout
-	Store    *files.Store
+	Store    run.Store
 	Settings config.Settings
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
@@ -54,7 +54,7 @@ func (app *App) openEnv() (*Env, error) {
 	if abs, err := filepath.Abs(home); err == nil {
 		home = abs
 	}
-	st, err := files.Open(home)
+	st, err := app.Deps.OpenStore(home)
 	if err != nil {
 		return nil, catalog.Home.Wrap(err, "%s: %v", home, err)
 	}

@@ -30,7 +30,7 @@ func TestOpenEnvReadsConfig(t *testing.T) {
 	_ = os.MkdirAll(filepath.Dir(cfg), 0o755)
 	_ = os.WriteFile(cfg, []byte("max_parallel = 3\n"), 0o644)
 	env := map[string]string{"AGENTRUN_HOME": filepath.Join(dir, "data"), "XDG_CONFIG_HOME": filepath.Join(dir, "cfg")}
-	app := &App{Getenv: func(k string) string { return env[k] }}
+	app := &App{Getenv: func(k string) string { return env[k] }, Deps: testDeps}
 	e, err := app.openEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestOpenEnvReadsConfig(t *testing.T) {
 		t.Fatalf("%+v", e.Settings)
 	}
 	_ = os.WriteFile(cfg, []byte("max_parallel = \"x\"\n"), 0o644)
-	app = &App{Getenv: func(k string) string { return env[k] }}
+	app = &App{Getenv: func(k string) string { return env[k] }, Deps: testDeps}
 	// A bad config fails only what uses a setting.
 	e, err = app.openEnv()
 	if err != nil {

@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testcap"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"

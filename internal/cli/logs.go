@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentrun/agentrun/internal/agent/loop"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/runner"
@@ -101,7 +101,7 @@ type logPiece struct {
 	Text    string `json:"text"`
 	// Transcript is a built-in agent attempt's transcript (what `logs`
 	// shows people instead of Text).
-	Transcript []loop.Record `json:"transcript,omitempty"`
+	Transcript []transcript.Record `json:"transcript,omitempty"`
 }
 
 // The JSON-lines streams (logs -f --json, submit/resume --follow --json)
@@ -207,7 +207,7 @@ func allEmpty(srcs []logSource) bool {
 			return false
 		}
 		if s.kind == "agent" {
-			if _, err := os.Stat(filepath.Join(filepath.Dir(s.path), loop.TranscriptFile)); err == nil {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(s.path), transcript.File)); err == nil {
 				return false
 			}
 		}
@@ -283,7 +283,7 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 
 // readTranscript reads a built-in agent attempt's transcript records (nil
 // when the attempt has none). A damaged line is left out, with a warning.
-func (app *App) readTranscript(path string) ([]loop.Record, error) {
+func (app *App) readTranscript(path string) ([]transcript.Record, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -292,7 +292,7 @@ func (app *App) readTranscript(path string) ([]loop.Record, error) {
 		return nil, fmt.Errorf("read transcript: %w", err)
 	}
 	defer f.Close()
-	recs := []loop.Record{}
+	recs := []transcript.Record{}
 	damaged := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -301,7 +301,7 @@ func (app *App) readTranscript(path string) ([]loop.Record, error) {
 		if len(line) == 0 {
 			continue
 		}
-		var rec loop.Record
+		var rec transcript.Record
 		if err := json.Unmarshal(line, &rec); err != nil {
 			damaged++
 			continue
@@ -323,7 +323,7 @@ func (app *App) printSource(w io.Writer, env *Env, r *run.Run, s logSource) erro
 	if s.kind == "agent" {
 		if f, err := os.Open(env.Layout.Transcript(r.ID, s.attempt)); err == nil {
 			defer f.Close()
-			if err := loop.RenderTranscript(f, w); err != nil {
+			if err := transcript.Render(f, w); err != nil {
 				return fmt.Errorf("render transcript: %w", err)
 			}
 			return nil

@@ -56,7 +56,7 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 			}
 		}
 		sum := egress.Summarize(recs)
-		notNeeded(r, sum.Denied)
+		notNeeded(app.Deps.Agents, r, sum.Denied)
 		for _, d := range sum.Denied {
 			if d.Code == "not_needed" {
 				continue

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentrun/agentrun/internal/testcap"
 
 	"golang.org/x/sys/unix"
 
@@ -48,7 +49,7 @@ func newTestHome(t testing.TB) *testHome {
 // app returns an App writing into buffers.
 func (h *testHome) app() (*App, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
-	return &App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Executable: h.executable,
+	return &App{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Executable: h.executable, Deps: testDeps,
 		Getenv: func(k string) string { return h.env[k] }}, &out, &errb
 }
 
@@ -271,7 +272,7 @@ func requirePTY(t *testing.T, format string, args ...any) {
 func TestColourOnlyOnTTYAndNeverWithNoColor(t *testing.T) {
 	_, slave := openPTY(t)
 	env := map[string]string{"TERM": "xterm"}
-	app := &App{Stdout: slave, Getenv: func(k string) string { return env[k] }}
+	app := &App{Stdout: slave, Getenv: func(k string) string { return env[k] }, Deps: testDeps}
 	if !app.colour() {
 		t.Error("no colour on a terminal")
 	}

@@ -33,6 +33,8 @@ type App struct {
 	// ndjson: the command streams JSON lines (--json with --follow), so
 	// an error is one more compact line, not an indented document.
 	ndjson bool
+	// Deps are the implementations, chosen by the wiring.
+	Deps Deps
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
 	env *Env
 }
@@ -49,8 +51,8 @@ EXIT STATUS
   130  interrupted (Ctrl-C)`
 
 // Main runs the CLI and returns the process exit code.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, deps Deps) int {
+	app := &App{Stdin: stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, Deps: deps}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return app.Execute(ctx, args)

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/jsonschema"
@@ -239,18 +239,18 @@ func TestLogsJSONHasTranscript(t *testing.T) {
 
 // writeTranscript writes a transcript for attempt n (with one damaged
 // line) and returns its records.
-func writeTranscript(t *testing.T, h *testHome, id string, n int) []loop.Record {
-	recs := []loop.Record{
-		{Type: loop.RecRunStart, Attempt: n, Model: "qwen3-coder", Provider: "openai", ContextWindow: 32768, WindowSource: "server",
+func writeTranscript(t *testing.T, h *testHome, id string, n int) []transcript.Record {
+	recs := []transcript.Record{
+		{Type: transcript.RecRunStart, Attempt: n, Model: "qwen3-coder", Provider: "openai", ContextWindow: 32768, WindowSource: "server",
 			Settings: map[string]any{"temperature": 0.2}},
-		{Type: loop.RecAssistant, Turn: 1, Content: "I will read the file.", Reasoning: "look first", FinishReason: "tool_calls",
+		{Type: transcript.RecAssistant, Turn: 1, Content: "I will read the file.", Reasoning: "look first", FinishReason: "tool_calls",
 			ToolCalls: []provider.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"auth.go"}`}},
 			Usage:     &run.Usage{PromptTokens: 100, CompletionTokens: 20}},
-		{Type: loop.RecToolResult, Turn: 1, ToolCallID: "c1", Tool: "read_file", Kind: "ok", Output: "package auth\n", Bytes: 13},
-		{Type: loop.RecNudge, Turn: 2, Text: "use a tool"},
-		{Type: loop.RecCompaction, Turn: 3, Method: "summary", Before: 30000, After: 4000},
-		{Type: loop.RecWarning, Text: "slow model"},
-		{Type: loop.RecRunEnd, Status: "completed", Message: "done", Turns: 3},
+		{Type: transcript.RecToolResult, Turn: 1, ToolCallID: "c1", Tool: "read_file", Kind: "ok", Output: "package auth\n", Bytes: 13},
+		{Type: transcript.RecNudge, Turn: 2, Text: "use a tool"},
+		{Type: transcript.RecCompaction, Turn: 3, Method: "summary", Before: 30000, After: 4000},
+		{Type: transcript.RecWarning, Text: "slow model"},
+		{Type: transcript.RecRunEnd, Status: "completed", Message: "done", Turns: 3},
 	}
 	var b strings.Builder
 	for i, rec := range recs {

@@ -83,7 +83,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if r.Gateway != nil {
 		f.add("model", gatewayLine(r))
 	}
-	f.add("sandbox", sandboxLine(r.Sandbox))
+	f.add("sandbox", sandboxLine(app.Deps, r.Sandbox))
 	f.add("created", r.CreatedAt.Local().Format(localTime)+" ("+ago(o.Now, r.CreatedAt)+")")
 	if r.StartedAt != nil {
 		f.add("started", r.StartedAt.Local().Format(localTime))
@@ -221,9 +221,9 @@ func agentLine(a run.AgentSpec) string {
 	return s
 }
 
-func sandboxLine(s run.SandboxConfig) string {
+func sandboxLine(d Deps, s run.SandboxConfig) string {
 	out := s.Backend
-	if s.Backend == "host" {
+	if !d.isolates(s.Backend) {
 		out += " (no isolation)"
 	}
 	if s.Network != "" {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
@@ -163,7 +163,7 @@ argument, stdin with '-', or the file given with --task-file.
 Agents: --agent-cmd CMD runs any command (sh -c inside the sandbox, the task on
 stdin). --agent NAME picks a profile (the CLI must be on your PATH; it and its
 runtime are made visible read-only inside the sandbox):
-` + profileHelp() + `  builtin    the built-in tool-use loop (--model, --provider, --base-url)
+` + profileHelp(app.Deps.Agents) + `  builtin    the built-in tool-use loop (--model, --provider, --base-url)
 
 Models: every agent reaches its model through the run's model gateway, on the
 host, which holds the keys: the sandbox gets a placeholder key and needs no
@@ -177,7 +177,7 @@ named in config.toml; they are never written to disk or into the sandbox.
 ends budget_exceeded, its workspace kept, and 'agentrun resume ID --max-cost N'
 continues it.
 
-Sandbox: --sandbox NAME (` + strings.Join(all.Names(all.Options{}), ", ") + `). 'host' does not isolate and is
+Sandbox: --sandbox NAME (` + strings.Join(app.Deps.backendNames(), ", ") + `). 'host' does not isolate and is
 used only when named. Network: --network none|allowlist; --allow HOST[:PORT] or
 preset:NAME (repeatable). Every agent gets no network unless --allow is given
 (then only the allowlist, plus what its profile's CLI needs besides the model).
@@ -218,7 +218,7 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	f := c.Flags()
 	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on")
 	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
-	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(external.Names(), supervisor.BuiltinAgent), ", "))
+	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(app.Deps.Agents.Names(), agent.BuiltinName), ", "))
 	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
 	f.StringArrayVar(&o.Checks, "check", nil, "verify check NAME=COMMAND, run in the sandbox after each attempt (repeatable)")
 	f.IntVar(&o.Attempts, "attempts", 0, fmt.Sprintf("agent attempts at most (default %d)", config.DefaultAttempts))
@@ -251,9 +251,9 @@ agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
 	return c
 }
 
-func profileHelp() string {
+func profileHelp(agents agent.Catalog) string {
 	var b strings.Builder
-	for _, p := range external.Profiles() {
+	for _, p := range agents {
 		tested := "not tested"
 		if p.Tested != "" {
 			tested = "tested with " + p.Tested
@@ -284,7 +284,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	checks, _ := parseChecks(o.Checks)
-	models := supervisor.ModelRequest{
+	models := submit.ModelRequest{
 		Model: o.Model, Server: s.ModelServer, Servers: s.File.ModelServers, Providers: s.File.Providers,
 		Prices: s.File.Prices, MaxTokens: s.MaxTokens, MaxCost: s.MaxCost,
 	}
@@ -302,7 +302,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 			models.BuiltinFlags = append(models.BuiltinFlags, "--"+f)
 		}
 	}
-	req := supervisor.Request{
+	req := submit.Request{
 		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
 		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
@@ -340,7 +340,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if o.MaxParallel > 0 {
 		maxParallel = o.MaxParallel
 	}
-	r, warnings, err := supervisor.Plan(ctx, req)
+	r, warnings, err := app.Deps.submitService().Plan(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -481,7 +481,7 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 // sandbox).
 func (app *App) envValues(r *run.Run) map[string]string {
 	m := map[string]string{}
-	for _, n := range supervisor.HandoffNames(r) {
+	for _, n := range submit.HandoffNames(r) {
 		if v := app.Getenv(n); v != "" {
 			m[n] = v
 		}

@@ -61,8 +61,8 @@ type Limits struct {
 	DiskInodes int64
 }
 
-// Backend is the sandbox backend seam. Implementations: host, native,
-// docker. Register them in sandbox/all. Every one passes sandboxtest.
+// Backend is the sandbox backend seam. Implementations: host, native.
+// Register them in sandbox/all. Every one passes sandboxtest.
 type Backend interface {
 	// Name is the --sandbox name.
 	Name() string
@@ -72,7 +72,28 @@ type Backend interface {
 	Preflight(ctx context.Context) error
 	// Start creates and starts a sandbox. On error nothing is left running.
 	Start(ctx context.Context, spec Spec) (Sandbox, error)
+	// Isolation declares what the backend's sandboxes keep the agent
+	// from. Submit warns about, and status shows, a backend that isolates
+	// nothing; nobody branches on a backend's name.
+	Isolation() Isolation
 }
+
+// Isolation is what a backend isolates (each true: in every sandbox it
+// starts, not only where the machine allows; what a given sandbox
+// enforces is its Enforced).
+type Isolation struct {
+	// Files: only the workspace, the sandbox's own HOME and tmp, and
+	// named read-only paths are visible.
+	Files bool
+	// Processes: the host's processes are out of reach.
+	Processes bool
+	// Network: the sandbox reaches only what its network mode grants.
+	Network bool
+}
+
+// None reports a backend that isolates nothing (it runs the agent as the
+// user, with the user's files and network).
+func (i Isolation) None() bool { return !i.Files && !i.Processes && !i.Network }
 
 // Sandbox is one running sandbox.
 type Sandbox interface {

@@ -3,21 +3,18 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/agent"
-	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
-	"github.com/agentrun/agentrun/internal/sandbox/all"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
-// Deps are the seams the supervisor drives. Main fills them from the run
-// record in this one place; the steps only call them.
+// Deps are the seams the supervisor drives. The wiring (internal/wire)
+// fills them with this build's implementations; the steps only call them.
 type Deps struct {
 	Store      run.Store
 	Layout     layout.Layout
@@ -36,30 +33,5 @@ type Deps struct {
 	// returns a stop function.
 	StartEgress func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
 }
-
-// DefaultDeps wires the implementations this build has.
-func DefaultDeps(st run.Store, l layout.Layout) Deps {
-	return Deps{
-		Store:       st,
-		Layout:      l,
-		Workspaces:  workspaceProvider(),
-		Export:      exportFunc(),
-		Backends:    all.Backends(all.Options{}),
-		NewAgent:    newAgent,
-		StartEgress: startEgress,
-		Capacity:    gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
-	}
-}
-
-// newAgent picks the agent implementation for the run.
-func newAgent(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {
-	if r.Agent.Name == BuiltinAgent {
-		return newBuiltin(r, getenv, warn, gw)
-	}
-	return external.New(r.Agent)
-}
-
-// BuiltinAgent is the AgentSpec.Name of the built-in tool-use loop.
-const BuiltinAgent = "builtin"
 
 func errMissing(what string) error { return fmt.Errorf("%s is not available in this build", what) }

@@ -15,9 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/store/files"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,8 +27,9 @@ const (
 
 // Main is the `agentrun __supervise` entry point: it works on one run to
 // its end and returns the process exit code (0 when it ran the run to an
-// end state, whatever the state).
-func Main(args []string) int {
+// end state, whatever the state). wire builds the seams for the data
+// directory home (internal/wire).
+func Main(args []string, wire func(home string) (Deps, error)) int {
 	fs := flag.NewFlagSet("__supervise", flag.ContinueOnError)
 	home := fs.String("home", "", "data directory")
 	id := fs.String("id", "", "run id")
@@ -52,16 +51,15 @@ func Main(args []string) int {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
 		return 1
 	}
-	st, err := files.Open(*home)
+	deps, err := wire(*home)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
 		return 1
 	}
-	l := layout.Layout{Home: *home}
 	ctx, stop := signalContext()
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	s := &Supervisor{Deps: DefaultDeps(st, l), ID: *id, MaxParallel: *maxParallel, Handoff: ho}
+	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho}
 	err = s.Run(ctx)
 	runtime.KeepAlive(lockFile) // the lock is released when the process exits
 	if err != nil {

@@ -2,13 +2,15 @@ package supervisor
 
 import (
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/submit"
+	"github.com/agentrun/agentrun/internal/testcap"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
@@ -37,8 +39,9 @@ func inProcess(t *testing.T, agentCmd string, checks []run.CheckSpec) (*Supervis
 	t.Helper()
 	st, l := newStore(t)
 	ctx := context.Background()
-	r, _, err := Plan(ctx, Request{Repo: gitRepo(t), Task: "write a file\n\ndetails", AgentCmd: agentCmd, Checks: checks,
-		Attempts: 2, Timeout: time.Minute, Sandbox: "host", Backends: map[string]sandbox.Backend{"host": host.New()},
+	svc := &submit.Service{Backends: map[string]sandbox.Backend{"host": host.New()}}
+	r, _, err := svc.Plan(ctx, submit.Request{Repo: gitRepo(t), Task: "write a file\n\ndetails", AgentCmd: agentCmd, Checks: checks,
+		Attempts: 2, Timeout: time.Minute, Sandbox: "host",
 		Export: run.ExportConfig{MaxFiles: 100, MaxBytes: 1 << 20, AuthorName: "T", AuthorEmail: "t@example.com"}})
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +54,7 @@ func inProcess(t *testing.T, agentCmd string, checks []run.CheckSpec) (*Supervis
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lk.Close() })
-	d := DefaultDeps(st, l)
-	d.Backends = map[string]sandbox.Backend{"host": host.New()}
-	return &Supervisor{Deps: d, ID: r.ID, MaxParallel: 1}, st
+	return &Supervisor{Deps: testDeps(st, l), ID: r.ID, MaxParallel: 1}, st
 }
 
 func TestRunInProcess(t *testing.T) {

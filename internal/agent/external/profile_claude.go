@@ -1,13 +1,16 @@
 package external
 
-import "strings"
+import (
+	"github.com/agentrun/agentrun/internal/agent"
+	"strings"
+)
 
 // claudeDefaultModel is the model asked for without --model.
 const claudeDefaultModel = "claude-opus-5-5"
 
 // claudeProfile runs Claude Code (the native build that npm installs) in
 // print mode against the gateway's Anthropic route.
-var claudeProfile = Profile{
+var claudeProfile = Profile{Info: agent.Info{
 	Name:         "claude",
 	Binary:       "claude",
 	Install:      "npm install -g @anthropic-ai/claude-code",
@@ -28,7 +31,7 @@ var claudeProfile = Profile{
 	Sessions:   true,
 	SessionIDs: true,
 	Doc:        "Claude Code, print mode (Anthropic Messages)",
-	Launch:     claudeLaunch,
+}, Launch: claudeLaunch,
 }
 
 func claudeLaunch(in LaunchInput) Launch {

@@ -1,6 +1,7 @@
 package external
 
 import (
+	"github.com/agentrun/agentrun/internal/agent"
 	"strconv"
 	"strings"
 )
@@ -26,7 +27,7 @@ const codexDefaultModel = "gpt-6.2-sol"
 // (it cannot nest inside ours). Everything that would call an OpenAI host
 // besides the model (update checks, analytics, feedback, OTEL, remote
 // plugins/apps, web search) is switched off in the same config.
-var codexProfile = Profile{
+var codexProfile = Profile{Info: agent.Info{
 	Name:         "codex",
 	Binary:       "codex",
 	Install:      "npm install -g @openai/codex",
@@ -43,7 +44,7 @@ var codexProfile = Profile{
 	},
 	Sessions: true,
 	Doc:      "OpenAI Codex CLI, codex exec (OpenAI Responses)",
-	Launch:   codexLaunch,
+}, Launch: codexLaunch,
 }
 
 // codexLaunch builds the codex command line and its config.

@@ -1,6 +1,9 @@
 package external
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"github.com/agentrun/agentrun/internal/agent"
+)
 
 // crushProvider is the provider id crush's config declares for the gateway.
 const crushProvider = "agentrun"
@@ -44,7 +47,7 @@ func crushConfig(in LaunchInput, model string) string {
 // chat completions route. UNTESTED: crush could not be installed where this
 // profile was written (its npm postinstall downloads from GitHub, the Go
 // module proxy refuses the module); it follows crush's documentation.
-var crushProfile = Profile{
+var crushProfile = Profile{Info: agent.Info{
 	Name:         "crush",
 	Binary:       "crush",
 	Install:      "npm install -g @charmland/crush",
@@ -54,29 +57,29 @@ var crushProfile = Profile{
 	Telemetry:    []string{"data.charm.land", "catwalk.charm.sh"},
 	Sessions:     true,
 	Doc:          "Charm Crush, crush run (OpenAI chat completions)",
-	Launch: func(in LaunchInput) Launch {
-		model := in.Model
-		if model == "" {
-			model = "gpt-4.1"
-		}
-		// --data-dir keeps crush's sessions and logs out of the workspace
-		// (its default is <cwd>/.crush); --yolo skips every permission
-		// prompt.
-		cmd := shellQuote(in.Binary) + " run --quiet --yolo --data-dir " + shellQuote(in.Home+"/.local/share/crush/data") +
-			" -m " + shellQuote(crushProvider+"/"+model)
-		if in.Resume {
-			// crush picks its own session ids; the latest session in
-			// the data dir is this run's.
-			cmd += " --continue"
-		}
-		return Launch{
-			Command: cmd + ` "$(cat)"`,
-			Env: []string{
-				"CRUSH_DISABLE_METRICS=1",
-				"DO_NOT_TRACK=1",
-				"CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1",
-			},
-			Files: map[string]string{".config/crush/crush.json": crushConfig(in, model)},
-		}
-	},
+}, Launch: func(in LaunchInput) Launch {
+	model := in.Model
+	if model == "" {
+		model = "gpt-4.1"
+	}
+	// --data-dir keeps crush's sessions and logs out of the workspace
+	// (its default is <cwd>/.crush); --yolo skips every permission
+	// prompt.
+	cmd := shellQuote(in.Binary) + " run --quiet --yolo --data-dir " + shellQuote(in.Home+"/.local/share/crush/data") +
+		" -m " + shellQuote(crushProvider+"/"+model)
+	if in.Resume {
+		// crush picks its own session ids; the latest session in
+		// the data dir is this run's.
+		cmd += " --continue"
+	}
+	return Launch{
+		Command: cmd + ` "$(cat)"`,
+		Env: []string{
+			"CRUSH_DISABLE_METRICS=1",
+			"DO_NOT_TRACK=1",
+			"CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1",
+		},
+		Files: map[string]string{".config/crush/crush.json": crushConfig(in, model)},
+	}
+},
 }

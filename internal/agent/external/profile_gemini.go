@@ -1,6 +1,9 @@
 package external
 
-import "strings"
+import (
+	"github.com/agentrun/agentrun/internal/agent"
+	"strings"
+)
 
 // geminiDefaultModel is the model asked for without --model: the CLI's own
 // default Pro model (without --model it would route every turn through a
@@ -39,7 +42,7 @@ const geminiSettingsFile = ".gemini/settings.json"
 
 // geminiProfile runs Gemini CLI headless (--prompt) against the gateway's
 // Gemini route.
-var geminiProfile = Profile{
+var geminiProfile = Profile{Info: agent.Info{
 	Name:         "gemini",
 	Binary:       "gemini",
 	Install:      "npm install -g @google/gemini-cli",
@@ -50,7 +53,7 @@ var geminiProfile = Profile{
 	Telemetry: []string{"play.googleapis.com"},
 	Sessions:  true,
 	Doc:       "Gemini CLI, headless (Gemini API)",
-	Launch:    geminiLaunch,
+}, Launch: geminiLaunch,
 }
 
 func geminiLaunch(in LaunchInput) Launch {

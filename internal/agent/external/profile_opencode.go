@@ -2,6 +2,7 @@ package external
 
 import (
 	"encoding/json"
+	"github.com/agentrun/agentrun/internal/agent"
 	"strings"
 )
 
@@ -53,7 +54,7 @@ const opencodeLock = `{
 
 // opencodeProfile runs opencode (sst/anomalyco) headless against the
 // gateway's OpenAI chat completions route.
-var opencodeProfile = Profile{
+var opencodeProfile = Profile{Info: agent.Info{
 	Name:         "opencode",
 	Binary:       "opencode",
 	Install:      "npm install -g opencode-ai",
@@ -65,40 +66,40 @@ var opencodeProfile = Profile{
 	Telemetry: []string{"models.opencode.ai", "registry.npmjs.org", "api.github.com", "opencode.ai", "opncd.ai"},
 	Sessions:  true,
 	Doc:       "opencode run (OpenAI chat completions)",
-	Launch: func(in LaunchInput) Launch {
-		model := in.Model
-		if model == "" {
-			model = "gpt-4.1"
-		}
-		// --title= names the session after the prompt instead of asking
-		// the model for a title (one side request less per run).
-		cmd := shellQuote(in.Binary) + " run --title= -m " + shellQuote(opencodeProvider+"/"+model)
-		switch {
-		case in.Resume && strings.HasPrefix(in.Session, "ses_"):
-			// An id opencode gave (it cannot be chosen up front).
-			cmd += " --session " + shellQuote(in.Session)
-		case in.Resume:
-			// The latest session of this directory: HOME holds only this
-			// run's sessions.
-			cmd += " --continue"
-		}
-		return Launch{
-			Command: cmd + ` "$(cat)"`,
-			Env: []string{
-				"OPENCODE_DISABLE_AUTOUPDATE=1",
-				"OPENCODE_DISABLE_MODELS_FETCH=1",
-				"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-				"OPENCODE_DISABLE_SHARE=1",
-			},
-			Files: map[string]string{
-				".config/opencode/opencode.json": opencodeConfig(in, model),
-				// opencode npm-installs @opencode-ai/plugin into every
-				// config dir in the background (registry.npmjs.org) unless
-				// node_modules exists and package-lock.json already lists
-				// it (Npm.install's dirty check).
-				".config/opencode/package-lock.json":               opencodeLock,
-				".config/opencode/node_modules/.package-lock.json": opencodeLock,
-			},
-		}
-	},
+}, Launch: func(in LaunchInput) Launch {
+	model := in.Model
+	if model == "" {
+		model = "gpt-4.1"
+	}
+	// --title= names the session after the prompt instead of asking
+	// the model for a title (one side request less per run).
+	cmd := shellQuote(in.Binary) + " run --title= -m " + shellQuote(opencodeProvider+"/"+model)
+	switch {
+	case in.Resume && strings.HasPrefix(in.Session, "ses_"):
+		// An id opencode gave (it cannot be chosen up front).
+		cmd += " --session " + shellQuote(in.Session)
+	case in.Resume:
+		// The latest session of this directory: HOME holds only this
+		// run's sessions.
+		cmd += " --continue"
+	}
+	return Launch{
+		Command: cmd + ` "$(cat)"`,
+		Env: []string{
+			"OPENCODE_DISABLE_AUTOUPDATE=1",
+			"OPENCODE_DISABLE_MODELS_FETCH=1",
+			"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+			"OPENCODE_DISABLE_SHARE=1",
+		},
+		Files: map[string]string{
+			".config/opencode/opencode.json": opencodeConfig(in, model),
+			// opencode npm-installs @opencode-ai/plugin into every
+			// config dir in the background (registry.npmjs.org) unless
+			// node_modules exists and package-lock.json already lists
+			// it (Npm.install's dirty check).
+			".config/opencode/package-lock.json":               opencodeLock,
+			".config/opencode/node_modules/.package-lock.json": opencodeLock,
+		},
+	}
+},
 }

@@ -1,6 +1,9 @@
 package external
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"github.com/agentrun/agentrun/internal/agent"
+)
 
 // qwenSettings is ~/.qwen/settings.json: OpenAI-compatible auth, no
 // telemetry, usage statistics, auto-update, feedback or folder-trust
@@ -25,7 +28,7 @@ func qwenSettings(model string) string {
 
 // qwenProfile runs Qwen Code (a Gemini CLI fork) headless against the
 // gateway's OpenAI chat completions route.
-var qwenProfile = Profile{
+var qwenProfile = Profile{Info: agent.Info{
 	Name:         "qwen",
 	Binary:       "qwen",
 	Install:      "npm install -g @qwen-code/qwen-code",
@@ -40,30 +43,30 @@ var qwenProfile = Profile{
 	Sessions:   true,
 	SessionIDs: true,
 	Doc:        "Qwen Code, headless (OpenAI chat completions)",
-	Launch: func(in LaunchInput) Launch {
-		model := in.Model
-		if model == "" {
-			model = "qwen3-coder-plus"
-		}
-		cmd := shellQuote(in.Binary) + " --yolo"
-		switch {
-		case in.Resume && in.Session != "":
-			cmd += " --resume " + shellQuote(in.Session)
-		case in.Resume:
-			cmd += " --continue"
-		case in.Session != "":
-			cmd += " --session-id " + shellQuote(in.Session)
-		}
-		return Launch{
-			Command: cmd + ` -p "$(cat)"`,
-			Env: []string{
-				"OPENAI_API_KEY=" + in.Key,
-				"OPENAI_BASE_URL=" + in.BaseURL + "/v1",
-				"OPENAI_MODEL=" + model,
-				"QWEN_USAGE_STATISTICS_ENABLED=false",
-				"QWEN_CODE_SUPPRESS_YOLO_WARNING=1",
-			},
-			Files: map[string]string{".qwen/settings.json": qwenSettings(model)},
-		}
-	},
+}, Launch: func(in LaunchInput) Launch {
+	model := in.Model
+	if model == "" {
+		model = "qwen3-coder-plus"
+	}
+	cmd := shellQuote(in.Binary) + " --yolo"
+	switch {
+	case in.Resume && in.Session != "":
+		cmd += " --resume " + shellQuote(in.Session)
+	case in.Resume:
+		cmd += " --continue"
+	case in.Session != "":
+		cmd += " --session-id " + shellQuote(in.Session)
+	}
+	return Launch{
+		Command: cmd + ` -p "$(cat)"`,
+		Env: []string{
+			"OPENAI_API_KEY=" + in.Key,
+			"OPENAI_BASE_URL=" + in.BaseURL + "/v1",
+			"OPENAI_MODEL=" + model,
+			"QWEN_USAGE_STATISTICS_ENABLED=false",
+			"QWEN_CODE_SUPPRESS_YOLO_WARNING=1",
+		},
+		Files: map[string]string{".qwen/settings.json": qwenSettings(model)},
+	}
+},
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/tools"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -77,7 +78,7 @@ func (st *attempt) runCalls(ctx context.Context, calls []provider.ToolCall) (rea
 				st.lastFail, st.failRuns = r.Command, 1
 			}
 			if st.failRuns >= StuckRepeats && reason == "" {
-				reason, msg = run.ReasonStuck, fmt.Sprintf("the same failing command ran %d times in a row: %s", st.failRuns, oneLine(r.Command, 200))
+				reason, msg = run.ReasonStuck, fmt.Sprintf("the same failing command ran %d times in a row: %s", st.failRuns, transcript.OneLine(r.Command, 200))
 			}
 		} else {
 			st.lastFail, st.failRuns = "", 0
@@ -109,7 +110,7 @@ func (st *attempt) addResult(tc provider.ToolCall, r tools.Result) {
 		content = "(no output)"
 	}
 	st.msgs = append(st.msgs, provider.Message{Role: provider.RoleTool, ToolCallID: tc.ID, Name: tc.Name, Content: content})
-	st.tr.add(Record{Type: RecToolResult, Attempt: st.in.N, Turn: st.turn, ToolCallID: tc.ID, Tool: tc.Name, Kind: string(r.Kind), Output: clipRecord(content), Bytes: len(content)})
+	st.tr.add(transcript.Record{Type: transcript.RecToolResult, Attempt: st.in.N, Turn: st.turn, ToolCallID: tc.ID, Tool: tc.Name, Kind: string(r.Kind), Output: clipRecord(content), Bytes: len(content)})
 	line := summarize(tc, r)
 	fmt.Fprintf(st.out, "turn %d: %s\n", st.turn, line)
 	if st.in.Event != nil {
@@ -125,16 +126,16 @@ func summarize(tc provider.ToolCall, r tools.Result) string {
 	b.WriteString(tc.Name)
 	switch {
 	case r.Command != "":
-		fmt.Fprintf(&b, " %s → exit %d", oneLine(r.Command, 120), r.ExitCode)
+		fmt.Fprintf(&b, " %s → exit %d", transcript.OneLine(r.Command, 120), r.ExitCode)
 	case len(r.Changed) > 0:
 		fmt.Fprintf(&b, " %s", strings.Join(r.Changed, ", "))
 	case r.Finish:
-		fmt.Fprintf(&b, ": %s", oneLine(r.Summary, 200))
+		fmt.Fprintf(&b, ": %s", transcript.OneLine(r.Summary, 200))
 	default:
-		fmt.Fprintf(&b, " %s", oneLine(tc.Arguments, 120))
+		fmt.Fprintf(&b, " %s", transcript.OneLine(tc.Arguments, 120))
 	}
 	if r.Kind != tools.KindOK {
-		fmt.Fprintf(&b, " [%s: %s]", r.Kind, oneLine(r.Output, 160))
+		fmt.Fprintf(&b, " [%s: %s]", r.Kind, transcript.OneLine(r.Output, 160))
 	}
 	return b.String()
 }
@@ -155,7 +156,7 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	}
 	if trimOldResults(a.system, st.defs, st.msgs, limit*70/100) {
 		after := estimate(a.system, st.defs, st.msgs)
-		st.tr.add(Record{Type: RecCompaction, Attempt: st.in.N, Turn: st.turn, Method: "trim_results", Before: before, After: after})
+		st.tr.add(transcript.Record{Type: transcript.RecCompaction, Attempt: st.in.N, Turn: st.turn, Method: "trim_results", Before: before, After: after})
 		fmt.Fprintf(st.out, "turn %d: trimmed old tool results (~%d → ~%d tokens)\n", st.turn, before, after)
 		if after <= soft {
 			return true, nil
@@ -183,7 +184,7 @@ func (st *attempt) fitBudget(ctx context.Context) (bool, error) {
 	st.msgs = res.msgs
 	st.compacted = len(st.msgs)
 	after := estimate(a.system, st.defs, st.msgs)
-	st.tr.add(Record{Type: RecCompaction, Attempt: st.in.N, Turn: st.turn, Method: res.method, Before: before, After: after})
+	st.tr.add(transcript.Record{Type: transcript.RecCompaction, Attempt: st.in.N, Turn: st.turn, Method: res.method, Before: before, After: after})
 	fmt.Fprintf(st.out, "turn %d: compacted the conversation by %s (~%d → ~%d tokens)\n", st.turn, res.method, before, after)
 	return after <= limit, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/agent/tools"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -154,7 +155,7 @@ func TestTrimOldestToolResultsFirst(t *testing.T) {
 	if msgs[1].Content != "task" {
 		t.Fatal("first user message changed")
 	}
-	if count(r.transcript(1), RecCompaction) == 0 {
+	if count(r.transcript(1), transcript.RecCompaction) == 0 {
 		t.Fatal("trim not recorded")
 	}
 }
@@ -223,7 +224,7 @@ func TestCompaction(t *testing.T) {
 	}
 	var methods []string
 	for _, rec := range r.transcript(1) {
-		if rec.Type == RecCompaction {
+		if rec.Type == transcript.RecCompaction {
 			methods = append(methods, rec.Method)
 		}
 	}
@@ -252,7 +253,7 @@ func TestCompactionGateRetryAndFallback(t *testing.T) {
 	r2.expect(r2.run(context.Background(), "task"), run.ReasonCompleted)
 	found := false
 	for _, rec := range r2.transcript(1) {
-		found = found || (rec.Type == RecCompaction && rec.Method == "trim")
+		found = found || (rec.Type == transcript.RecCompaction && rec.Method == "trim")
 	}
 	if !found {
 		t.Fatal("no trim fallback")
@@ -284,7 +285,7 @@ func TestConversationContinuesNextAttempt(t *testing.T) {
 	if len(m) != len(firstLast)+3 || m[1].Content != "Make the check pass" || m[len(m)-1].Content != "The check unit failed:\nexpected 2" {
 		t.Fatalf("%d messages: %+v", len(m), m)
 	}
-	if count(r.transcript(2), RecRunStart) != 1 {
+	if count(r.transcript(2), transcript.RecRunStart) != 1 {
 		t.Fatal("attempt 2 transcript")
 	}
 }
@@ -294,7 +295,7 @@ func TestServerContextOverflow(t *testing.T) {
 	// Once: the loop assumes more tokens and asks again.
 	r := newRig(t, overflow, calls(call("finish", map[string]any{"summary": "ok"})))
 	r.expect(r.run(context.Background(), "task"), run.ReasonCompleted)
-	if count(r.transcript(1), RecWarning) != 1 {
+	if count(r.transcript(1), transcript.RecWarning) != 1 {
 		t.Fatal("no warning recorded")
 	}
 	// Again and again: context_exhausted, not an endless loop.

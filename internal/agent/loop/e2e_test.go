@@ -39,7 +39,7 @@ func (e *e2eRun) do(tb testing.TB, id string) (*agent.Outcome, time.Duration) {
 	}
 	rc, workDir := startHost(tb, ws.Dir())
 	a, err := New(run.AgentSpec{Name: "builtin", Model: "test-model", BaseURL: e.srv.URL, ContextWindow: 32768},
-		Options{Getenv: func(string) string { return "" }, HTTPClient: e.hc, Repo: e.repo, Base: e.base})
+		Options{Providers: testProviders, Getenv: func(string) string { return "" }, HTTPClient: e.hc, Repo: e.repo, Base: e.base})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func BenchmarkTwoTurnAttempt(b *testing.B) {
 		}
 		rc, workDir := startHost(b, ws)
 		a, err := New(run.AgentSpec{Name: "builtin", Model: "test-model", BaseURL: srv.URL, ContextWindow: 32768},
-			Options{Getenv: func(string) string { return "" }, HTTPClient: &http.Client{Transport: tt}, Repo: repo, Base: base})
+			Options{Providers: testProviders, Getenv: func(string) string { return "" }, HTTPClient: &http.Client{Transport: tt}, Repo: repo, Base: base})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/runner"
 )
@@ -39,7 +40,7 @@ func newRig(t *testing.T, script ...fakemodel.Reply) *rig {
 	r := &rig{t: t, srv: fakemodel.New(t, "test-model", script...), ws: t.TempDir(), runDir: t.TempDir()}
 	r.runner, r.ws = startHost(t, r.ws)
 	r.spec = run.AgentSpec{Name: "builtin", Model: "test-model", BaseURL: r.srv.URL, ContextWindow: 32768}
-	r.opts = Options{Getenv: func(string) string { return "" }, Retry: provider.Retry{Attempts: 1}}
+	r.opts = Options{Providers: testProviders, Getenv: func(string) string { return "" }, Retry: provider.Retry{Attempts: 1}}
 	return r
 }
 
@@ -112,15 +113,15 @@ func (r *rig) lastMessages() []wireMsg {
 	return m
 }
 
-func (r *rig) transcript(n int) []Record {
+func (r *rig) transcript(n int) []transcript.Record {
 	r.t.Helper()
-	b, err := os.ReadFile(filepath.Join(r.attemptDir(n), TranscriptFile))
+	b, err := os.ReadFile(filepath.Join(r.attemptDir(n), transcript.File))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var recs []Record
+	var recs []transcript.Record
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var rec Record
+		var rec transcript.Record
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			r.t.Fatalf("transcript line %q: %v", l, err)
 		}
@@ -129,7 +130,7 @@ func (r *rig) transcript(n int) []Record {
 	return recs
 }
 
-func count(recs []Record, typ string) int {
+func count(recs []transcript.Record, typ string) int {
 	n := 0
 	for _, r := range recs {
 		if r.Type == typ {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/testcap"
+
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -157,7 +159,7 @@ func TestContextWindowResolution(t *testing.T) {
 	srv.ContextWindow = 65536
 	mk := func(spec run.AgentSpec, env map[string]string) (*Agent, *[]string) {
 		var warns []string
-		a, err := newAgent(spec, Options{Getenv: func(k string) string { return env[k] }, Warn: func(s string) { warns = append(warns, s) }})
+		a, err := newAgent(spec, Options{Providers: testProviders, Getenv: func(k string) string { return env[k] }, Warn: func(s string) { warns = append(warns, s) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,12 +215,12 @@ func TestContextWindowFromServerAPIs(t *testing.T) {
 		}
 	}))
 	defer llama.Close()
-	a, _ := newAgent(run.AgentSpec{Model: "qwen.gguf", BaseURL: llama.URL + "/v1"}, Options{Getenv: func(string) string { return "" }})
+	a, _ := newAgent(run.AgentSpec{Model: "qwen.gguf", BaseURL: llama.URL + "/v1"}, Options{Providers: testProviders, Getenv: func(string) string { return "" }})
 	if n, _ := a.resolveWindow(context.Background()); n != 16384 {
 		t.Errorf("llama.cpp: %d", n)
 	}
 	for model, want := range map[string]int{"lms-model": 40960, "ollama-model": 32768} {
-		a, _ := newAgent(run.AgentSpec{Model: model, BaseURL: srv.URL + "/v1"}, Options{Getenv: func(string) string { return "" }})
+		a, _ := newAgent(run.AgentSpec{Model: model, BaseURL: srv.URL + "/v1"}, Options{Providers: testProviders, Getenv: func(string) string { return "" }})
 		if n, src := a.resolveWindow(context.Background()); n != want || src != "server" {
 			t.Errorf("%s: %d %s", model, n, src)
 		}
@@ -232,10 +234,10 @@ func TestRenderTranscript(t *testing.T) {
 		calls(call("finish", map[string]any{"summary": "all done"})),
 	)
 	r.expect(r.run(context.Background(), "task"), run.ReasonCompleted)
-	f, _ := os.Open(filepath.Join(r.attemptDir(1), TranscriptFile))
+	f, _ := os.Open(filepath.Join(r.attemptDir(1), transcript.File))
 	defer f.Close()
 	var out bytes.Buffer
-	if err := RenderTranscript(f, &out); err != nil {
+	if err := transcript.Render(f, &out); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -246,7 +248,7 @@ func TestRenderTranscript(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, s)
 		}
 	}
-	if err := RenderTranscript(strings.NewReader("{not json\n"), &out); err != nil {
+	if err := transcript.Render(strings.NewReader("{not json\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 }

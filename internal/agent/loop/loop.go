@@ -15,9 +15,8 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
-	"github.com/agentrun/agentrun/internal/agent/provider/anthropic"
-	"github.com/agentrun/agentrun/internal/agent/provider/openai"
 	"github.com/agentrun/agentrun/internal/agent/tools"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -44,6 +43,8 @@ type Options struct {
 	Base string
 	// Warn receives warnings for the user (unknown context window, ...).
 	Warn func(string)
+	// Providers are the model providers to pick spec.Provider from.
+	Providers provider.Registry
 	// Retry bounds the provider's retries (zero: provider.DefaultRetry).
 	Retry provider.Retry
 	// StallTurns overrides DefaultStallTurns (tests; zero: default).
@@ -77,22 +78,21 @@ func newAgent(spec run.AgentSpec, opts Options) (*Agent, error) {
 		opts.Getenv = os.Getenv
 	}
 	a := &Agent{spec: spec, opts: opts}
-	switch spec.Provider {
-	case "", "openai":
-		key := opts.Getenv("AGENTRUN_OPENAI_API_KEY")
-		if key == "" {
-			key = opts.Getenv("OPENAI_API_KEY")
-		}
-		a.prov = openai.New(openai.Config{BaseURL: spec.BaseURL, APIKey: key, HTTPClient: opts.HTTPClient, Retry: opts.Retry})
-	case "anthropic":
-		key := opts.Getenv("ANTHROPIC_API_KEY")
-		if key == "" {
-			return nil, catalog.ModelAuth.New("ANTHROPIC_API_KEY is not set")
-		}
-		a.prov = anthropic.New(anthropic.Config{BaseURL: spec.BaseURL, APIKey: key, HTTPClient: opts.HTTPClient, Retry: opts.Retry})
-	default:
-		return nil, catalog.Usage.New("unknown --provider %q", spec.Provider).WithFix("use --provider openai (any OpenAI-compatible server) or --provider anthropic")
+	kind, ok := opts.Providers.Lookup(spec.Provider)
+	if !ok {
+		return nil, catalog.Usage.New("unknown provider %q", spec.Provider).
+			WithFix("name one of: %s (openai speaks to any OpenAI-compatible server)", strings.Join(opts.Providers.Names(), ", "))
 	}
+	key := ""
+	for _, k := range kind.KeyEnv {
+		if key = opts.Getenv(k); key != "" {
+			break
+		}
+	}
+	if key == "" && kind.RequiresKey {
+		return nil, catalog.ModelAuth.New("%s is not set", strings.Join(kind.KeyEnv, " or "))
+	}
+	a.prov = kind.New(provider.Config{BaseURL: spec.BaseURL, APIKey: key, HTTPClient: opts.HTTPClient, Retry: opts.Retry})
 	return a, nil
 }
 
@@ -142,7 +142,7 @@ type attempt struct {
 	a    *Agent
 	in   agent.AttemptInput
 	env  *tools.Env
-	tr   *transcript
+	tr   *transcriptWriter
 	out  io.Writer
 	msgs []provider.Message
 	defs []provider.Tool
@@ -180,7 +180,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		}
 	}
 	a.prepare(ctx, in.WorkDir)
-	tr, err := openTranscript(filepath.Join(in.Dir, TranscriptFile))
+	tr, err := openTranscript(filepath.Join(in.Dir, transcript.File))
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +208,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	if len(prev) > 0 {
 		settings["continued_messages"] = len(prev)
 	}
-	tr.add(Record{Type: RecRunStart, Attempt: in.N, Model: a.spec.Model, Provider: a.prov.Name(), ContextWindow: a.window, WindowSource: a.windowSource, Settings: settings})
+	tr.add(transcript.Record{Type: transcript.RecRunStart, Attempt: in.N, Model: a.spec.Model, Provider: a.prov.Name(), ContextWindow: a.window, WindowSource: a.windowSource, Settings: settings})
 	fmt.Fprintf(st.out, "builtin agent: %s via %s, context window %d tokens (%s)\n", a.spec.Model, a.prov.Name(), a.window, a.windowSource)
 
 	reason, msg, herr := st.run(ctx)
@@ -216,7 +216,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		herr = serr
 	}
 	usage := st.usage
-	tr.add(Record{Type: RecRunEnd, Attempt: in.N, Status: string(reason), Message: msg, Turns: st.turn, Usage: &usage})
+	tr.add(transcript.Record{Type: transcript.RecRunEnd, Attempt: in.N, Status: string(reason), Message: msg, Turns: st.turn, Usage: &usage})
 	if cerr := tr.close(); cerr != nil && herr == nil {
 		herr = fmt.Errorf("write transcript: %w", cerr)
 	}
@@ -318,7 +318,7 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 				st.turn--
 				st.overflows++
 				if st.overflows > 3 {
-					return run.ReasonContextExhausted, "the model server refused the conversation as too long: " + oneLine(err.Error(), 300), nil
+					return run.ReasonContextExhausted, "the model server refused the conversation as too long: " + transcript.OneLine(err.Error(), 300), nil
 				}
 				st.scale *= 1.5
 				st.warnf("the server says the context is too long; assuming %.1fx more tokens than estimated", st.scale)
@@ -350,7 +350,7 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 		if resp.UsageKnown {
 			turnUsage = &run.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens, CachedTokens: max(resp.Usage.CachedTokens, 0)}
 		}
-		st.tr.add(Record{Type: RecAssistant, Attempt: st.in.N, Turn: st.turn, Content: m.Content, Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, FinishReason: resp.FinishReason, Usage: turnUsage})
+		st.tr.add(transcript.Record{Type: transcript.RecAssistant, Attempt: st.in.N, Turn: st.turn, Content: m.Content, Reasoning: m.Reasoning, ToolCalls: m.ToolCalls, FinishReason: resp.FinishReason, Usage: turnUsage})
 
 		var reason run.Reason
 		var msg string
@@ -386,7 +386,7 @@ func (st *attempt) run(ctx context.Context) (run.Reason, string, error) {
 
 func (st *attempt) warnf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	st.tr.add(Record{Type: RecWarning, Attempt: st.in.N, Turn: st.turn, Text: msg})
+	st.tr.add(transcript.Record{Type: transcript.RecWarning, Attempt: st.in.N, Turn: st.turn, Text: msg})
 	st.a.warn(msg)
 }
 
@@ -416,7 +416,7 @@ func (st *attempt) addUsage(resp *provider.Response) {
 
 func (st *attempt) nudge(text string) {
 	st.msgs = append(st.msgs, provider.Message{Role: provider.RoleUser, Content: text})
-	st.tr.add(Record{Type: RecNudge, Attempt: st.in.N, Turn: st.turn, Text: text})
+	st.tr.add(transcript.Record{Type: transcript.RecNudge, Attempt: st.in.N, Turn: st.turn, Text: text})
 	fmt.Fprintf(st.out, "turn %d: nudge: %s\n", st.turn, text)
 }
 
@@ -426,7 +426,7 @@ func (st *attempt) noCall(resp *provider.Response) (run.Reason, string) {
 	var text, fail string
 	switch kind {
 	case replyAnswer:
-		fmt.Fprintf(st.out, "turn %d: answer: %s\n", st.turn, oneLine(resp.Message.Content, 200))
+		fmt.Fprintf(st.out, "turn %d: answer: %s\n", st.turn, transcript.OneLine(resp.Message.Content, 200))
 		return run.ReasonCompleted, strings.TrimSpace(stripThink(resp.Message.Content))
 	case replyTruncated:
 		text = nudgeTruncated

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
+	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -31,10 +32,10 @@ func TestWriteThenFinish(t *testing.T) {
 		t.Fatalf("usage %+v", out.Usage)
 	}
 	recs := r.transcript(1)
-	if recs[0].Type != RecRunStart || recs[0].Model != "test-model" || recs[0].Provider != "openai" || recs[0].ContextWindow != 32768 {
+	if recs[0].Type != transcript.RecRunStart || recs[0].Model != "test-model" || recs[0].Provider != "openai" || recs[0].ContextWindow != 32768 {
 		t.Fatalf("run_start %+v", recs[0])
 	}
-	if count(recs, RecAssistant) != 2 || count(recs, RecToolResult) != 2 || recs[len(recs)-1].Type != RecRunEnd || recs[len(recs)-1].Status != "completed" {
+	if count(recs, transcript.RecAssistant) != 2 || count(recs, transcript.RecToolResult) != 2 || recs[len(recs)-1].Type != transcript.RecRunEnd || recs[len(recs)-1].Status != "completed" {
 		t.Fatalf("transcript %+v", recs)
 	}
 	if len(r.events) != 2 || r.events[0].Type != run.EventTool || !strings.Contains(r.events[0].Message, "write_file hello.txt") {
@@ -84,7 +85,7 @@ func TestNudges(t *testing.T) {
 			if strings.Contains(c.nudge, "\n") {
 				t.Fatal("a nudge is one line")
 			}
-			if count(r.transcript(1), RecNudge) != 1 {
+			if count(r.transcript(1), transcript.RecNudge) != 1 {
 				t.Fatal("nudge not in transcript")
 			}
 		})
@@ -146,11 +147,11 @@ func TestStalled(t *testing.T) {
 		t.Fatalf("%d requests", n)
 	}
 	recs := r.transcript(1)
-	if count(recs, RecNudge) != 1 {
+	if count(recs, transcript.RecNudge) != 1 {
 		t.Fatal("want one stall nudge at N/2")
 	}
 	for _, rec := range recs {
-		if rec.Type == RecNudge && rec.Turn != 1+DefaultStallTurns/2 {
+		if rec.Type == transcript.RecNudge && rec.Turn != 1+DefaultStallTurns/2 {
 			t.Fatalf("nudge at turn %d", rec.Turn)
 		}
 	}
@@ -268,15 +269,15 @@ func TestModelErrors(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	_, err := New(run.AgentSpec{Name: "builtin"}, Options{})
+	_, err := New(run.AgentSpec{Name: "builtin"}, Options{Providers: testProviders})
 	if !catalog.Has(err, catalog.NoModel) {
 		t.Fatalf("%v", err)
 	}
-	_, err = New(run.AgentSpec{Model: "m", Provider: "anthropic"}, Options{Getenv: func(string) string { return "" }})
+	_, err = New(run.AgentSpec{Model: "m", Provider: "anthropic"}, Options{Providers: testProviders, Getenv: func(string) string { return "" }})
 	if !catalog.Has(err, catalog.ModelAuth) {
 		t.Fatalf("%v", err)
 	}
-	_, err = New(run.AgentSpec{Model: "m", Provider: "bogus"}, Options{})
+	_, err = New(run.AgentSpec{Model: "m", Provider: "bogus"}, Options{Providers: testProviders})
 	if !catalog.Has(err, catalog.Usage) {
 		t.Fatalf("%v", err)
 	}

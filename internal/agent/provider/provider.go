@@ -11,6 +11,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 )
 
 // Role of a message.
@@ -105,4 +106,60 @@ type Provider interface {
 // server for a model's context window in tokens (0: the server does not say).
 type ContextWindower interface {
 	ContextWindow(ctx context.Context, model string) int
+}
+
+// Config is what every provider is built from.
+type Config struct {
+	// BaseURL is the server's API root as the provider's wire format
+	// expects it (Kind.URLPath already appended).
+	BaseURL    string
+	APIKey     string // "" for a local server that wants none
+	HTTPClient *http.Client
+	Retry      Retry
+}
+
+// Kind is one provider implementation as the built-in agent, submit and
+// the model gateway see it: data plus a constructor.
+type Kind struct {
+	// Name is what --provider names.
+	Name string
+	// Route is the model gateway route its traffic takes.
+	Route string
+	// URLPath is appended to a server's URL (or a gateway route's) to make
+	// BaseURL: "/v1" for the OpenAI wire format, "" where the client adds
+	// the version itself.
+	URLPath string
+	// KeyEnv are the variables its key is read from, in order, when it
+	// talks to a server directly.
+	KeyEnv []string
+	// RequiresKey: the provider cannot work without a key.
+	RequiresKey bool
+	// New builds the provider.
+	New func(Config) Provider
+}
+
+// Registry is the list of provider kinds of this build; the first is the
+// default. It is made in one place (provider/all).
+type Registry []Kind
+
+// Lookup returns the kind called name; "" is the default.
+func (r Registry) Lookup(name string) (Kind, bool) {
+	if name == "" && len(r) > 0 {
+		return r[0], true
+	}
+	for _, k := range r {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Names lists the kinds in registry order.
+func (r Registry) Names() []string {
+	n := make([]string, 0, len(r))
+	for _, k := range r {
+		n = append(n, k.Name)
+	}
+	return n
 }

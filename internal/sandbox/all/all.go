@@ -1,4 +1,4 @@
-// Package all registers the sandbox backends explicitly, in this one file.
+// Package all lists the sandbox backends explicitly, in this one file.
 // A new backend is one more line here; nothing registers itself.
 package all
 
@@ -19,8 +19,8 @@ type Options struct {
 	ReadOnlyPaths []string
 }
 
-// backends lists every backend of this build, in help order.
-func backends(opts Options) []sandbox.Backend {
+// List returns every backend of this build, in help order.
+func List(opts Options) []sandbox.Backend {
 	return []sandbox.Backend{
 		native.New(native.Options{Executable: opts.Executable, ReadOnlyPaths: opts.ReadOnlyPaths}),
 		host.New(),
@@ -32,25 +32,7 @@ func backends(opts Options) []sandbox.Backend {
 // it does not isolate.
 func Default() string {
 	if runtime.GOOS == "linux" {
-		return "native"
+		return native.Name
 	}
 	return ""
-}
-
-// Backends returns every backend available in this build, by name.
-func Backends(opts Options) map[string]sandbox.Backend {
-	m := map[string]sandbox.Backend{}
-	for _, b := range backends(opts) {
-		m[b.Name()] = b
-	}
-	return m
-}
-
-// Names lists the backend names in a stable order (for help and errors).
-func Names(opts Options) []string {
-	var n []string
-	for _, b := range backends(opts) {
-		n = append(n, b.Name())
-	}
-	return n
 }

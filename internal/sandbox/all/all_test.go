@@ -2,26 +2,29 @@ package all
 
 import (
 	"runtime"
-	"slices"
 	"testing"
 )
 
 func TestRegistry(t *testing.T) {
-	m := Backends(Options{})
-	names := Names(Options{})
+	seen := map[string]bool{}
+	for _, b := range List(Options{}) {
+		if seen[b.Name()] {
+			t.Fatalf("backend %s listed twice", b.Name())
+		}
+		seen[b.Name()] = true
+	}
 	for _, want := range []string{"host", "native"} {
-		if _, ok := m[want]; !ok || !slices.Contains(names, want) {
-			t.Fatalf("backend %s not registered: %v", want, names)
+		if !seen[want] {
+			t.Fatalf("backend %s not listed: %v", want, seen)
 		}
 	}
-	for n, b := range m {
-		if b.Name() != n {
-			t.Fatalf("%s registered as %s", b.Name(), n)
+	d := Default()
+	for _, b := range List(Options{}) {
+		if b.Name() == d && b.Isolation().None() {
+			t.Fatalf("the default backend %s isolates nothing", d)
 		}
 	}
-	if d := Default(); d == "host" {
-		t.Fatal("the host backend must never be the default")
-	} else if runtime.GOOS == "linux" && d != "native" {
+	if runtime.GOOS == "linux" && d != "native" {
 		t.Fatalf("default on linux is %q", d)
 	}
 }

@@ -41,6 +41,10 @@ type backend struct{ opts Options }
 
 func (b *backend) Name() string { return Name }
 
+// Isolation: none. The agent runs as the user, with the user's files and
+// network; the backend is used only when named.
+func (b *backend) Isolation() sandbox.Isolation { return sandbox.Isolation{} }
+
 // Preflight always succeeds: the host backend needs nothing.
 func (b *backend) Preflight(ctx context.Context) error { return nil }
 

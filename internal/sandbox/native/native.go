@@ -36,4 +36,10 @@ func New(opts Options) sandbox.Backend {
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return Name }
 
+// Isolation implements sandbox.Backend: namespaces and Landlock keep the
+// files, processes and network; Preflight refuses a machine without them.
+func (b *Backend) Isolation() sandbox.Isolation {
+	return sandbox.Isolation{Files: true, Processes: true, Network: true}
+}
+
 var _ sandbox.Backend = (*Backend)(nil)

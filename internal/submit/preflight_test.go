@@ -1,4 +1,4 @@
-package supervisor
+package submit
 
 import (
 	"context"
@@ -18,6 +18,9 @@ type countingBackend struct {
 }
 
 func (b *countingBackend) Name() string { return "counting" }
+func (b *countingBackend) Isolation() sandbox.Isolation {
+	return sandbox.Isolation{Files: true, Processes: true, Network: true}
+}
 func (b *countingBackend) Preflight(context.Context) error {
 	b.n++
 	return b.err

@@ -1,4 +1,4 @@
-package supervisor
+package submit
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/gateway"
@@ -55,7 +55,7 @@ func underSystem(p string) bool {
 // planProfile fills spec for profile p: the CLI found on the submitting
 // PATH (and what it needs made visible), the model, the session and the
 // gateway route.
-func planProfile(ctx context.Context, req Request, p external.Profile) (run.AgentSpec, *run.GatewaySpec, []string, error) {
+func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec, *run.GatewaySpec, []string, error) {
 	var spec run.AgentSpec
 	for _, f := range req.Models.BuiltinFlags {
 		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a flag of the built-in agent; the %s profile would ignore it", f, p.Name)
@@ -215,7 +215,7 @@ func reachable(ctx context.Context, raw string) error {
 // read-only: the CLI's package directory (or the binary alone) and the
 // interpreter its #! line names, where they lie outside the system
 // directories every sandbox has.
-func findCLI(p external.Profile, path string) (string, []string, error) {
+func findCLI(p agent.Info, path string) (string, []string, error) {
 	found, err := LookPath(p.Binary, path)
 	if err != nil {
 		return "", nil, catalog.AgentMissing.New("%s (the %s profile's CLI) is not on your PATH", p.Binary, p.Name).
@@ -335,19 +335,11 @@ func HandoffNames(r *run.Run) []string {
 			}
 		}
 	}
-	if r.Agent.Name == BuiltinAgent {
+	if r.Agent.Name == agent.BuiltinName {
 		names = append(names, "AGENTRUN_CONTEXT_WINDOW")
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
-}
-
-// usageLine is u in a few words.
-func usageLine(u *run.Usage) string {
-	if u == nil {
-		return "no model use recorded"
-	}
-	return fmt.Sprintf("%d tokens, $%.4f", u.Total(), u.CostUSD)
 }
 
 // shellWords are sh's builtins and keywords: a command line starting with
@@ -380,7 +372,7 @@ func commandPreflight(cmd, path string) ([]string, error) {
 	if strings.Contains(first, "/") && !filepath.IsAbs(first) {
 		return nil, nil // relative to the workspace
 	}
-	p := external.Profile{Name: "--agent-cmd", Binary: first, Install: "install " + first + " or fix the command"}
+	p := agent.Info{Name: "--agent-cmd", Binary: first, Install: "install " + first + " or fix the command"}
 	if filepath.IsAbs(first) {
 		if fi, err := os.Stat(first); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 			return nil, catalog.AgentMissing.New("the agent command's program %s is not an executable file", first).

@@ -1,9 +1,8 @@
-package supervisor
+package submit
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,15 +12,32 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/gateway"
-	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
-	"github.com/agentrun/agentrun/internal/sandbox/all"
 )
+
+// Service plans runs: the one home of submit's validation, called by the
+// CLI (and, later, by the server). It holds what the wiring chose: the
+// sandbox backends, the agent profiles and the model providers of this
+// build. It creates nothing; its errors are catalog errors.
+type Service struct {
+	// Backends are the sandbox backends to choose from, by name.
+	Backends map[string]sandbox.Backend
+	// DefaultBackend is used when the request names none ("" = no
+	// isolating backend on this platform).
+	DefaultBackend string
+	// CachePreflight remembers a backend's successful preflight for a few
+	// minutes (this build's own backends; a test's stand-ins always
+	// preflight).
+	CachePreflight bool
+	Agents         agent.Catalog
+	Providers      provider.Registry
+}
 
 // Request is a validated-syntax submit: flags parsed, task read. Plan
 // checks everything else against the machine and the repository.
@@ -44,8 +60,6 @@ type Request struct {
 	Export       run.ExportConfig
 	Limits       run.Limits // sandbox limits; zero fields: the backend's defaults
 	Version      string     // agentrun version, for provenance
-	// Backends to choose from (default: all.Backends).
-	Backends map[string]sandbox.Backend
 	// Getenv reads the submitting environment (PATH, key variables).
 	Getenv func(string) string
 	// Models: model, model server, budgets, config entries.
@@ -57,7 +71,7 @@ type Request struct {
 // Plan validates req against the repository and the machine and returns
 // the run record to create, plus warnings for the user. It creates
 // nothing. Errors are catalog errors.
-func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
+func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	var warnings []string
 	if strings.TrimSpace(req.Task) == "" {
 		return nil, nil, catalog.EmptyTask.New("the task has no text")
@@ -86,7 +100,7 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 		return nil, nil, catalog.BadBudget.New("--max-tokens %d, --max-cost %g", req.Models.MaxTokens, req.Models.MaxCost)
 	}
 	// Agent, model gateway and network.
-	agentSpec, gw, visible, network, err := planAgent(ctx, req)
+	agentSpec, gw, visible, network, err := s.planAgent(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,14 +133,8 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	}
 	// Sandbox backend: named, configured, or the platform default; never
 	// the host backend unless named.
-	backends, cached := req.Backends, false
-	if backends == nil {
-		backends, cached = all.Backends(all.Options{}), true
-	}
-	name := req.Sandbox
-	if name == "" {
-		name = all.Default()
-	}
+	backends := s.Backends
+	name := cmp.Or(req.Sandbox, s.DefaultBackend)
 	if name == "" {
 		return nil, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
 	}
@@ -144,7 +152,7 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 		info, repoErr = inspectRepo(ctx, req.Repo, r.BaseRef)
 	}()
 	var preErr error
-	if cached { // only this build's own backends: a test's stand-ins always preflight
+	if s.CachePreflight {
 		preErr = cachedPreflight(ctx, b, name)
 	} else {
 		preErr = b.Preflight(ctx)
@@ -184,7 +192,7 @@ func Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	return r, warnings, nil
 }
 
-func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {
+func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {
 	var spec run.AgentSpec
 	var gw *run.GatewaySpec
 	var visible []string
@@ -193,7 +201,7 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 	case req.AgentName != "" && req.AgentCmd != "":
 		return spec, nil, nil, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
 	case req.AgentCmd != "":
-		spec = run.AgentSpec{Name: external.CommandName, Command: req.AgentCmd}
+		spec = run.AgentSpec{Name: agent.CommandName, Command: req.AgentCmd}
 		vis, err := commandPreflight(req.AgentCmd, req.Getenv("PATH"))
 		if err != nil {
 			return spec, nil, nil, "", err
@@ -219,27 +227,28 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 			}
 			spec.Model = req.Models.Model
 		}
-	case req.AgentName == BuiltinAgent:
+	case req.AgentName == agent.BuiltinName:
 		spec = req.Builtin
-		spec.Name = BuiltinAgent
+		spec.Name = agent.BuiltinName
 		if spec.Model == "" {
 			spec.Model = req.Models.Model
 		}
-		if err := checkBuiltin(ctx, spec, req.Getenv); err != nil {
-			return spec, nil, nil, "", err
-		}
-		rs, err := builtinRoute(ctx, req, spec)
+		kind, err := s.checkBuiltin(spec)
 		if err != nil {
 			return spec, nil, nil, "", err
 		}
-		if err := checkBuiltinModel(ctx, spec, rs, req.Getenv); err != nil {
+		rs, err := builtinRoute(ctx, req, spec, kind)
+		if err != nil {
+			return spec, nil, nil, "", err
+		}
+		if err := checkBuiltinModel(ctx, spec, rs, kind, req.Getenv); err != nil {
 			return spec, nil, nil, "", err
 		}
 		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	case req.AgentName != "":
-		p, ok := external.Lookup(req.AgentName)
+		p, ok := s.Agents.Lookup(req.AgentName)
 		if !ok {
-			return spec, nil, nil, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(external.Names(), ", "), BuiltinAgent)
+			return spec, nil, nil, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
 		}
 		var err error
 		if spec, gw, visible, err = planProfile(ctx, req, p); err != nil {
@@ -273,8 +282,8 @@ func planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpe
 // builtinRoute is the built-in agent's gateway route: --base-url (or
 // --model-server) when given; else, for openai, LM Studio's local server,
 // and for anthropic, Anthropic's API.
-func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec) (run.RouteSpec, error) {
-	route := builtinRouteName(spec.Provider)
+func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec, kind provider.Kind) (run.RouteSpec, error) {
+	route := kind.Route
 	server := cmp.Or(spec.BaseURL, req.Models.Server)
 	if server == "" && route == gateway.RouteOpenAI {
 		server = openaiLocalDefault
@@ -356,7 +365,7 @@ func validCheckName(n string) bool {
 }
 
 func agentCommand(a run.AgentSpec) string {
-	if a.Name == BuiltinAgent {
+	if a.Name == agent.BuiltinName {
 		return strings.Trim(fmt.Sprintf("builtin %s %s", a.Provider, a.Model), " ")
 	}
 	return a.Command
@@ -382,133 +391,4 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
-}
-
-// StartOptions say how Start spawns the supervisor.
-type StartOptions struct {
-	Executable  string
-	MaxParallel int
-	Env         map[string]string // values of the run's variables (never stored)
-	// MaxTokens and MaxCost, when set, replace the run's budget (resume).
-	MaxTokens *int64
-	MaxCost   *float64
-}
-
-// Start stores the planned run (queued) and spawns its supervisor. If the
-// spawn fails, the run is marked failed so it is not left queued.
-func Start(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, o StartOptions) error {
-	if err := st.Create(ctx, r); err != nil {
-		return fmt.Errorf("create run: %w", err)
-	}
-	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
-		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
-	return spawnFor(ctx, st, l, r.ID, r.Seq, o, Handoff{Env: o.Env})
-}
-
-func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, seq int64, o StartOptions, h Handoff) error {
-	lk, err := TakeLock(l, id, 2*time.Second)
-	if err == nil {
-		if err = enqueue(l, seq, id); err != nil {
-			lk.Close()
-		}
-	}
-	if err == nil {
-		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: h, Lock: lk})
-	}
-	if err != nil {
-		dequeue(l, seq, id)
-		_, _ = st.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
-		return fmt.Errorf("start supervisor: %w", err)
-	}
-	return nil
-}
-
-// endedAs describes how r ended, for the resumed agent.
-func endedAs(r *run.Run) string {
-	s := string(r.State)
-	if r.Reason != "" {
-		s += " (" + string(r.Reason) + ")"
-	}
-	if r.Message != "" {
-		s += ": " + r.Message
-	}
-	return s
-}
-
-// Resume queues an interrupted or failed run again and spawns a new
-// supervisor that continues it on its own workspace with new attempts.
-// note is added to the next prompt.
-func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note string, o StartOptions) (*run.Run, error) {
-	if !r.State.Resumable() {
-		return nil, catalog.NotResumable.New("run %s is %s", r.ID, r.State)
-	}
-	if (o.MaxTokens != nil || o.MaxCost != nil) && r.Gateway == nil {
-		return nil, catalog.BadBudget.New("run %s has no model gateway to budget", r.ID)
-	}
-	if r.Reason == run.ReasonBudgetExceeded && r.Gateway != nil {
-		g := *r.Gateway
-		if o.MaxTokens != nil {
-			g.MaxTokens = *o.MaxTokens
-		}
-		if o.MaxCost != nil {
-			g.MaxCost = *o.MaxCost
-		}
-		if (g.MaxTokens > 0 && r.Usage.Total() >= g.MaxTokens) || (g.MaxCost > 0 && r.Usage != nil && r.Usage.CostUSD >= g.MaxCost) {
-			return nil, catalog.BadBudget.New("run %s stopped at its budget (%s); the budget it would resume with is spent too", r.ID, usageLine(r.Usage)).
-				WithFix("resume with a higher budget: agentrun resume %s --max-cost N or --max-tokens N (0 = no limit)", r.ID)
-		}
-	}
-	// Take the lock first: from the moment the run is queued again, its
-	// supervisor is alive as far as anyone can tell.
-	lk, err := TakeLock(l, r.ID, 2*time.Second)
-	if err != nil {
-		return nil, catalog.RunActive.New("run %s: %v", r.ID, err)
-	}
-	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
-	if err != nil {
-		lk.Close()
-		if errors.Is(err, run.ErrConflict) {
-			// Another resume took it (and may have finished it) first.
-			return nil, catalog.NotResumable.Wrap(err, "%v", err)
-		}
-		return nil, fmt.Errorf("resume: %w", err)
-	}
-	now := time.Now().UTC()
-	if _, err := st.Update(ctx, r.ID, func(r *run.Run) error {
-		r.CancelRequested, r.Supervisor, r.FinishedAt = false, nil, nil
-		if r.Gateway != nil && o.MaxTokens != nil {
-			r.Gateway.MaxTokens = *o.MaxTokens
-		}
-		if r.Gateway != nil && o.MaxCost != nil {
-			r.Gateway.MaxCost = *o.MaxCost
-		}
-		if a := r.LastAttempt(); a != nil && a.FinishedAt == nil {
-			a.FinishedAt, a.Outcome = &now, run.ReasonInterrupted
-			a.Message = "the supervisor stopped during this attempt"
-		}
-		return nil
-	}); err != nil {
-		lk.Close()
-		return nil, fmt.Errorf("resume: %w", err)
-	}
-	if len(nr.Attempts) == 0 {
-		// No agent has had the workspace: a supervisor killed while making
-		// it may have left it half made. The new supervisor makes it again.
-		err = errors.Join(os.RemoveAll(l.Workspace(r.ID)), os.RemoveAll(l.WorkspaceState(r.ID)))
-	}
-	if err == nil {
-		err = enqueue(l, nr.Seq, r.ID)
-	}
-	if err == nil {
-		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lock: lk})
-	} else {
-		lk.Close()
-	}
-	if err != nil {
-		dequeue(l, nr.Seq, r.ID)
-		_, _ = st.Transition(context.WithoutCancel(ctx), r.ID, []run.State{run.StateQueued}, run.StateInterrupted, run.ReasonInterrupted, "the supervisor could not be started: "+err.Error())
-		return nil, fmt.Errorf("start supervisor: %w", err)
-	}
-	return nr, nil
 }

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/submit"
+)
+
+// Deps are the implementations the CLI works with. The wiring
+// (internal/wire) chooses them; the CLI sees only their seams.
+type Deps struct {
+	// OpenStore opens the run store of data directory home.
+	OpenStore func(home string) (run.Store, error)
+	// Backends returns the sandbox backends in help order; executable is
+	// the agentrun binary their sandboxes run ("" = this process's own).
+	Backends func(executable string) []sandbox.Backend
+	// DefaultBackend is used when none is named ("" = none isolates on
+	// this platform).
+	DefaultBackend string
+	// Agents are the agent CLI profiles.
+	Agents agent.Catalog
+	// Providers are the built-in agent's model providers.
+	Providers provider.Registry
+}
+
+// backends are the sandbox backends by name.
+func (d Deps) backends(executable string) map[string]sandbox.Backend {
+	m := map[string]sandbox.Backend{}
+	for _, b := range d.Backends(executable) {
+		m[b.Name()] = b
+	}
+	return m
+}
+
+// backendNames are the backend names in help order.
+func (d Deps) backendNames() []string {
+	var n []string
+	for _, b := range d.Backends("") {
+		n = append(n, b.Name())
+	}
+	return n
+}
+
+// isolates reports whether the backend called name isolates anything
+// (true for a backend this build does not have: nothing to warn about).
+func (d Deps) isolates(name string) bool {
+	for _, b := range d.Backends("") {
+		if b.Name() == name {
+			return !b.Isolation().None()
+		}
+	}
+	return true
+}
+
+// submitService is the submit planning service over these implementations.
+func (d Deps) submitService() *submit.Service {
+	return &submit.Service{Backends: d.backends(""), DefaultBackend: d.DefaultBackend, CachePreflight: true,
+		Agents: d.Agents, Providers: d.Providers}
+}

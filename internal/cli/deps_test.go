@@ -1,0 +1,7 @@
+package cli
+
+import "github.com/agentrun/agentrun/internal/wire"
+
+// testDeps are this build's implementations, as cmd/agentrun wires them.
+var testDeps = Deps{OpenStore: wire.OpenStore, Backends: wire.Backends, DefaultBackend: wire.DefaultBackend(),
+	Agents: wire.Agents(), Providers: wire.Providers()}

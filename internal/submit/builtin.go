@@ -1,0 +1,67 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// checkBuiltin validates the built-in agent's settings at submit time
+// (model given, provider known) and returns its provider. Its key is the
+// gateway's to find.
+func (s *Service) checkBuiltin(spec run.AgentSpec) (provider.Kind, error) {
+	if strings.TrimSpace(spec.Model) == "" {
+		return provider.Kind{}, catalog.NoModel.New("the built-in agent needs a model").WithFix("name one with --model")
+	}
+	kind, ok := s.Providers.Lookup(spec.Provider)
+	if !ok {
+		return kind, catalog.Usage.New("unknown provider %q", spec.Provider).
+			WithFix("name one of: %s (openai speaks to any OpenAI-compatible server)", strings.Join(s.Providers.Names(), ", "))
+	}
+	return kind, nil
+}
+
+// checkBuiltinModel asks the built-in agent's model server (a server the
+// user named, not a provider's public API) which models it has: a model it
+// lacks, or a key it refuses, is caught at submit rather than as failed
+// attempts. A server that cannot list its models is not an error here.
+func checkBuiltinModel(ctx context.Context, spec run.AgentSpec, rs run.RouteSpec, kind provider.Kind, getenv func(string) string) error {
+	if rs.Server == "" {
+		return nil
+	}
+	key := ""
+	if len(rs.Keys) > 0 {
+		cred, ok, _ := gateway.ResolveKey(ctx, rs, getenv)
+		if ok {
+			key = cred.Value
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	have, err := kind.New(provider.Config{BaseURL: rs.URL + kind.URLPath, APIKey: key, HTTPClient: client}).Models(lctx)
+	var he *provider.HTTPError
+	if errors.As(err, &he) && (he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden) {
+		src := "no key is configured for it"
+		if len(rs.Keys) > 0 {
+			src = "its key comes from " + rs.Keys[0].Describe()
+		}
+		return catalog.ModelAuth.Wrap(err, "model server %s answered %s to the model list; %s", rs.Server, http.StatusText(he.Status), src)
+	}
+	if err != nil || len(have) == 0 {
+		return nil
+	}
+	for _, m := range have {
+		if m.ID == spec.Model {
+			return nil
+		}
+	}
+	return provider.NotLoaded(spec.Model, have)
+}

@@ -1,0 +1,41 @@
+package supervisor
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent/loop"
+	"github.com/agentrun/agentrun/internal/agent/provider/all"
+	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/workspace"
+)
+
+// testDeps are the supervisor's seams as the wiring makes them, with the
+// host backend (the wiring package imports this one, so its tests cannot
+// import it).
+func testDeps(st run.Store, l layout.Layout) Deps {
+	return Deps{
+		Store:      st,
+		Layout:     l,
+		Workspaces: workspace.NewCheckout(),
+		Export:     workspace.Export,
+		Backends:   map[string]sandbox.Backend{"host": host.New()},
+		NewAgent: func(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {
+			if r.Agent.Name == agent.BuiltinName {
+				return loop.ForRun(r, loop.Options{Getenv: getenv, Warn: warn, Providers: all.Providers()}, gw)
+			}
+			return external.New(r.Agent)
+		},
+		StartEgress: func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
+			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
+		},
+		Capacity: gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
+	}
+}

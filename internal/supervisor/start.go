@@ -1,0 +1,150 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// StartOptions say how Start spawns the supervisor.
+type StartOptions struct {
+	Executable  string
+	MaxParallel int
+	Env         map[string]string // values of the run's variables (never stored)
+	// MaxTokens and MaxCost, when set, replace the run's budget (resume).
+	MaxTokens *int64
+	MaxCost   *float64
+}
+
+// Start stores the planned run (queued) and spawns its supervisor. If the
+// spawn fails, the run is marked failed so it is not left queued.
+func Start(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, o StartOptions) error {
+	if err := st.Create(ctx, r); err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
+		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
+	return spawnFor(ctx, st, l, r.ID, r.Seq, o, Handoff{Env: o.Env})
+}
+
+func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, seq int64, o StartOptions, h Handoff) error {
+	lk, err := TakeLock(l, id, 2*time.Second)
+	if err == nil {
+		if err = enqueue(l, seq, id); err != nil {
+			lk.Close()
+		}
+	}
+	if err == nil {
+		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: h, Lock: lk})
+	}
+	if err != nil {
+		dequeue(l, seq, id)
+		_, _ = st.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	return nil
+}
+
+// endedAs describes how r ended, for the resumed agent.
+func endedAs(r *run.Run) string {
+	s := string(r.State)
+	if r.Reason != "" {
+		s += " (" + string(r.Reason) + ")"
+	}
+	if r.Message != "" {
+		s += ": " + r.Message
+	}
+	return s
+}
+
+// Resume queues an interrupted or failed run again and spawns a new
+// supervisor that continues it on its own workspace with new attempts.
+// note is added to the next prompt.
+func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note string, o StartOptions) (*run.Run, error) {
+	if !r.State.Resumable() {
+		return nil, catalog.NotResumable.New("run %s is %s", r.ID, r.State)
+	}
+	if (o.MaxTokens != nil || o.MaxCost != nil) && r.Gateway == nil {
+		return nil, catalog.BadBudget.New("run %s has no model gateway to budget", r.ID)
+	}
+	if r.Reason == run.ReasonBudgetExceeded && r.Gateway != nil {
+		g := *r.Gateway
+		if o.MaxTokens != nil {
+			g.MaxTokens = *o.MaxTokens
+		}
+		if o.MaxCost != nil {
+			g.MaxCost = *o.MaxCost
+		}
+		if (g.MaxTokens > 0 && r.Usage.Total() >= g.MaxTokens) || (g.MaxCost > 0 && r.Usage != nil && r.Usage.CostUSD >= g.MaxCost) {
+			return nil, catalog.BadBudget.New("run %s stopped at its budget (%s); the budget it would resume with is spent too", r.ID, usageLine(r.Usage)).
+				WithFix("resume with a higher budget: agentrun resume %s --max-cost N or --max-tokens N (0 = no limit)", r.ID)
+		}
+	}
+	// Take the lock first: from the moment the run is queued again, its
+	// supervisor is alive as far as anyone can tell.
+	lk, err := TakeLock(l, r.ID, 2*time.Second)
+	if err != nil {
+		return nil, catalog.RunActive.New("run %s: %v", r.ID, err)
+	}
+	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
+	if err != nil {
+		lk.Close()
+		if errors.Is(err, run.ErrConflict) {
+			// Another resume took it (and may have finished it) first.
+			return nil, catalog.NotResumable.Wrap(err, "%v", err)
+		}
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	now := time.Now().UTC()
+	if _, err := st.Update(ctx, r.ID, func(r *run.Run) error {
+		r.CancelRequested, r.Supervisor, r.FinishedAt = false, nil, nil
+		if r.Gateway != nil && o.MaxTokens != nil {
+			r.Gateway.MaxTokens = *o.MaxTokens
+		}
+		if r.Gateway != nil && o.MaxCost != nil {
+			r.Gateway.MaxCost = *o.MaxCost
+		}
+		if a := r.LastAttempt(); a != nil && a.FinishedAt == nil {
+			a.FinishedAt, a.Outcome = &now, run.ReasonInterrupted
+			a.Message = "the supervisor stopped during this attempt"
+		}
+		return nil
+	}); err != nil {
+		lk.Close()
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	if len(nr.Attempts) == 0 {
+		// No agent has had the workspace: a supervisor killed while making
+		// it may have left it half made. The new supervisor makes it again.
+		err = errors.Join(os.RemoveAll(l.Workspace(r.ID)), os.RemoveAll(l.WorkspaceState(r.ID)))
+	}
+	if err == nil {
+		err = enqueue(l, nr.Seq, r.ID)
+	}
+	if err == nil {
+		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
+			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lock: lk})
+	} else {
+		lk.Close()
+	}
+	if err != nil {
+		dequeue(l, nr.Seq, r.ID)
+		_, _ = st.Transition(context.WithoutCancel(ctx), r.ID, []run.State{run.StateQueued}, run.StateInterrupted, run.ReasonInterrupted, "the supervisor could not be started: "+err.Error())
+		return nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	return nr, nil
+}
+
+// usageLine is u in a few words.
+func usageLine(u *run.Usage) string {
+	if u == nil {
+		return "no model use recorded"
+	}
+	return fmt.Sprintf("%d tokens, $%.4f", u.Total(), u.CostUSD)
+}

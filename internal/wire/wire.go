@@ -1,0 +1,87 @@
+// Package wire chooses Lite mode's implementations, in this one place:
+// the run store, the sandbox backends, the agent profiles, the model
+// providers, the workspace provider, the egress proxy and the model
+// servers' shared capacity. cmd/agentrun hands them to the CLI and the
+// supervisor, which see only the seams. (wire imports neither cli nor
+// cmd, so the CLI's tests can use it.) A new implementation is a
+// new package that passes its seam's conformance suite, plus a line here.
+package wire
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/agent/external"
+	"github.com/agentrun/agentrun/internal/agent/loop"
+	"github.com/agentrun/agentrun/internal/agent/provider"
+	providers "github.com/agentrun/agentrun/internal/agent/provider/all"
+	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/workspace"
+)
+
+// OpenStore opens the run store of data directory home: files (Lite).
+func OpenStore(home string) (run.Store, error) { return files.Open(home) }
+
+// Backends are the sandbox backends of this build, in help order.
+func Backends(executable string) []sandbox.Backend {
+	return all.List(all.Options{Executable: executable})
+}
+
+// DefaultBackend is the backend used when none is named (see all.Default).
+func DefaultBackend() string { return all.Default() }
+
+// Agents are the external agent CLI profiles.
+func Agents() agent.Catalog { return external.Infos() }
+
+// Providers are the built-in agent's model providers.
+func Providers() provider.Registry { return providers.Providers() }
+
+// Supervisor builds the seams a detached supervisor drives for a run of
+// data directory home.
+func Supervisor(home string) (supervisor.Deps, error) {
+	st, err := OpenStore(home)
+	if err != nil {
+		return supervisor.Deps{}, err
+	}
+	return SupervisorDeps(st, layout.Layout{Home: home}), nil
+}
+
+// SupervisorDeps are the supervisor's seams over store st.
+func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
+	backends := map[string]sandbox.Backend{}
+	for _, b := range Backends("") {
+		backends[b.Name()] = b
+	}
+	return supervisor.Deps{
+		Store:       st,
+		Layout:      l,
+		Workspaces:  workspace.NewCheckout(),
+		Export:      workspace.Export,
+		Backends:    backends,
+		NewAgent:    NewAgent,
+		StartEgress: startEgress,
+		Capacity:    gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
+	}
+}
+
+// NewAgent makes the agent of run r: the built-in loop (which runs in
+// the supervisor, its keys never in the sandbox) or an external CLI
+// profile or command (which runs in the sandbox).
+func NewAgent(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {
+	if r.Agent.Name == agent.BuiltinName {
+		return loop.ForRun(r, loop.Options{Getenv: getenv, Warn: warn, Providers: Providers()}, gw)
+	}
+	return external.New(r.Agent)
+}
+
+func startEgress(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
+	return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
+}
