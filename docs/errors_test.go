@@ -212,6 +212,14 @@ status, never on the message text.
 | code | exit | what |
 |---|---|---|
 `)
+	// The docs are the command line's: a field is named as its flag.
+	flag := func(field string) string { return "--" + strings.ReplaceAll(field, "_", "-") }
+	for i := range sections {
+		for j, e := range sections[i].Entries {
+			e.What, e.Fix = catalog.NameFields(e.What, flag), catalog.NameFields(e.Fix, flag)
+			sections[i].Entries[j] = e
+		}
+	}
 	for _, s := range sections {
 		for _, e := range s.Entries {
 			fmt.Fprintf(&b, "| [%s](#%s) | %d | %s |\n", e.Code, e.Code, e.Exit, strings.ReplaceAll(e.What, "|", `\|`))

@@ -7,6 +7,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Exit codes (stable; documented in the README and every command's help).
@@ -100,4 +101,38 @@ const DocBase = "https://github.com/agentrun/agentrun/blob/main/docs/errors.md"
 func (en Entry) Is(err error) bool {
 	ce, ok := As(err)
 	return ok && ce.Code == en.Code
+}
+
+// Field names a request field in an error's text (and in a submit
+// warning): ‹name›, with the field's API name (attempts, model_server).
+// A client shows it in its own terms with NameFields: the CLI as its flag
+// (--attempts), a server as the JSON field. The service that checks a
+// request thus never speaks of flags.
+func Field(name string) string { return "‹" + name + "›" }
+
+// NameFields replaces every Field in s with name(field).
+func NameFields(s string, name func(field string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "‹")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(s[i:], "›")
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(name(s[i+len("‹") : i+j]))
+		s = s[i+j+len("›"):]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// NameFields returns a copy of e with its fields named by name.
+func (e *Error) NameFields(name func(field string) string) *Error {
+	c := *e
+	c.What, c.Cause, c.Fix = NameFields(e.What, name), NameFields(e.Cause, name), NameFields(e.Fix, name)
+	return &c
 }

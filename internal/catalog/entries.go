@@ -7,23 +7,23 @@ var (
 	Usage         = Entry{"usage", "invalid usage", "see the command's --help", ExitUsage}
 	EmptyTask     = Entry{"empty_task", "the task is empty", "give the task as an argument, on stdin with '-', or with --task-file", ExitUsage}
 	TaskFile      = Entry{"task_file", "cannot read the task file", "check the path given to --task-file", ExitUsage}
-	ConflictFlags = Entry{"conflicting_flags", "conflicting flags", "use only one of the flags named", ExitUsage}
-	BadCheck      = Entry{"bad_check", "invalid --check", "write checks as --check NAME=COMMAND, e.g. --check unit='go test ./...'", ExitUsage}
-	BadAttempts   = Entry{"bad_attempts", "invalid --attempts", "give --attempts a whole number of at least 1", ExitUsage}
+	ConflictFlags = Entry{"conflicting_flags", "conflicting options", "use only one of the options named", ExitUsage}
+	BadCheck      = Entry{"bad_check", "invalid ‹check›", "name each check with letters, digits, '-', '_' and '.' (not starting with '.'), once, with a command: ‹check› NAME=COMMAND, e.g. ‹check› unit='go test ./...'", ExitUsage}
+	BadAttempts   = Entry{"bad_attempts", "invalid ‹attempts›", "give ‹attempts› a whole number of at least 1", ExitUsage}
 	BadDuration   = Entry{"bad_duration", "invalid duration", "write durations like 90s, 30m or 2h", ExitUsage}
-	BadEnv        = Entry{"bad_env", "invalid --env", "name a variable: --env NAME (its value is read from your environment)", ExitUsage}
-	UnknownAgent  = Entry{"unknown_agent", "unknown agent", "choose one of the profiles listed by 'agentrun submit --help', or run any command with --agent-cmd", ExitUsage}
-	NoAgent       = Entry{"no_agent", "no agent chosen", "pass --agent NAME or --agent-cmd CMD", ExitUsage}
+	BadEnv        = Entry{"bad_env", "invalid ‹env›", "name a variable: ‹env› NAME (its value is read from your environment)", ExitUsage}
+	UnknownAgent  = Entry{"unknown_agent", "unknown agent", "choose one of the profiles listed by 'agentrun submit --help', or run any command with ‹agent_cmd›", ExitUsage}
+	NoAgent       = Entry{"no_agent", "no agent chosen", "pass ‹agent› NAME or ‹agent_cmd› CMD", ExitUsage}
 	BadConfig     = Entry{"bad_config", "cannot read the configuration", "fix or remove the config file named", ExitUsage}
-	BadAllow      = Entry{"bad_allow", "invalid --allow entry", "write HOST, HOST:PORT, *.DOMAIN, an IP, a CIDR or preset:NAME", ExitUsage}
-	BadNetwork    = Entry{"bad_network", "invalid --network", "use --network none or --network allowlist", ExitUsage}
+	BadAllow      = Entry{"bad_allow", "invalid ‹allow› entry", "write HOST, HOST:PORT, *.DOMAIN, an IP, a CIDR or preset:NAME", ExitUsage}
+	BadNetwork    = Entry{"bad_network", "invalid ‹network›", "use ‹network› none or ‹network› allowlist", ExitUsage}
 
 	// Repository.
-	RepoMissing = Entry{"repo_missing", "repository not found", "pass --repo with an existing directory", ExitUsage}
-	NotGitRepo  = Entry{"not_git_repo", "not a git repository", "run agentrun inside a git repository or pass --repo DIR", ExitUsage}
+	RepoMissing = Entry{"repo_missing", "repository not found", "pass ‹repo› with an existing directory", ExitUsage}
+	NotGitRepo  = Entry{"not_git_repo", "not a git repository", "run agentrun inside a git repository or pass ‹repo› DIR", ExitUsage}
 	NoCommits   = Entry{"no_commits", "the repository has no commits", "make a first commit: git commit --allow-empty -m init", ExitUsage}
-	UnknownBase = Entry{"unknown_base", "unknown base ref", "pass --base with a branch, tag or commit that exists", ExitUsage}
-	DirtyRepo   = Entry{"dirty_repo", "the repository has uncommitted changes", "commit or stash them, or pass --include-dirty (the run still starts from the base commit, without them)", ExitUsage}
+	UnknownBase = Entry{"unknown_base", "unknown base ref", "pass ‹base› with a branch, tag or commit that exists", ExitUsage}
+	DirtyRepo   = Entry{"dirty_repo", "the repository has uncommitted changes", "commit or stash them, or pass ‹include_dirty› (the run still starts from the base commit, without them)", ExitUsage}
 	GitMissing  = Entry{"git_missing", "git is not installed", "install git (e.g. apt-get install git)", ExitUsage}
 
 	// Runs.
@@ -39,8 +39,8 @@ var (
 	NoPatch      = Entry{"no_patch", "the run has no patch", "only runs that exported changes have a patch; see 'agentrun status ID'", ExitUsage}
 
 	// Sandbox.
-	NoSandbox        = Entry{"no_sandbox", "no sandbox backend chosen", "pass --sandbox host to run without isolation (explicit opt-in), or --sandbox native on Linux", ExitUsage}
-	UnknownSandbox   = Entry{"unknown_sandbox", "unknown sandbox backend", "choose one of: host, native, docker", ExitUsage}
+	NoSandbox        = Entry{"no_sandbox", "no sandbox backend chosen", "pass ‹sandbox› host to run without isolation (explicit opt-in), or ‹sandbox› native on Linux", ExitUsage}
+	UnknownSandbox   = Entry{"unknown_sandbox", "unknown sandbox backend", "choose one of the backends named ('agentrun doctor' says which can run here)", ExitUsage}
 	SandboxPreflight = Entry{"sandbox_preflight", "the sandbox backend cannot run here", "follow the cause; agentrun never falls back to less isolation", ExitUsage}
 	SandboxStart     = Entry{"sandbox_start", "the sandbox did not start", "see the run's events with 'agentrun logs --events ID'", ExitRunFailed}
 
@@ -51,13 +51,13 @@ var (
 	ModelProtocol    = Entry{"model_protocol", "the model server answered something agentrun cannot read", "check --provider and --base-url point at a compatible API", ExitRunFailed}
 	NoModel          = Entry{"no_model", "no model chosen", "pass --model NAME (as the server lists it)", ExitUsage}
 	NoKey            = Entry{"no_key", "no API key for the model", "export the provider's key variable (it stays on the host: the agent only gets a placeholder), name a key file or command in config.toml [providers.NAME], or use your own model server with --model-server URL", ExitUsage}
-	BadModelServer   = Entry{"bad_model_server", "invalid --model-server", "give an http:// or https:// URL (e.g. http://localhost:1234) or the name of a [model_servers.NAME] entry in config.toml", ExitUsage}
-	BadBudget        = Entry{"bad_budget", "invalid budget", "give --max-tokens a whole number and --max-cost US dollars (e.g. 2.50), 0 for no limit", ExitUsage}
+	BadModelServer   = Entry{"bad_model_server", "invalid ‹model_server›", "give an http:// or https:// URL (e.g. http://localhost:1234) or the name of a [model_servers.NAME] entry in config.toml", ExitUsage}
+	BadBudget        = Entry{"bad_budget", "invalid budget", "give ‹max_tokens› a whole number and ‹max_cost› US dollars (e.g. 2.50), 0 for no limit", ExitUsage}
 
 	// Agent CLIs (profiles).
-	AgentMissing    = Entry{"agent_missing", "the agent CLI is not installed", "install it (see 'agentrun submit --help' for each profile's package) so that it is on your PATH, or use --agent-cmd", ExitUsage}
-	UnsupportedFlag = Entry{"unsupported_flag", "the agent profile cannot honour a flag", "drop the flag; point a profile at your own model with --model-server URL and --model NAME", ExitUsage}
-	BadPath         = Entry{"bad_path", "invalid --ro path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
+	AgentMissing    = Entry{"agent_missing", "the agent CLI is not installed", "install it (see 'agentrun submit --help' for each profile's package) so that it is on your PATH, or use ‹agent_cmd›", ExitUsage}
+	UnsupportedFlag = Entry{"unsupported_flag", "the agent cannot honour an option", "drop the option; point a profile at your own model with ‹model_server› URL and ‹model› NAME", ExitUsage}
+	BadPath         = Entry{"bad_path", "invalid ‹ro› path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
 
 	// Environment.
 	Home     = Entry{"home", "cannot use the data directory", "check AGENTRUN_HOME, or that ~/.local/share/agentrun is writable", ExitUsage}

@@ -20,7 +20,9 @@ func (app *App) renderError(ctx context.Context, err error) int {
 	if errors.As(err, &rep) {
 		return rep.exit
 	}
-	ce := toCatalog(ctx, err)
+	// Errors of the submit service name request fields; here they are
+	// the flags that set them.
+	ce := toCatalog(ctx, err).NameFields(flagName)
 	if app.JSON && app.ndjson {
 		// A stream of JSON lines ends with its error as one more line.
 		_ = writeJSONLineCompact(app.Stdout, map[string]any{"error": ce})

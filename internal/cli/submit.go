@@ -2,13 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -60,51 +59,31 @@ type submitOptions struct {
 	set func(name string) bool // whether a flag was given
 }
 
-var (
-	checkNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$`)
-	envNameRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
-// Validate checks the flags' syntax and combinations; it reads nothing.
+// Validate checks what only the command line has: flag combinations, the
+// task's source, flags given a value they cannot take. The request's own
+// values are checked once, by submit.Validate; it reads nothing.
 func (o *submitOptions) Validate() error {
 	switch {
 	case o.Wait && o.Follow:
 		return catalog.ConflictFlags.New("--wait and --follow")
 	case o.Quiet && o.Follow:
 		return catalog.ConflictFlags.New("--quiet and --follow")
-	case o.Agent != "" && o.AgentCmd != "":
-		return catalog.ConflictFlags.New("--agent and --agent-cmd")
-	case o.Agent == "" && o.AgentCmd == "":
-		return catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
 	case len(o.Args) > 0 && o.TaskFile != "":
 		return catalog.ConflictFlags.New("a TASK argument and --task-file")
 	case len(o.Args) > 1:
 		return catalog.Usage.New("give the task as one argument (quote it), '-' for stdin, or --task-file")
-	case o.set("attempts") && o.Attempts < 1:
-		return catalog.BadAttempts.New("--attempts %d", o.Attempts)
 	case o.set("max-parallel") && o.MaxParallel < 1:
 		return catalog.Usage.New("--max-parallel must be at least 1")
+	case o.set("attempts") && o.Attempts < 1:
+		return catalog.BadAttempts.New("--attempts %d", o.Attempts)
 	case o.set("max-files") && o.MaxFiles < 1, o.set("max-bytes") && o.MaxBytes < 1:
 		return catalog.Usage.New("--max-files and --max-bytes must be at least 1")
 	case o.set("disk-inodes") && o.DiskInodes < 1:
 		return catalog.Usage.New("--disk-inodes must be at least 1")
 	case o.set("max-turns") && o.MaxTurns < 1:
 		return catalog.Usage.New("--max-turns must be at least 1")
-	case o.set("context-window") && o.ContextWin < 1024:
-		return catalog.Usage.New("--context-window must be at least 1024 tokens")
-	case o.set("temperature") && (o.Temperature < 0 || o.Temperature > 2):
-		return catalog.Usage.New("--temperature must be between 0 and 2")
-	case o.Network != "" && o.Network != "none" && o.Network != "allowlist":
-		return catalog.BadNetwork.New("%q", o.Network)
-	case o.MaxTokens < 0 || o.MaxCost < 0:
-		return catalog.BadBudget.New("--max-tokens %d, --max-cost %g", o.MaxTokens, o.MaxCost)
 	case o.set("base-url") && o.set("model-server"):
 		return catalog.ConflictFlags.New("--base-url and --model-server (for the built-in agent they are the same)")
-	}
-	if o.set("base-url") {
-		if _, err := url.ParseRequestURI(o.BaseURL); err != nil || !strings.HasPrefix(o.BaseURL, "http") {
-			return catalog.BadModelServer.New("--base-url %q is not an http:// or https:// URL", o.BaseURL)
-		}
 	}
 	if o.set("disk") {
 		if n, err := run.ParseSize(o.Disk); err != nil || n < 1 {
@@ -112,41 +91,30 @@ func (o *submitOptions) Validate() error {
 		}
 	}
 	if o.Timeout != "" {
-		if d, err := time.ParseDuration(o.Timeout); err != nil || d < 0 {
+		if _, err := time.ParseDuration(o.Timeout); err != nil {
 			return catalog.BadDuration.New("--timeout %q", o.Timeout)
 		}
 	}
-	if _, err := parseChecks(o.Checks); err != nil {
-		return err
-	}
-	for _, n := range o.Env {
-		if !envNameRe.MatchString(n) {
-			return catalog.BadEnv.New("%q is not a variable name", n)
-		}
-	}
-	return nil
+	_, err := parseChecks(o.Checks)
+	return err
 }
 
+// parseChecks splits each --check NAME=COMMAND (submit.Validate judges
+// the names and commands).
 func parseChecks(specs []string) ([]run.CheckSpec, error) {
 	var out []run.CheckSpec
-	seen := map[string]bool{}
 	for _, s := range specs {
 		name, cmd, ok := strings.Cut(s, "=")
-		switch {
-		case !ok:
+		if !ok {
 			return nil, catalog.BadCheck.New("%q has no '='", s)
-		case !checkNameRe.MatchString(name):
-			return nil, catalog.BadCheck.New("check name %q: use letters, digits, '-', '_' and '.', not starting with '.'", name)
-		case strings.TrimSpace(cmd) == "":
-			return nil, catalog.BadCheck.New("check %q has no command", name)
-		case seen[name]:
-			return nil, catalog.BadCheck.New("check %q is given twice", name)
 		}
-		seen[name] = true
 		out = append(out, run.CheckSpec{Name: name, Command: cmd})
 	}
 	return out, nil
 }
+
+// flagName is how the command line names a request field: its flag.
+func flagName(field string) string { return "--" + strings.ReplaceAll(field, "_", "-") }
 
 func (app *App) newSubmitCmd() *cobra.Command {
 	o := &submitOptions{}
@@ -275,21 +243,50 @@ type submitOutput struct {
 }
 
 func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
-	task, err := app.readTask(o)
-	if err != nil {
-		return err
-	}
 	s, err := config.Load(app.Getenv)
 	if err != nil {
 		return err
 	}
-	checks, _ := parseChecks(o.Checks)
-	models := submit.ModelRequest{
-		Model: o.Model, Server: s.ModelServer, Servers: s.File.ModelServers, Providers: s.File.Providers,
-		Prices: s.File.Prices, MaxTokens: s.MaxTokens, MaxCost: s.MaxCost,
+	req := o.request(s, app.Getenv)
+	// The request's values are refused before the task is read (stdin
+	// may be a terminal); Plan checks them again, with the task.
+	if err := submit.Validate(req); err != nil {
+		return err
 	}
-	if o.ModelServer != "" {
-		models.Server = o.ModelServer
+	if req.Task, err = app.readTask(o); err != nil {
+		return err
+	}
+	r, warnings, err := app.Deps.submitService().Plan(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(app.Stderr, "warning: %s\n", catalog.NameFields(w, flagName))
+	}
+	env, err := app.openEnv()
+	if err != nil {
+		return err
+	}
+	maxParallel := s.MaxParallel
+	if o.MaxParallel > 0 {
+		maxParallel = o.MaxParallel
+	}
+	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
+		MaxParallel: maxParallel, Env: app.envValues(r),
+	}); err != nil {
+		return err
+	}
+	app.quiet = o.Quiet
+	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
+}
+
+// request is the submit request of these flags over the settings
+// (flag > environment > config file > default), without the task.
+func (o *submitOptions) request(s config.Settings, getenv func(string) string) submit.Request {
+	checks, _ := parseChecks(o.Checks) // (Validate refused what does not parse)
+	models := submit.ModelRequest{
+		Model: o.Model, Server: cmp.Or(o.ModelServer, s.ModelServer), Servers: s.File.ModelServers, Providers: s.File.Providers,
+		Prices: s.File.Prices, MaxTokens: s.MaxTokens, MaxCost: s.MaxCost,
 	}
 	if o.set("max-tokens") {
 		models.MaxTokens = o.MaxTokens
@@ -297,18 +294,19 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if o.set("max-cost") {
 		models.MaxCost = o.MaxCost
 	}
-	for _, f := range []string{"provider", "base-url", "max-turns", "context-window", "temperature"} {
-		if o.set(f) {
-			models.BuiltinFlags = append(models.BuiltinFlags, "--"+f)
+	for _, field := range []string{"provider", "base_url", "max_turns", "context_window", "temperature"} {
+		if o.set(flagName(field)[2:]) {
+			models.BuiltinFields = append(models.BuiltinFields, field)
 		}
 	}
 	req := submit.Request{
-		Repo: o.Repo, BaseRef: o.Base, Task: task, AgentName: o.Agent, AgentCmd: o.AgentCmd,
+		Repo: o.Repo, BaseRef: o.Base, AgentName: o.Agent, AgentCmd: o.AgentCmd,
 		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
-		Sandbox: s.Sandbox, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,
+		Sandbox: cmp.Or(o.Sandbox, s.Sandbox), Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
-		Version: Version, Getenv: app.Getenv, Models: models, ReadOnly: o.ReadOnly,
+		Version: Version, Getenv: getenv, Models: models, ReadOnly: o.ReadOnly,
+		Limits: run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
 	}
 	if o.set("attempts") {
 		req.Attempts = o.Attempts
@@ -320,44 +318,19 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if o.Timeout != "" {
 		req.Timeout, _ = time.ParseDuration(o.Timeout)
 	}
-	if o.Sandbox != "" {
-		req.Sandbox = o.Sandbox
-	}
 	if o.MaxFiles > 0 {
 		req.Export.MaxFiles = o.MaxFiles
 	}
 	if o.MaxBytes > 0 {
 		req.Export.MaxBytes = o.MaxBytes
 	}
-	req.Limits.DiskBytes, req.Limits.DiskInodes = s.DiskBytes, s.DiskInodes
 	if o.set("disk") {
 		req.Limits.DiskBytes, _ = run.ParseSize(o.Disk)
 	}
 	if o.set("disk-inodes") {
 		req.Limits.DiskInodes = o.DiskInodes
 	}
-	maxParallel := s.MaxParallel
-	if o.MaxParallel > 0 {
-		maxParallel = o.MaxParallel
-	}
-	r, warnings, err := app.Deps.submitService().Plan(ctx, req)
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(app.Stderr, "warning: %s\n", w)
-	}
-	env, err := app.openEnv()
-	if err != nil {
-		return err
-	}
-	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r),
-	}); err != nil {
-		return err
-	}
-	app.quiet = o.Quiet
-	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
+	return req
 }
 
 // afterStart prints the run, or waits for / follows it.
@@ -438,9 +411,6 @@ func (app *App) printEnd(r *run.Run) {
 	}
 }
 
-// maxTaskBytes caps the task text from any source.
-const maxTaskBytes = 1 << 20
-
 // readTask reads the task from the argument, stdin ('-') or --task-file.
 func (app *App) readTask(o *submitOptions) (string, error) {
 	var task string
@@ -450,7 +420,7 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 		if err != nil {
 			return "", catalog.TaskFile.Wrap(err, "%v", err)
 		}
-		b, err := io.ReadAll(io.LimitReader(f, maxTaskBytes+1))
+		b, err := io.ReadAll(io.LimitReader(f, submit.MaxTaskBytes+1))
 		f.Close()
 		if err != nil {
 			return "", catalog.TaskFile.Wrap(err, "%v", err)
@@ -458,7 +428,7 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 		task = string(b)
 	case len(o.Args) == 1 && o.Args[0] == "-":
 		// Read one byte past the limit: a longer task is refused, never cut.
-		b, err := io.ReadAll(io.LimitReader(app.Stdin, maxTaskBytes+1))
+		b, err := io.ReadAll(io.LimitReader(app.Stdin, submit.MaxTaskBytes+1))
 		if err != nil {
 			return "", catalog.TaskFile.Wrap(err, "stdin: %v", err)
 		}
@@ -466,13 +436,7 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 	case len(o.Args) == 1:
 		task = o.Args[0]
 	}
-	if len(task) > maxTaskBytes {
-		return "", catalog.TaskTooLarge.New("the task is over %d bytes", maxTaskBytes)
-	}
-	if strings.TrimSpace(task) == "" {
-		return "", catalog.EmptyTask.New("the task has no text")
-	}
-	return task, nil
+	return task, nil // (Plan refuses an empty or too large one)
 }
 
 // envValues reads from this command's environment the variables the run's

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/submit"
 )
 
 func TestSubmitValidate(t *testing.T) {
@@ -19,7 +21,14 @@ func TestSubmitValidate(t *testing.T) {
 		}
 	}
 	ok := func() *submitOptions { return &submitOptions{AgentCmd: "true", Args: []string{"t"}, set: given()} }
-	if err := ok().Validate(); err != nil {
+	// What submit checks: the flags, then the request they make.
+	validate := func(o *submitOptions) error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return submit.Validate(o.request(config.Settings{Attempts: config.DefaultAttempts}, func(string) string { return "" }))
+	}
+	if err := validate(ok()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -48,7 +57,7 @@ func TestSubmitValidate(t *testing.T) {
 	} {
 		o := ok()
 		c.mut(o)
-		if err := o.Validate(); !catalog.Has(err, c.want) {
+		if err := validate(o); !catalog.Has(err, c.want) {
 			t.Errorf("%s: want %s, got %v", c.name, c.want.Code, err)
 		}
 	}
@@ -58,14 +67,18 @@ func TestSubmitValidate(t *testing.T) {
 	}
 }
 
-// FuzzParseChecks: a --check value never yields a name that could act as
-// a path (it becomes attempts/<n>/checks/<name>.log) or an empty command.
+// FuzzParseChecks: a --check value that submit accepts never yields a
+// name that could act as a path (it becomes attempts/<n>/checks/<name>.log)
+// or an empty command.
 func FuzzParseChecks(f *testing.F) {
 	for _, s := range []string{"unit=go test ./...", "lint", "=x", "../x=y", "a=", ".a=b", "a.b-c_d=e=f", "a/b=c", "\x00=x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		checks, err := parseChecks([]string{s})
+		if err == nil {
+			err = submit.Validate(submit.Request{AgentCmd: "true", Attempts: 1, Checks: checks})
+		}
 		if err != nil {
 			if !catalog.Has(err, catalog.BadCheck) {
 				t.Fatalf("non-catalog error %v", err)

@@ -35,9 +35,10 @@ type ModelRequest struct {
 	Prices    map[string]run.Price
 	MaxTokens int64
 	MaxCost   float64
-	// BuiltinFlags names the built-in agent's flags that were given
-	// (refused with a profile, which cannot honour them).
-	BuiltinFlags []string
+	// BuiltinFields names the built-in agent's settings that were given
+	// (provider, base_url, max_turns, context_window, temperature):
+	// refused with another agent, which cannot honour them.
+	BuiltinFields []string
 }
 
 // systemDirs are visible in every isolating sandbox already.
@@ -57,8 +58,8 @@ func underSystem(p string) bool {
 // gateway route.
 func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec, *run.GatewaySpec, []string, error) {
 	var spec run.AgentSpec
-	for _, f := range req.Models.BuiltinFlags {
-		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a flag of the built-in agent; the %s profile would ignore it", f, p.Name)
+	for _, name := range req.Models.BuiltinFields {
+		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; the %s profile would ignore it", f(name), p.Name)
 	}
 	bin, visible, err := findCLI(p, req.Getenv("PATH"))
 	if err != nil {
@@ -372,11 +373,11 @@ func commandPreflight(cmd, path string) ([]string, error) {
 	if strings.Contains(first, "/") && !filepath.IsAbs(first) {
 		return nil, nil // relative to the workspace
 	}
-	p := agent.Info{Name: "--agent-cmd", Binary: first, Install: "install " + first + " or fix the command"}
+	p := agent.Info{Name: f("agent_cmd"), Binary: first, Install: "install " + first + " or fix the command"}
 	if filepath.IsAbs(first) {
 		if fi, err := os.Stat(first); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 			return nil, catalog.AgentMissing.New("the agent command's program %s is not an executable file", first).
-				WithFix("fix the path in --agent-cmd, or install the program")
+				WithFix("fix the path in %s, or install the program", f("agent_cmd"))
 		}
 		p.Binary = filepath.Base(first)
 		path = filepath.Dir(first)

@@ -18,7 +18,7 @@ import (
 // gateway's to find.
 func (s *Service) checkBuiltin(spec run.AgentSpec) (provider.Kind, error) {
 	if strings.TrimSpace(spec.Model) == "" {
-		return provider.Kind{}, catalog.NoModel.New("the built-in agent needs a model").WithFix("name one with --model")
+		return provider.Kind{}, catalog.NoModel.New("the built-in agent needs a model").WithFix("name one with %s", f("model"))
 	}
 	kind, ok := s.Providers.Lookup(spec.Provider)
 	if !ok {

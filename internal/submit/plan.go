@@ -73,16 +73,11 @@ type Request struct {
 // nothing. Errors are catalog errors.
 func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, error) {
 	var warnings []string
-	if strings.TrimSpace(req.Task) == "" {
-		return nil, nil, catalog.EmptyTask.New("the task has no text")
+	if err := validateTask(req.Task); err != nil {
+		return nil, nil, err
 	}
-	if req.Attempts < 1 {
-		return nil, nil, catalog.BadAttempts.New("--attempts %d", req.Attempts)
-	}
-	for _, c := range req.Checks {
-		if !validCheckName(c.Name) || strings.TrimSpace(c.Command) == "" {
-			return nil, nil, catalog.BadCheck.New("check %q", c.Name)
-		}
+	if err := Validate(req); err != nil {
+		return nil, nil, err
 	}
 	id := run.NewID()
 	r := &run.Run{
@@ -95,9 +90,6 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	}
 	if req.Getenv == nil {
 		req.Getenv = os.Getenv
-	}
-	if req.Models.MaxTokens < 0 || req.Models.MaxCost < 0 {
-		return nil, nil, catalog.BadBudget.New("--max-tokens %d, --max-cost %g", req.Models.MaxTokens, req.Models.MaxCost)
 	}
 	// Agent, model gateway and network.
 	agentSpec, gw, visible, network, err := s.planAgent(ctx, req)
@@ -116,10 +108,10 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	for _, p := range req.ReadOnly {
 		abs, err := filepath.Abs(p)
 		if err != nil {
-			return nil, nil, catalog.BadPath.Wrap(err, "--ro %s: %v", p, err)
+			return nil, nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
 		}
 		if _, err := os.Stat(abs); err != nil {
-			return nil, nil, catalog.BadPath.Wrap(err, "--ro %s: %v", p, err)
+			return nil, nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
 		}
 		visible = append(visible, abs)
 	}
@@ -171,7 +163,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		}
 	}
 	if name == "host" {
-		warnings = append(warnings, "--sandbox host does not isolate: the agent runs as you, with your files and your network")
+		warnings = append(warnings, f("sandbox")+" "+name+" does not isolate: the agent runs as you, with your files and your network")
 	}
 	if repoErr != nil {
 		return nil, nil, repoErr
@@ -198,8 +190,6 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	var visible []string
 	network := req.Network
 	switch {
-	case req.AgentName != "" && req.AgentCmd != "":
-		return spec, nil, nil, "", catalog.ConflictFlags.New("--agent and --agent-cmd")
 	case req.AgentCmd != "":
 		spec = run.AgentSpec{Name: agent.CommandName, Command: req.AgentCmd}
 		vis, err := commandPreflight(req.AgentCmd, req.Getenv("PATH"))
@@ -208,11 +198,11 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 		}
 		visible = vis
 		if req.Models.Model != "" && req.Models.Server == "" {
-			return spec, nil, nil, "", catalog.UnsupportedFlag.New("--model with --agent-cmd names a model for the model gateway, which an agent command gets only with --model-server").
-				WithFix("add --model-server URL (the command then gets AGENTRUN_MODEL and the gateway's URLs), or drop --model")
+			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s with %s names a model for the model gateway, which an agent command gets only with %s", f("model"), f("agent_cmd"), f("model_server")).
+				WithFix("add %s URL (the command then gets AGENTRUN_MODEL and the gateway's URLs), or drop %s", f("model_server"), f("model"))
 		}
-		for _, f := range req.Models.BuiltinFlags {
-			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s is a flag of the built-in agent; an agent command would ignore it", f)
+		for _, name := range req.Models.BuiltinFields {
+			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; an agent command would ignore it", f(name))
 		}
 		if req.Models.Server != "" {
 			// A command agent may speak any protocol to the user's model
@@ -255,7 +245,7 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 			return spec, nil, nil, "", err
 		}
 	default:
-		return spec, nil, nil, "", catalog.NoAgent.New("neither --agent nor --agent-cmd was given")
+		return spec, nil, nil, "", catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))
 	}
 	// The model goes through the gateway, which needs no network: every
 	// agent starts with none; --allow opens the allowlist.
@@ -268,7 +258,7 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	switch network {
 	case string(sandbox.NetworkNone):
 		if len(req.Allow) > 0 {
-			return spec, nil, nil, "", catalog.ConflictFlags.New("--allow with --network none")
+			return spec, nil, nil, "", catalog.ConflictFlags.New("%s with %s none", f("allow"), f("network"))
 		}
 		spec.Hosts = nil
 	case string(sandbox.NetworkAllowlist):
@@ -344,24 +334,10 @@ func priceWarnings(r *run.Run) []string {
 			continue
 		}
 		if _, ok := (gateway.Prices{Overrides: r.Gateway.Prices}).Lookup(r.Agent.Model); !ok {
-			w = append(w, fmt.Sprintf("no price is known for model %q: --max-cost counts it as free; add [prices.%q] (US dollars per million tokens) to config.toml", r.Agent.Model, r.Agent.Model))
+			w = append(w, fmt.Sprintf("no price is known for model %q: "+f("max_cost")+" counts it as free; add [prices.%q] (US dollars per million tokens) to config.toml", r.Agent.Model, r.Agent.Model))
 		}
 	}
 	return w
-}
-
-// validCheckName: letters, digits, '-', '_', '.', not starting with '.'
-// (the name becomes a file name under attempts/<n>/checks).
-func validCheckName(n string) bool {
-	if n == "" || len(n) > 64 || n[0] == '.' {
-		return false
-	}
-	for _, c := range n {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 func agentCommand(a run.AgentSpec) string {
