@@ -52,7 +52,7 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 		return err
 	}
 	id := before.ID
-	r, err := supervisor.Cancel(ctx, env.Store, env.Layout, id)
+	r, err := supervisor.Cancel(ctx, env.runs(), id)
 	already := before.State.Terminal()
 	if errors.Is(err, supervisor.ErrNotRecorded) && r != nil {
 		// Nothing runs any more: the cancel has nothing to stop. Say why
@@ -68,7 +68,7 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 	if !o.NoWait && !r.State.Terminal() {
 		wctx, cancel := context.WithTimeout(ctx, cancelWait)
 		defer cancel()
-		if nr, err := supervisor.WaitEnd(wctx, env.Store, env.Layout, id, 20*time.Millisecond); err == nil {
+		if nr, err := supervisor.WaitEnd(wctx, env.runs(), id, 20*time.Millisecond); err == nil {
 			r = nr
 		} else if ctx.Err() != nil {
 			return ctx.Err()

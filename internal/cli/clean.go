@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
@@ -238,14 +236,14 @@ func (app *App) cleanOne(ctx context.Context, env *Env, id string, o *cleanOptio
 				Why: "it can be resumed; clean it by its ID"}, nil
 		}
 	}
-	unlock, err := lockSupervisor(ctx, env.Layout.SupervisorLock(id), supervisorExitWait)
+	lease, err := env.Coord.Acquire(ctx, id, supervisorExitWait)
 	if ctx.Err() != nil {
 		return nil, nil, ctx.Err()
 	}
 	if err != nil {
 		return keep(r, catalog.RunActive.New("run %s: its supervisor is still running (%v)", id, err))
 	}
-	defer unlock()
+	defer lease.Release()
 	if r != nil {
 		// Reread under the lock: a resume may have started meanwhile.
 		if r, err = env.Store.Get(ctx, id); err != nil {
@@ -300,7 +298,7 @@ func stoppedAsInterrupted(env *Env, r *run.Run, locked bool) *run.Run {
 	}
 	dead := locked && !supervisor.AboutToStart(r)
 	if !locked {
-		dead, _ = supervisor.Unsupervised(env.Layout, r)
+		dead, _ = supervisor.Unsupervised(context.Background(), env.runs(), r)
 	}
 	if !dead {
 		return r
@@ -358,32 +356,6 @@ func planBranch(ctx context.Context, r *run.Run, force bool) (branchPlan, error)
 // that has ended to let go of its lock (it stops the sandbox after the
 // final state is recorded).
 var supervisorExitWait = 5 * time.Second
-
-// lockSupervisor takes the run's supervisor lock, waiting up to wait for a
-// supervisor that is exiting; an error means a supervisor still holds it.
-func lockSupervisor(ctx context.Context, path string, wait time.Duration) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open supervisor lock: %w", err)
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("supervisor lock held: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // branchExists reports whether a removed run's branch is still there.
 func branchExists(ctx context.Context, env *Env, rm cleanRemoved) bool {

@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/submit"
@@ -13,6 +14,8 @@ import (
 type Deps struct {
 	// OpenStore opens the run store of data directory home.
 	OpenStore func(home string) (run.Store, error)
+	// Coordinator keeps data directory home's leases, queue and slots.
+	Coordinator func(home string) coord.Coordinator
 	// Backends returns the sandbox backends in help order; executable is
 	// the agentrun binary their sandboxes run ("" = this process's own).
 	Backends func(executable string) []sandbox.Backend

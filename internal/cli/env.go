@@ -5,8 +5,10 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
 // Env is the resolved environment of a command: data directory,
@@ -17,6 +19,7 @@ type Env struct {
 	Home     string
 	Layout   layout.Layout
 	Store    run.Store
+	Coord    coord.Coordinator
 	Settings config.Settings
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
@@ -58,6 +61,11 @@ func (app *App) openEnv() (*Env, error) {
 	if err != nil {
 		return nil, catalog.Home.Wrap(err, "%s: %v", home, err)
 	}
-	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Settings: settings, settingsErr: cfgErr}
+	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Coord: app.Deps.Coordinator(home), Settings: settings, settingsErr: cfgErr}
 	return app.env, nil
+}
+
+// runs is the data directory's runs as the supervisor package reaches them.
+func (e *Env) runs() supervisor.Home {
+	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout}
 }

@@ -364,7 +364,7 @@ func (f *follower) refresh(ctx context.Context) (*run.Run, error) {
 	if r.State.Terminal() {
 		return r, nil
 	}
-	nr, err := supervisor.Reconcile(ctx, f.env.Store, f.env.Layout, r)
+	nr, err := supervisor.Reconcile(ctx, f.env.runs(), r)
 	if err != nil || nr == nil {
 		if err != nil && !f.warned {
 			f.warned = true

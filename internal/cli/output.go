@@ -116,7 +116,7 @@ func (app *App) reconcile(ctx context.Context, env *Env, r *run.Run) *run.Run {
 	if r.State.Terminal() {
 		return r
 	}
-	nr, err := supervisor.Reconcile(ctx, env.Store, env.Layout, r)
+	nr, err := supervisor.Reconcile(ctx, env.runs(), r)
 	if err != nil {
 		app.warn("cannot check whether run %s is still alive: %v", r.ID, err)
 		return r

@@ -70,7 +70,7 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 	if err != nil {
 		return err
 	}
-	if r, err = supervisor.Reconcile(ctx, env.Store, env.Layout, r); err != nil {
+	if r, err = supervisor.Reconcile(ctx, env.runs(), r); err != nil {
 		return err
 	}
 	if r.State.Active() {
@@ -91,7 +91,7 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 	if o.set != nil && o.set("max-cost") {
 		so.MaxCost = &o.MaxCost
 	}
-	nr, err := supervisor.Resume(ctx, env.Store, env.Layout, r, o.Task, so)
+	nr, err := supervisor.Resume(ctx, env.runs(), r, o.Task, so)
 	if err != nil {
 		return err
 	}

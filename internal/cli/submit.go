@@ -271,7 +271,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if o.MaxParallel > 0 {
 		maxParallel = o.MaxParallel
 	}
-	if err := supervisor.Start(ctx, env.Store, env.Layout, r, supervisor.StartOptions{
+	if err := supervisor.Start(ctx, env.runs(), r, supervisor.StartOptions{
 		MaxParallel: maxParallel, Env: app.envValues(r),
 	}); err != nil {
 		return err
@@ -469,7 +469,7 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 		if err != nil {
 			return nil, err
 		}
-		if r, err = supervisor.Reconcile(ctx, env.Store, env.Layout, r); err != nil {
+		if r, err = supervisor.Reconcile(ctx, env.runs(), r); err != nil {
 			return nil, err
 		}
 		if follow {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/coord/flock"
+	"github.com/agentrun/agentrun/internal/testcap"
+
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
-	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/testbin"
 )
 
@@ -192,11 +192,10 @@ func (e *env) stopAll() {
 	// A detached supervisor may still be writing its last events after the
 	// run's state is final: wait until every one has let go of its lock, so
 	// the temp dir is not removed under it.
-	l := layout.Layout{Home: e.home}
 	deadline := time.Now().Add(15 * time.Second)
 	for _, id := range e.runIDs() {
 		for time.Now().Before(deadline) {
-			held, err := supervisor.Held(l.SupervisorLock(id))
+			held, err := flock.New(e.home).Held(context.Background(), id)
 			if err != nil || !held {
 				break
 			}

@@ -6,40 +6,49 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
+// Home is one data directory's runs as commands reach them: the run
+// store, the coordinator (leases, queue, slots) and the paths.
+type Home struct {
+	Store  run.Store
+	Coord  coord.Coordinator
+	Layout layout.Layout
+}
+
 // spawnGrace is how long a freshly created queued run (never attempted,
 // no supervisor recorded) counts as "being spawned" although nobody holds
-// its lock yet: submit creates the run record, then takes the lock.
+// its lease yet: submit creates the run record, then takes the lease.
 const spawnGrace = 10 * time.Second
 
 // Reconcile is called by every command that reads a run: if the run is in
-// an active state but no live supervisor holds its supervisor.lock, it is
-// marked interrupted (compare-and-set; never left "running"). It returns the
+// an active state but no live supervisor holds its lease, it is marked
+// interrupted (compare-and-set; never left "running"), while this process
+// holds the lease, so no new supervisor starts in between. It returns the
 // run as it now is. It is cheap when the run is terminal.
-func Reconcile(ctx context.Context, st run.Store, l layout.Layout, r *run.Run) (*run.Run, error) {
+func Reconcile(ctx context.Context, h Home, r *run.Run) (*run.Run, error) {
 	if r == nil || !r.State.Active() {
 		return r, nil
 	}
-	f, err := tryLockPath(l.SupervisorLock(r.ID))
+	lease, err := h.Coord.Acquire(ctx, r.ID, 0)
+	if errors.Is(err, coord.ErrHeld) {
+		return r, nil // a live supervisor holds it
+	}
 	if err != nil {
 		return r, fmt.Errorf("reconcile %s: %w", r.ID, err)
 	}
-	if f == nil {
-		return r, nil // a live supervisor holds it
-	}
-	defer f.Close()
-	if r.State == run.StateQueued && r.Supervisor == nil && len(r.Attempts) == 0 &&
-		time.Since(r.CreatedAt) < spawnGrace {
+	defer lease.Release()
+	if AboutToStart(r) {
 		return r, nil // submit is about to start its supervisor
 	}
-	nr, err := st.Transition(ctx, r.ID, []run.State{r.State}, run.StateInterrupted, run.ReasonInterrupted,
+	nr, err := h.Store.Transition(ctx, r.ID, []run.State{r.State}, run.StateInterrupted, run.ReasonInterrupted,
 		"the supervisor stopped without finishing the run; resume it with 'agentrun resume "+r.ID+"'")
 	if errors.Is(err, run.ErrConflict) {
 		// It moved on meanwhile; report it as it is now.
-		return st.Get(ctx, r.ID)
+		return h.Store.Get(ctx, r.ID)
 	}
 	if err != nil {
 		return r, fmt.Errorf("reconcile %s: %w", r.ID, err)

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -15,20 +14,21 @@ import (
 // moved to cancelled directly (compare-and-set): its supervisor's own
 // compare-and-set to running then fails, so its agent never starts. A
 // running one's supervisor is signalled (SIGTERM, only after checking it
-// holds the run's lock) and kills the agent's process group. Cancel does
+// holds the run's lease) and kills the agent's process group. Cancel does
 // not wait; see WaitEnd. Cancelling an ended run changes nothing. A run
 // whose supervisor has died but whose record cannot be updated comes back
 // as it is in fact (interrupted) with ErrNotRecorded.
-func Cancel(ctx context.Context, st run.Store, l layout.Layout, id string) (*run.Run, error) {
+func Cancel(ctx context.Context, h Home, id string) (*run.Run, error) {
+	st := h.Store
 	r, err := st.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	nr, err := Reconcile(ctx, st, l, r)
+	nr, err := Reconcile(ctx, h, r)
 	if err != nil {
 		// A run whose supervisor is gone has stopped, whether or not its
 		// record can say so (a full disk): there is nothing to cancel.
-		if dead, derr := Unsupervised(l, r); derr == nil && dead {
+		if dead, derr := Unsupervised(ctx, h, r); derr == nil && dead {
 			return stoppedNotRecorded(r, err), fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}
 		return nil, err
@@ -54,7 +54,7 @@ func Cancel(ctx context.Context, st run.Store, l layout.Layout, id string) (*run
 	if err != nil && !errors.Is(err, run.ErrConflict) {
 		return nil, fmt.Errorf("cancel %s: %w", id, err)
 	}
-	if err := signalSupervisor(ctx, st, l, id); err != nil {
+	if err := signalSupervisor(ctx, h, id); err != nil {
 		return nil, err
 	}
 	if nr != nil {
@@ -81,11 +81,11 @@ func stoppedNotRecorded(r *run.Run, err error) *run.Run {
 // Unsupervised reports whether active run r has no live supervisor and is
 // not about to get one (see AboutToStart): it has stopped, whatever its
 // record says.
-func Unsupervised(l layout.Layout, r *run.Run) (bool, error) {
+func Unsupervised(ctx context.Context, h Home, r *run.Run) (bool, error) {
 	if !r.State.Active() {
 		return false, nil
 	}
-	held, err := Held(l.SupervisorLock(r.ID))
+	held, err := h.Coord.Held(ctx, r.ID)
 	if err != nil || held {
 		return false, err
 	}
@@ -94,27 +94,27 @@ func Unsupervised(l layout.Layout, r *run.Run) (bool, error) {
 
 // AboutToStart reports a freshly submitted run whose supervisor is being
 // spawned: queued, never attempted, none recorded, within spawnGrace of its
-// creation (submit creates the record, then takes the lock).
+// creation (submit creates the record, then takes the lease).
 func AboutToStart(r *run.Run) bool {
 	return r.State == run.StateQueued && r.Supervisor == nil && len(r.Attempts) == 0 && time.Since(r.CreatedAt) < spawnGrace
 }
 
 // signalSupervisor sends SIGTERM to the run's live supervisor, if any:
-// only while some process holds the run's lock, and only to the recorded
+// only while some process holds the run's lease, and only to the recorded
 // PID if it is still the process that started at the recorded time (a
 // record can name a PID that has since gone to another process: a
 // supervisor killed with -9 whose run was resumed). Where that cannot be
 // told, nothing is signalled: the supervisor sees CancelRequested within
 // cancelPoll.
-func signalSupervisor(ctx context.Context, st run.Store, l layout.Layout, id string) error {
-	r, err := st.Get(ctx, id)
+func signalSupervisor(ctx context.Context, h Home, id string) error {
+	r, err := h.Store.Get(ctx, id)
 	if err != nil {
 		return err
 	}
 	if r.Supervisor == nil || r.Supervisor.PID <= 1 {
 		return nil // not started yet: it sees CancelRequested when it looks
 	}
-	held, err := Held(l.SupervisorLock(id))
+	held, err := h.Coord.Held(ctx, id)
 	if err != nil || !held {
 		return err
 	}
@@ -126,13 +126,13 @@ func signalSupervisor(ctx context.Context, st run.Store, l layout.Layout, id str
 
 // WaitEnd polls until the run is in a terminal state (reconciling it, so a
 // dead supervisor does not make it wait forever) or ctx ends.
-func WaitEnd(ctx context.Context, st run.Store, l layout.Layout, id string, poll time.Duration) (*run.Run, error) {
+func WaitEnd(ctx context.Context, h Home, id string, poll time.Duration) (*run.Run, error) {
 	for {
-		r, err := st.Get(ctx, id)
+		r, err := h.Store.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if r, err = Reconcile(ctx, st, l, r); err != nil {
+		if r, err = Reconcile(ctx, h, r); err != nil {
 			return nil, err
 		}
 		if r.State.Terminal() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -34,12 +35,12 @@ func TestCancelNeverSignalsAReusedPID(t *testing.T) {
 		r := createRun(t, st, run.StateRunning, func(r *run.Run) {
 			r.Supervisor = &run.SupervisorInfo{PID: pid, Host: "here", StartedAt: time.Now(), ProcStart: procStart}
 		})
-		lk, err := TakeLock(l, r.ID, time.Second)
+		lk, err := flock.New(l.Home).Acquire(context.Background(), r.ID, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer lk.Close()
-		if _, err := Cancel(ctx, st, l, r.ID); err != nil {
+		defer lk.Release()
+		if _, err := Cancel(ctx, testHome(st, l), r.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

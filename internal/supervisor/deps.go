@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -16,7 +17,9 @@ import (
 // Deps are the seams the supervisor drives. The wiring (internal/wire)
 // fills them with this build's implementations; the steps only call them.
 type Deps struct {
-	Store      run.Store
+	Store run.Store
+	// Coord holds the run's lease, its place in the queue and its slot.
+	Coord      coord.Coordinator
 	Layout     layout.Layout
 	Workspaces workspace.Provider
 	Export     func(ctx context.Context, cs *workspace.ChangeSet, opts workspace.ExportOptions) (*run.ExportResult, error)

@@ -8,6 +8,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/agent/provider/all"
+	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -23,6 +24,7 @@ import (
 func testDeps(st run.Store, l layout.Layout) Deps {
 	return Deps{
 		Store:      st,
+		Coord:      flock.New(l.Home),
 		Layout:     l,
 		Workspaces: workspace.NewCheckout(),
 		Export:     workspace.Export,
@@ -38,4 +40,9 @@ func testDeps(st run.Store, l layout.Layout) Deps {
 		},
 		Capacity: gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
 	}
+}
+
+// testHome is the data directory's runs over store st.
+func testHome(st run.Store, l layout.Layout) Home {
+	return Home{Store: st, Coord: flock.New(l.Home), Layout: l}
 }

@@ -41,23 +41,23 @@ func (s *Supervisor) execute(parent context.Context) error {
 	// queued: a free slot at once (the usual case) records this process
 	// with the move to preparing; a run that waits records it first, so
 	// that cancel can signal it while it waits.
-	defer dequeue(s.Layout, r.Seq, s.ID)
+	defer s.dequeue(r.Seq)
 	recorded := false
-	slot, err := s.trySlot(ctx)
+	slot, err := s.trySlot(ctx, r.Seq)
 	if err == nil && slot == nil {
 		if _, err := s.Store.Update(ctx, s.ID, func(r *run.Run) error { r.Supervisor = info; return nil }); err != nil {
 			s.stopped(ctx, run.StateQueued)
 			return fmt.Errorf("record supervisor: %w", err)
 		}
 		recorded = true
-		slot, err = s.waitSlot(ctx)
+		slot, err = s.waitSlot(ctx, r.Seq)
 	}
 	if err != nil {
 		s.stopped(ctx, run.StateQueued)
 		return nil
 	}
-	defer slot.Close()
-	dequeue(s.Layout, r.Seq, s.ID)
+	defer slot.Release()
+	s.dequeue(r.Seq)
 
 	// queued -> preparing: loses to a cancel that came first.
 	r, err = s.cas(ctx, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "", func(r *run.Run) {

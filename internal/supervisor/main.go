@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
 	"golang.org/x/sys/unix"
 )
@@ -56,17 +57,31 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
 		return 1
 	}
+	lease, err := adopt(deps.Coord, *id, lockFile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
+		return 1
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho}
+	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho, Lease: lease}
 	err = s.Run(ctx)
-	runtime.KeepAlive(lockFile) // the lock is released when the process exits
+	runtime.KeepAlive(lease) // the lease is released when the process exits
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
 		return 1
 	}
 	return 0
+}
+
+// adopt takes over the lease the spawner handed down as fd 3.
+func adopt(co coord.Coordinator, id string, f *os.File) (coord.Lease, error) {
+	ho, ok := co.(coord.Handover)
+	if !ok {
+		return nil, errors.New("the coordinator cannot take over a lease from another process")
+	}
+	return ho.Adopt(id, f)
 }
 
 // errStopSignal is the cause of the supervisor's context when it is told
@@ -107,6 +122,8 @@ type Supervisor struct {
 	ID          string
 	MaxParallel int
 	Handoff     Handoff
+	// Lease is the run's lease, held for the supervisor's whole life.
+	Lease coord.Lease
 	// Poll is the queue polling interval (default 25ms).
 	Poll time.Duration
 

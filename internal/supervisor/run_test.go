@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/testcap"
 
@@ -49,12 +50,12 @@ func inProcess(t *testing.T, agentCmd string, checks []run.CheckSpec) (*Supervis
 	if err := st.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	lk, err := TakeLock(l, r.ID, time.Second)
+	lk, err := flock.New(l.Home).Acquire(context.Background(), r.ID, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lk.Close() })
-	return &Supervisor{Deps: testDeps(st, l), ID: r.ID, MaxParallel: 1}, st
+	t.Cleanup(func() { lk.Release() })
+	return &Supervisor{Deps: testDeps(st, l), ID: r.ID, MaxParallel: 1, Lease: lk}, st
 }
 
 func TestRunInProcess(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -16,11 +17,11 @@ var errNotQueued = errors.New("the run is no longer queued")
 // defaultPoll is how often a queued supervisor looks for a free slot.
 const defaultPoll = 25 * time.Millisecond
 
-// waitSlot blocks until the run may start: a slot file among
-// slots/0..MaxParallel-1 is locked by this process and no older queued run
-// with a live supervisor is still waiting (FIFO by Seq). The returned file
-// holds the slot until closed (or the process exits).
-func (s *Supervisor) waitSlot(ctx context.Context) (*os.File, error) {
+// waitSlot blocks until the run may start: the coordinator gives it one
+// of MaxParallel slots and no older queued run with a live supervisor is
+// still waiting (FIFO by Seq). The slot is held until released (or the
+// process exits).
+func (s *Supervisor) waitSlot(ctx context.Context, seq int64) (coord.Slot, error) {
 	poll := s.Poll
 	if poll <= 0 {
 		poll = defaultPoll
@@ -33,52 +34,32 @@ func (s *Supervisor) waitSlot(ctx context.Context) (*os.File, error) {
 			return nil, context.Cause(ctx)
 		case <-t.C:
 		}
-		f, err := s.trySlot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if f != nil {
-			return f, nil
+		slot, err := s.trySlot(ctx, seq)
+		if err != nil || slot != nil {
+			return slot, err
 		}
 		t.Reset(poll)
 	}
 }
 
-// trySlot makes one attempt under queue.lock.
-func (s *Supervisor) trySlot(ctx context.Context) (*os.File, error) {
-	q, err := openLock(s.Layout.QueueLock())
-	if err != nil {
-		return nil, err
-	}
-	defer q.Close() // releases queue.lock
-	if err := lock(q); err != nil {
-		return nil, err
-	}
-	me, err := s.Store.Get(ctx, s.ID)
-	if err != nil {
-		return nil, fmt.Errorf("queue: %w", err)
-	}
-	if me.State != run.StateQueued || me.CancelRequested {
-		return nil, errNotQueued
-	}
-	n := max(s.MaxParallel, 1)
-	var slot *os.File
-	for k := range n {
-		if slot, err = tryLockPath(s.Layout.SlotLock(k)); err != nil {
-			return nil, err
+// trySlot makes one attempt; the run must still be queued and not
+// cancelled, which the coordinator asks under its queue serialisation.
+func (s *Supervisor) trySlot(ctx context.Context, seq int64) (coord.Slot, error) {
+	return s.Coord.TrySlot(ctx, s.Lease, seq, s.MaxParallel, func(ctx context.Context) error {
+		me, err := s.Store.Get(ctx, s.ID)
+		if err != nil {
+			return fmt.Errorf("queue: %w", err)
 		}
-		if slot != nil {
-			break
+		if me.State != run.StateQueued || me.CancelRequested {
+			return errNotQueued
 		}
+		return nil
+	})
+}
+
+// dequeue gives up the run's place in the queue (idempotent).
+func (s *Supervisor) dequeue(seq int64) {
+	if err := s.Coord.Dequeue(context.Background(), s.ID, seq); err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: dequeue: %v\n", s.ID, err)
 	}
-	if slot == nil {
-		return nil, nil
-	}
-	// A free slot: take it unless an older queued run is still waiting.
-	older, err := s.olderWaiting(ctx, me.Seq)
-	if err != nil || older {
-		slot.Close()
-		return nil, err
-	}
-	return slot, nil
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 )
 
@@ -35,51 +36,41 @@ type SpawnOptions struct {
 	Executable  string // the agentrun binary; default os.Executable()
 	MaxParallel int
 	Handoff     Handoff
-	// Lock is the run's supervisor.lock, already held (TakeLock). Spawn
-	// hands it to the child and closes the caller's copy.
-	Lock *os.File
+	// Lease is the run's lease, already held; Coord hands it over to the
+	// child (coord.Handover), and Spawn releases the caller's copy.
+	Lease coord.Lease
+	Coord coord.Coordinator
 	// Environ is the supervisor's own environment; default: a minimal one
 	// built from the caller's (PATH, HOME, USER, LANG, TMPDIR, XDG_*).
 	Environ []string
 }
 
-// TakeLock takes the run's supervisor.lock for a supervisor about to be
-// spawned. It waits up to wait for a holder to let go (a Reconcile
-// probing it); a live supervisor still holding it is an error.
-func TakeLock(l layout.Layout, id string, wait time.Duration) (*os.File, error) {
-	f, err := openLock(l.SupervisorLock(id))
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		ok, err := tryLock(f)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if ok {
-			return f, nil
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, ErrSupervised
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // ErrSupervised means a live supervisor holds the run.
-var ErrSupervised = errors.New("a live supervisor holds the run")
+var ErrSupervised = coord.ErrHeld
+
+// takeLease takes the run's lease for a supervisor about to be spawned.
+// It waits up to wait for a holder to let go (a Reconcile probing it); a
+// live supervisor still holding it is ErrSupervised.
+func takeLease(ctx context.Context, co coord.Coordinator, id string, wait time.Duration) (coord.Lease, error) {
+	return co.Acquire(ctx, id, wait)
+}
 
 // Spawn starts the detached supervisor (new session; it survives the CLI
 // and the terminal) and returns its pid. The child's stdout and stderr go
 // to the run's supervisor.log.
 func Spawn(ctx context.Context, o SpawnOptions) (int, error) {
-	if o.Lock == nil {
-		return 0, errors.New("spawn supervisor: lock not held")
+	if o.Lease == nil {
+		return 0, errors.New("spawn supervisor: lease not held")
 	}
-	defer o.Lock.Close()
+	defer o.Lease.Release()
+	ho, ok := o.Coord.(coord.Handover)
+	if !ok {
+		return 0, errors.New("spawn supervisor: the coordinator cannot hand a lease to another process")
+	}
+	leaseFile, err := ho.File(o.Lease)
+	if err != nil {
+		return 0, fmt.Errorf("spawn supervisor: %w", err)
+	}
 	exe := o.Executable
 	if exe == "" {
 		var err error
@@ -111,7 +102,7 @@ func Spawn(ctx context.Context, o SpawnOptions) (int, error) {
 	}
 	cmd := exec.Command(exe, "__supervise", "--home", o.Layout.Home, "--id", o.ID, "--max-parallel", strconv.Itoa(n))
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{o.Lock, pr} // fd 3: supervisor.lock (held), fd 4: handoff
+	cmd.ExtraFiles = []*os.File{leaseFile, pr} // fd 3: the lease (held), fd 4: handoff
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Env = o.Environ
 	if cmd.Env == nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/catalog"
-	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -24,28 +23,29 @@ type StartOptions struct {
 
 // Start stores the planned run (queued) and spawns its supervisor. If the
 // spawn fails, the run is marked failed so it is not left queued.
-func Start(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, o StartOptions) error {
+func Start(ctx context.Context, h Home, r *run.Run, o StartOptions) error {
+	st := h.Store
 	if err := st.Create(ctx, r); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
 	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
 		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
-	return spawnFor(ctx, st, l, r.ID, r.Seq, o, Handoff{Env: o.Env})
+	return spawnFor(ctx, h, r.ID, r.Seq, o, Handoff{Env: o.Env})
 }
 
-func spawnFor(ctx context.Context, st run.Store, l layout.Layout, id string, seq int64, o StartOptions, h Handoff) error {
-	lk, err := TakeLock(l, id, 2*time.Second)
+func spawnFor(ctx context.Context, h Home, id string, seq int64, o StartOptions, ho Handoff) error {
+	lease, err := takeLease(ctx, h.Coord, id, 2*time.Second)
 	if err == nil {
-		if err = enqueue(l, seq, id); err != nil {
-			lk.Close()
+		if err = h.Coord.Enqueue(ctx, lease, seq); err != nil {
+			lease.Release()
 		}
 	}
 	if err == nil {
-		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: h, Lock: lk})
+		_, err = Spawn(ctx, SpawnOptions{Layout: h.Layout, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: ho, Lease: lease, Coord: h.Coord})
 	}
 	if err != nil {
-		dequeue(l, seq, id)
-		_, _ = st.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
+		_ = h.Coord.Dequeue(context.WithoutCancel(ctx), id, seq)
+		_, _ = h.Store.Transition(context.WithoutCancel(ctx), id, []run.State{run.StateQueued}, run.StateFailed, run.ReasonInternal, "the supervisor could not be started: "+err.Error())
 		return fmt.Errorf("start supervisor: %w", err)
 	}
 	return nil
@@ -66,7 +66,8 @@ func endedAs(r *run.Run) string {
 // Resume queues an interrupted or failed run again and spawns a new
 // supervisor that continues it on its own workspace with new attempts.
 // note is added to the next prompt.
-func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note string, o StartOptions) (*run.Run, error) {
+func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions) (*run.Run, error) {
+	st, l := h.Store, h.Layout
 	if !r.State.Resumable() {
 		return nil, catalog.NotResumable.New("run %s is %s", r.ID, r.State)
 	}
@@ -86,15 +87,15 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 				WithFix("resume with a higher budget: agentrun resume %s --max-cost N or --max-tokens N (0 = no limit)", r.ID)
 		}
 	}
-	// Take the lock first: from the moment the run is queued again, its
+	// Take the lease first: from the moment the run is queued again, its
 	// supervisor is alive as far as anyone can tell.
-	lk, err := TakeLock(l, r.ID, 2*time.Second)
+	lease, err := takeLease(ctx, h.Coord, r.ID, 2*time.Second)
 	if err != nil {
 		return nil, catalog.RunActive.New("run %s: %v", r.ID, err)
 	}
 	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
 	if err != nil {
-		lk.Close()
+		lease.Release()
 		if errors.Is(err, run.ErrConflict) {
 			// Another resume took it (and may have finished it) first.
 			return nil, catalog.NotResumable.Wrap(err, "%v", err)
@@ -116,7 +117,7 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 		}
 		return nil
 	}); err != nil {
-		lk.Close()
+		lease.Release()
 		return nil, fmt.Errorf("resume: %w", err)
 	}
 	if len(nr.Attempts) == 0 {
@@ -125,16 +126,16 @@ func Resume(ctx context.Context, st run.Store, l layout.Layout, r *run.Run, note
 		err = errors.Join(os.RemoveAll(l.Workspace(r.ID)), os.RemoveAll(l.WorkspaceState(r.ID)))
 	}
 	if err == nil {
-		err = enqueue(l, nr.Seq, r.ID)
+		err = h.Coord.Enqueue(ctx, lease, nr.Seq)
 	}
 	if err == nil {
 		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lock: lk})
+			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lease: lease, Coord: h.Coord})
 	} else {
-		lk.Close()
+		lease.Release()
 	}
 	if err != nil {
-		dequeue(l, nr.Seq, r.ID)
+		_ = h.Coord.Dequeue(context.WithoutCancel(ctx), r.ID, nr.Seq)
 		_, _ = st.Transition(context.WithoutCancel(ctx), r.ID, []run.State{run.StateQueued}, run.StateInterrupted, run.ReasonInterrupted, "the supervisor could not be started: "+err.Error())
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}

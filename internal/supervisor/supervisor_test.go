@@ -2,12 +2,14 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
@@ -47,53 +49,53 @@ func TestReconcile(t *testing.T) {
 	st, l := newStore(t)
 	t.Run("dead supervisor", func(t *testing.T) {
 		r := createRun(t, st, run.StateRunning, nil)
-		nr, err := Reconcile(ctx, st, l, r)
+		nr, err := Reconcile(ctx, testHome(st, l), r)
 		if err != nil || nr.State != run.StateInterrupted || nr.Reason != run.ReasonInterrupted {
 			t.Fatalf("%v %+v", err, nr)
 		}
 	})
 	t.Run("live supervisor", func(t *testing.T) {
 		r := createRun(t, st, run.StateRunning, nil)
-		lk, err := TakeLock(l, r.ID, time.Second)
+		lk, err := flock.New(l.Home).Acquire(context.Background(), r.ID, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer lk.Close()
-		nr, err := Reconcile(ctx, st, l, r)
+		defer lk.Release()
+		nr, err := Reconcile(ctx, testHome(st, l), r)
 		if err != nil || nr.State != run.StateRunning {
 			t.Fatalf("%v %s", err, nr.State)
 		}
 		// Another would-be supervisor cannot take it.
-		if _, err := TakeLock(l, r.ID, 20*time.Millisecond); err != ErrSupervised {
+		if _, err := flock.New(l.Home).Acquire(context.Background(), r.ID, 20*time.Millisecond); !errors.Is(err, ErrSupervised) {
 			t.Fatalf("second lock: %v", err)
 		}
-		if held, _ := Held(l.SupervisorLock(r.ID)); !held {
+		if held, _ := flock.New(l.Home).Held(context.Background(), r.ID); !held {
 			t.Fatal("Held says free")
 		}
-		lk.Close()
-		if held, _ := Held(l.SupervisorLock(r.ID)); held {
+		lk.Release()
+		if held, _ := flock.New(l.Home).Held(context.Background(), r.ID); held {
 			t.Fatal("Held after release")
 		}
-		nr, _ = Reconcile(ctx, st, l, r)
+		nr, _ = Reconcile(ctx, testHome(st, l), r)
 		if nr.State != run.StateInterrupted {
 			t.Fatalf("after release: %s", nr.State)
 		}
 	})
 	t.Run("terminal", func(t *testing.T) {
 		r := createRun(t, st, run.StateSucceeded, nil)
-		nr, err := Reconcile(ctx, st, l, r)
+		nr, err := Reconcile(ctx, testHome(st, l), r)
 		if err != nil || nr.State != run.StateSucceeded {
 			t.Fatalf("%v %s", err, nr.State)
 		}
 	})
 	t.Run("being spawned", func(t *testing.T) {
 		r := createRun(t, st, run.StateQueued, nil)
-		nr, _ := Reconcile(ctx, st, l, r)
+		nr, _ := Reconcile(ctx, testHome(st, l), r)
 		if nr.State != run.StateQueued {
 			t.Fatalf("a just-submitted run was marked %s", nr.State)
 		}
 		old := createRun(t, st, run.StateQueued, func(r *run.Run) { r.CreatedAt = time.Now().Add(-time.Minute) })
-		nr, _ = Reconcile(ctx, st, l, old)
+		nr, _ = Reconcile(ctx, testHome(st, l), old)
 		if nr.State != run.StateInterrupted {
 			t.Fatalf("an old orphaned queued run is %s", nr.State)
 		}
@@ -103,7 +105,7 @@ func TestReconcile(t *testing.T) {
 		if _, err := st.Transition(ctx, r.ID, []run.State{run.StateRunning}, run.StateSucceeded, run.ReasonCompleted, ""); err != nil {
 			t.Fatal(err)
 		}
-		nr, err := Reconcile(ctx, st, l, r) // r still says running
+		nr, err := Reconcile(ctx, testHome(st, l), r) // r still says running
 		if err != nil || nr.State != run.StateSucceeded {
 			t.Fatalf("%v %s", err, nr.State)
 		}
@@ -114,7 +116,7 @@ func TestCancelQueuedWithoutSupervisor(t *testing.T) {
 	ctx := context.Background()
 	st, l := newStore(t)
 	r := createRun(t, st, run.StateQueued, nil)
-	nr, err := Cancel(ctx, st, l, r.ID)
+	nr, err := Cancel(ctx, testHome(st, l), r.ID)
 	if err != nil || nr.State != run.StateCancelled || !nr.CancelRequested {
 		t.Fatalf("%v %+v", err, nr)
 	}
@@ -127,7 +129,7 @@ func TestCancelQueuedWithoutSupervisor(t *testing.T) {
 		t.Fatal("no cancel event")
 	}
 	// Idempotent on an ended run.
-	nr, err = Cancel(ctx, st, l, r.ID)
+	nr, err = Cancel(ctx, testHome(st, l), r.ID)
 	if err != nil || nr.State != run.StateCancelled {
 		t.Fatalf("%v %s", err, nr.State)
 	}

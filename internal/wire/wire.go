@@ -16,6 +16,8 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	providers "github.com/agentrun/agentrun/internal/agent/provider/all"
+	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -29,6 +31,10 @@ import (
 
 // OpenStore opens the run store of data directory home: files (Lite).
 func OpenStore(home string) (run.Store, error) { return files.Open(home) }
+
+// Coordinator keeps the leases, the queue and the slots of data
+// directory home: flocks (Lite).
+func Coordinator(home string) coord.Coordinator { return flock.New(home) }
 
 // Backends are the sandbox backends of this build, in help order.
 func Backends(executable string) []sandbox.Backend {
@@ -62,6 +68,7 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 	}
 	return supervisor.Deps{
 		Store:       st,
+		Coord:       Coordinator(l.Home),
 		Layout:      l,
 		Workspaces:  workspace.NewCheckout(),
 		Export:      workspace.Export,

@@ -25,7 +25,10 @@
 // up by every Acquire once the flock is taken (an empty file, made by an
 // older version, counts as 0). Holding the flock is what makes the read
 // and the write safe; nothing is fsynced, because after a crash no holder
-// of an older token is left to use it.
+// of an older token is left to use it. On a full disk the token is handed
+// out without being recorded (the run's next lease may repeat it): a dead
+// run must still be marked interrupted or removed, and a record on the
+// same full disk cannot be written with any token meanwhile.
 //
 // Handover is how Lite starts a detached supervisor: the spawner acquires
 // the lease, the child inherits File() as one of its descriptors (fd 3),

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/coord"
@@ -179,10 +180,19 @@ func nextToken(f *os.File) (int64, error) {
 	v++
 	b := strconv.AppendInt(nil, v, 10)
 	b = append(b, '\n')
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return 0, fmt.Errorf("write fencing token: %w", err)
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(b)))
 	}
-	if err := f.Truncate(int64(len(b))); err != nil {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		// A full disk must not keep a dead run from being marked
+		// interrupted or removed (which frees the space). The token is not
+		// recorded, so the run's next lease may repeat it; nothing fences
+		// with it meanwhile: the run's record, on the same disk, cannot be
+		// written either.
+		return v, nil
+	}
+	if err != nil {
 		return 0, fmt.Errorf("write fencing token: %w", err)
 	}
 	return v, nil
