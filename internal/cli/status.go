@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -84,22 +85,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("model", gatewayLine(r))
 	}
 	f.add("sandbox", sandboxLine(app.Deps, r.Sandbox))
-	f.add("created", r.CreatedAt.Local().Format(localTime)+" ("+ago(o.Now, r.CreatedAt)+")")
-	if r.StartedAt != nil {
-		f.add("started", r.StartedAt.Local().Format(localTime))
-	}
-	if d, ok := runDuration(o.Now, r); ok {
-		took := humanDuration(d)
-		if resumes > 0 && active > 0 && active < d {
-			// The gaps while it waited for a resume are not work.
-			took = fmt.Sprintf("%s of work, %s since it first started, resumed %s", humanDuration(active), humanDuration(d), plural(resumes, "time"))
-		}
-		if r.FinishedAt != nil {
-			f.add("finished", r.FinishedAt.Local().Format(localTime)+" (took "+took+")")
-		} else {
-			f.add("running", took)
-		}
-	}
+	addTimes(&f, r, o.Now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))
 	}
@@ -151,8 +137,39 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		}
 		fmt.Fprintln(app.Stdout, "checks    "+strings.Join(names, ", "))
 	}
-	fmt.Fprintln(app.Stdout, "provenance")
-	p := r.Provenance
+	if err := writeProvenance(app.Stdout, r.Provenance); err != nil {
+		return err
+	}
+	if next := nextStep(r); next != "" {
+		fmt.Fprintf(app.Stdout, "\nnext: %s\n", next)
+	}
+	return nil
+}
+
+// addTimes adds when the run was created, started and finished (or how
+// long it has run), counting only the work when it was resumed.
+func addTimes(f *fields, r *run.Run, now time.Time, active time.Duration, resumes int) {
+	f.add("created", r.CreatedAt.Local().Format(localTime)+" ("+ago(now, r.CreatedAt)+")")
+	if r.StartedAt != nil {
+		f.add("started", r.StartedAt.Local().Format(localTime))
+	}
+	if d, ok := runDuration(now, r); ok {
+		took := humanDuration(d)
+		if resumes > 0 && active > 0 && active < d {
+			// The gaps while it waited for a resume are not work.
+			took = fmt.Sprintf("%s of work, %s since it first started, resumed %s", humanDuration(active), humanDuration(d), plural(resumes, "time"))
+		}
+		if r.FinishedAt != nil {
+			f.add("finished", r.FinishedAt.Local().Format(localTime)+" (took "+took+")")
+		} else {
+			f.add("running", took)
+		}
+	}
+}
+
+// writeProvenance prints the provenance record.
+func writeProvenance(w io.Writer, p run.Provenance) error {
+	fmt.Fprintln(w, "provenance")
 	var pf fields
 	pf.add("  version", p.Version)
 	pf.add("  host", p.Host)
@@ -163,13 +180,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	for _, g := range groupEnforced(p.Enforced) {
 		pf.add("  "+g.label, oneLine(g.what, 0))
 	}
-	if err := pf.write(app.Stdout); err != nil {
-		return err
-	}
-	if next := nextStep(r); next != "" {
-		fmt.Fprintf(app.Stdout, "\nnext: %s\n", next)
-	}
-	return nil
+	return pf.write(w)
 }
 
 // enforcedGroup is the isolation and limits that share one status.

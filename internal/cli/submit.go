@@ -121,7 +121,56 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "submit [flags] (TASK | - | --task-file F)",
 		Short: "Start a run: an agent works on a copy of the repository in a sandbox",
-		Long: `Start a run. The agent works on its own checkout of the base commit inside a
+		Long:  app.submitHelp(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Args = args
+			o.set = func(n string) bool { return cmd.Flags().Changed(n) }
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return app.runSubmit(cmd.Context(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on")
+	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
+	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(app.Deps.Agents.Names(), agent.BuiltinName), ", "))
+	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
+	f.StringArrayVar(&o.Checks, "check", nil, "verify check NAME=COMMAND, run in the sandbox after each attempt (repeatable)")
+	f.IntVar(&o.Attempts, "attempts", 0, fmt.Sprintf("agent attempts at most (default %d)", config.DefaultAttempts))
+	f.StringVar(&o.Timeout, "timeout", "", fmt.Sprintf("time limit of the whole run from its start, queueing excluded (default %s; 0 = none)", config.DefaultTimeout))
+	f.StringVar(&o.Sandbox, "sandbox", "", "sandbox backend")
+	f.StringArrayVar(&o.Env, "env", nil, "pass this variable from your environment to the agent (repeatable)")
+	f.BoolVar(&o.IncludeDirty, "include-dirty", false, "accept a repository with uncommitted changes (they are not included)")
+	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit 1 if it did not succeed")
+	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
+	f.StringVar(&o.TaskFile, "task-file", "", "read the task from this file")
+	f.StringVar(&o.Network, "network", "", "none or allowlist")
+	f.BoolVar(&o.LoopbackTCP, "loopback-tcp", false, "let the agent and checks connect to servers they start on the sandbox's own loopback (native; the sandbox still has no other network)")
+	f.StringArrayVar(&o.Allow, "allow", nil, "allow HOST, HOST:PORT, *.DOMAIN, IP, CIDR or preset:NAME (repeatable)")
+	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
+	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
+	f.StringVar(&o.Disk, "disk", "", "bound what the sandbox holds in the workspace, HOME, /tmp and /dev/shm together, like 10G (native default 16G; past it: ENOSPC in /tmp, the run ends disk_exceeded)")
+	f.Int64Var(&o.DiskInodes, "disk-inodes", 0, "bound the files and directories the sandbox holds there together (native default 1000000)")
+	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
+	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only the run id (with --wait: when it ends; the exit status says how)")
+	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
+	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
+	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
+	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
+	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
+	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
+	f.IntVar(&o.ContextWin, "context-window", 0, "model context window in tokens (builtin agent; default: AGENTRUN_CONTEXT_WINDOW, what the server reports, a built-in table)")
+	f.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (builtin agent; default: the server's)")
+	return c
+}
+
+// submitHelp is submit's long help: agents, models, sandbox, environment
+// and configuration.
+func (app *App) submitHelp() string {
+	return `Start a run. The agent works on its own checkout of the base commit inside a
 sandbox; after each attempt the checks run in the same sandbox; a run whose
 checks all pass is exported as one commit on branch agentrun/<id> plus a patch.
 
@@ -173,50 +222,7 @@ AGENTRUN_MODEL_SERVER.
 Precedence: flag > environment > config file > default.
 
 --wait blocks until the run ends; --follow also streams its events and the
-agent's output. Ctrl-C while waiting leaves the run running (exit 130).`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Args = args
-			o.set = func(n string) bool { return cmd.Flags().Changed(n) }
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return app.runSubmit(cmd.Context(), o)
-		},
-	}
-	f := c.Flags()
-	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on")
-	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
-	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(app.Deps.Agents.Names(), agent.BuiltinName), ", "))
-	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
-	f.StringArrayVar(&o.Checks, "check", nil, "verify check NAME=COMMAND, run in the sandbox after each attempt (repeatable)")
-	f.IntVar(&o.Attempts, "attempts", 0, fmt.Sprintf("agent attempts at most (default %d)", config.DefaultAttempts))
-	f.StringVar(&o.Timeout, "timeout", "", fmt.Sprintf("time limit of the whole run from its start, queueing excluded (default %s; 0 = none)", config.DefaultTimeout))
-	f.StringVar(&o.Sandbox, "sandbox", "", "sandbox backend")
-	f.StringArrayVar(&o.Env, "env", nil, "pass this variable from your environment to the agent (repeatable)")
-	f.BoolVar(&o.IncludeDirty, "include-dirty", false, "accept a repository with uncommitted changes (they are not included)")
-	f.BoolVar(&o.Wait, "wait", false, "wait for the run to end; exit 1 if it did not succeed")
-	f.BoolVar(&o.Follow, "follow", false, "stream events and agent output until the run ends")
-	f.StringVar(&o.TaskFile, "task-file", "", "read the task from this file")
-	f.StringVar(&o.Network, "network", "", "none or allowlist")
-	f.BoolVar(&o.LoopbackTCP, "loopback-tcp", false, "let the agent and checks connect to servers they start on the sandbox's own loopback (native; the sandbox still has no other network)")
-	f.StringArrayVar(&o.Allow, "allow", nil, "allow HOST, HOST:PORT, *.DOMAIN, IP, CIDR or preset:NAME (repeatable)")
-	f.IntVar(&o.MaxFiles, "max-files", 0, fmt.Sprintf("export at most this many changed files (default %d)", config.DefaultMaxFiles))
-	f.Int64Var(&o.MaxBytes, "max-bytes", 0, fmt.Sprintf("export at most this many bytes (default %d)", config.DefaultMaxBytes))
-	f.StringVar(&o.Disk, "disk", "", "bound what the sandbox holds in the workspace, HOME, /tmp and /dev/shm together, like 10G (native default 16G; past it: ENOSPC in /tmp, the run ends disk_exceeded)")
-	f.Int64Var(&o.DiskInodes, "disk-inodes", 0, "bound the files and directories the sandbox holds there together (native default 1000000)")
-	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
-	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
-	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only the run id (with --wait: when it ends; the exit status says how)")
-	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
-	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
-	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
-	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
-	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
-	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
-	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
-	f.IntVar(&o.ContextWin, "context-window", 0, "model context window in tokens (builtin agent; default: AGENTRUN_CONTEXT_WINDOW, what the server reports, a built-in table)")
-	f.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature (builtin agent; default: the server's)")
-	return c
+agent's output. Ctrl-C while waiting leaves the run running (exit 130).`
 }
 
 func profileHelp(agents agent.Catalog) string {

@@ -16,7 +16,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -33,6 +35,10 @@ const (
 	DefaultMaxFiles    = 10000
 	DefaultMaxBytes    = 100 << 20
 )
+
+// ProviderNames are the [providers.NAME] entries config.toml may have:
+// the model gateway's routes to the public APIs.
+var ProviderNames = []string{"anthropic", "openai", "gemini"}
 
 // Config is the file's content. Zero values mean "not set".
 type Config struct {
@@ -277,10 +283,8 @@ func (c Config) checkGateway(path string) error {
 		}
 	}
 	for name, p := range c.Providers {
-		switch name {
-		case "anthropic", "openai", "gemini":
-		default:
-			return catalog.BadConfig.New("%s: providers.%q: the providers are anthropic, openai and gemini", path, name)
+		if !slices.Contains(ProviderNames, name) {
+			return catalog.BadConfig.New("%s: providers.%q: the providers are %s", path, name, strings.Join(ProviderNames, ", "))
 		}
 		if err := p.KeySource.check(path, "providers."+name); err != nil {
 			return err

@@ -105,56 +105,19 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	r.Sandbox.Network = network
 	r.Sandbox.LoopbackTCP = req.LoopbackTCP
 	r.Sandbox.Limits = req.Limits
-	for _, p := range req.ReadOnly {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
-		}
-		if _, err := os.Stat(abs); err != nil {
-			return nil, nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
-		}
-		visible = append(visible, abs)
+	if r.Sandbox.ReadOnlyPaths, err = readOnlyPaths(visible, req.ReadOnly); err != nil {
+		return nil, nil, err
 	}
-	slices.Sort(visible)
-	r.Sandbox.ReadOnlyPaths = slices.Compact(visible)
 	if network == string(sandbox.NetworkAllowlist) {
 		allow := slices.Concat(agentSpec.Hosts, req.Allow)
 		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
 			return nil, nil, err
 		}
 	}
-	// Sandbox backend: named, configured, or the platform default; never
-	// the host backend unless named.
-	backends := s.Backends
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)
-	if name == "" {
-		return nil, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
-	}
-	b, ok := backends[name]
-	if !ok {
-		return nil, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(sortedKeys(backends), ", "))
-	}
-	// The backend's preflight (which may probe the kernel) and the
-	// repository inspection (git processes) run side by side.
-	var info repoInfo
-	var repoErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		info, repoErr = inspectRepo(ctx, req.Repo, r.BaseRef)
-	}()
-	var preErr error
-	if s.CachePreflight {
-		preErr = cachedPreflight(ctx, b, name)
-	} else {
-		preErr = b.Preflight(ctx)
-	}
-	<-done
-	if preErr != nil {
-		if _, ok := catalog.As(preErr); ok {
-			return nil, nil, preErr
-		}
-		return nil, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
+	b, info, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef)
+	if err != nil {
+		return nil, nil, err
 	}
 	r.Sandbox.Backend = name
 	if lw, ok := b.(sandbox.LimitWarner); ok {
@@ -162,7 +125,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
 		}
 	}
-	if name == "host" {
+	if b.Isolation().None() {
 		warnings = append(warnings, f("sandbox")+" "+name+" does not isolate: the agent runs as you, with your files and your network")
 	}
 	if repoErr != nil {
@@ -182,6 +145,60 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
 	}
 	return r, warnings, nil
+}
+
+// readOnlyPaths are the host paths made visible read-only: what the agent
+// needs (visible) and what the request names, absolute and existing.
+func readOnlyPaths(visible, named []string) ([]string, error) {
+	for _, p := range named {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, catalog.BadPath.Wrap(err, "%s %s: %v", f("ro"), p, err)
+		}
+		visible = append(visible, abs)
+	}
+	slices.Sort(visible)
+	return slices.Compact(visible), nil
+}
+
+// backendAndRepo picks the sandbox backend (named, configured, or the
+// platform default; never one that isolates nothing unless named) and
+// preflights it, while the repository is inspected (git processes) side
+// by side. A preflight failure is err; the repository's is repoErr, for
+// the caller to report after the backend's warnings.
+func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string) (b sandbox.Backend, info repoInfo, repoErr, err error) {
+	backends := s.Backends
+	if name == "" {
+		return nil, info, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
+	}
+	b, ok := backends[name]
+	if !ok {
+		return nil, info, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(sortedKeys(backends), ", "))
+	}
+	// The backend's preflight (which may probe the kernel) and the
+	// repository inspection (git processes) run side by side.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		info, repoErr = inspectRepo(ctx, repo, ref)
+	}()
+	var preErr error
+	if s.CachePreflight {
+		preErr = cachedPreflight(ctx, b, name)
+	} else {
+		preErr = b.Preflight(ctx)
+	}
+	<-done
+	if preErr != nil {
+		if _, ok := catalog.As(preErr); ok {
+			return nil, info, nil, preErr
+		}
+		return nil, info, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
+	}
+	return b, info, repoErr, nil
 }
 
 func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {
