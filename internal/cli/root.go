@@ -1,7 +1,3 @@
-// Package cli is the agentrun command line: one file per command, each with
-// a constructor, an options struct with Validate, and a plain run function
-// that tests call directly. Errors are rendered, and mapped to exit codes,
-// only in render.go.
 package cli
 
 import (

@@ -6,7 +6,7 @@
 //	  runs/<id>/run.json            the run record (replaced atomically)
 //	  runs/<id>/events.jsonl        the append-only journal
 //	  runs/<id>/run.lock            flock for read-modify-write of run.json
-//	  runs/<id>/supervisor.lock     flock held by the live supervisor
+//	  runs/<id>/supervisor.lock     flock held by the live supervisor; its fencing token
 //	  runs/<id>/supervisor.log      the supervisor's own stderr
 //	  runs/<id>/workspace/          the agent's tree
 //	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree)
@@ -14,8 +14,16 @@
 //	  runs/<id>/sandbox/            sandbox backend state (sockets)
 //	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
 //	  runs/<id>/attempts/<n>/checks/<name>.log
+//	  runs/<id>/spill/              tool output too long for the model (built-in agent)
 //	  runs/<id>/result.patch
-//	  queue.lock, slots/<k>.lock    the concurrency limit
+//	  seq                           the last run's submission number (Seq)
+//	  queue/<seq>-<id>              runs waiting for a slot, oldest first
+//	  queue.lock, slots/<k>.lock    the queue's order and the concurrency limit
+//	  capacity/                     model servers' shared request slots
+//
+// The supervisor.lock, queue and slot files are the flock coordinator's
+// (coord/flock); run.json, events.jsonl, run.lock and seq the files
+// store's (store/files).
 package layout
 
 import (
@@ -65,6 +73,12 @@ func CheckLogRel(n int, name string) string {
 }
 
 func (l Layout) QueueLock() string { return filepath.Join(l.Home, "queue.lock") }
+
+// Queue is the directory of runs waiting for a slot.
+func (l Layout) Queue() string { return filepath.Join(l.Home, "queue") }
+
+// Capacity is the directory of the model servers' shared request slots.
+func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }
 func (l Layout) SlotLock(k int) string {
 	return filepath.Join(l.Home, "slots", strconv.Itoa(k)+".lock")
 }

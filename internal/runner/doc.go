@@ -1,7 +1,7 @@
 // Package runner is the program inside every sandbox and its client.
 //
 // The agentrun binary serves it (hidden subcommand `agentrun __runner`,
-// Main) inside native and docker sandboxes; the host backend serves it
+// Main) inside isolating sandboxes (native); the host backend serves it
 // in-process (Serve). The supervisor and the built-in agent reach it only
 // through Client (Dial).
 //

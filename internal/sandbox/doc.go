@@ -2,7 +2,7 @@
 // Sandbox from a Spec; a Sandbox serves the runner contract
 // (internal/runner.Client) to the supervisor and the built-in agent.
 //
-// Implementations live in sub-packages (host, native, docker) and are
+// Implementations live in sub-packages (host, native) and are
 // registered explicitly in sandbox/all. Every implementation passes the
 // conformance suite in sandbox/sandboxtest.
 //

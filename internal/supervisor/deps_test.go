@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -38,7 +37,7 @@ func testDeps(st run.Store, l layout.Layout) Deps {
 		StartEgress: func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
 			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
 		},
-		Capacity: gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
+		Capacity: gateway.FlockCapacity{Dir: l.Capacity()},
 	}
 }
 

@@ -9,7 +9,6 @@ package wire
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -75,7 +74,7 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 		Backends:    backends,
 		NewAgent:    NewAgent,
 		StartEgress: startEgress,
-		Capacity:    gateway.FlockCapacity{Dir: filepath.Join(l.Home, "capacity")},
+		Capacity:    gateway.FlockCapacity{Dir: l.Capacity()},
 	}
 }
 

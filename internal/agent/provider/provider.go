@@ -1,11 +1,3 @@
-// Package provider is the model provider seam: one chat turn with tools.
-// Implementations: provider/openai (OpenAI-compatible chat completions) and
-// provider/anthropic (Messages API). Each is tested in its own package over
-// recorded wire fixtures served by httptest, through the real client code. fakemodel is a scripted OpenAI-compatible server for
-// end-to-end tests of the loop and the supervisor.
-//
-// API keys are held by the provider on the host; they never enter the
-// sandbox, the transcript or the logs.
 package provider
 
 import (

@@ -23,7 +23,7 @@ import (
 // run.
 
 // queueDir is $AGENTRUN_HOME/queue (internal/layout has no name for it).
-func (c *Coordinator) queueDir() string { return filepath.Join(c.l.Home, "queue") }
+func (c *Coordinator) queueDir() string { return c.l.Queue() }
 
 func (c *Coordinator) queueEntry(seq int64, id string) string {
 	return filepath.Join(c.queueDir(), fmt.Sprintf("%020d-%s", seq, id))

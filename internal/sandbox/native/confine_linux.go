@@ -191,5 +191,5 @@ func landlockRefusal(err error) error {
 		return nil
 	}
 	return refuse("the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list), so the native sandbox would bound the agent's file access by mounts alone",
-		"boot a kernel with Landlock (lsm=...,landlock), or use --sandbox docker; to run native without Landlock anyway (namespaces, seccomp and no capabilities still apply), set "+noLandlockEnv+"=1")
+		"boot a kernel with Landlock (lsm=...,landlock); to run native without Landlock anyway (namespaces, seccomp and no capabilities still apply), set "+noLandlockEnv+"=1")
 }

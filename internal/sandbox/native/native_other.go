@@ -13,7 +13,7 @@ import (
 
 func unavailable() error {
 	return catalog.SandboxPreflight.Wrap(sandbox.ErrUnavailable, "the native sandbox needs Linux, this is %s", runtime.GOOS).
-		WithFix("use --sandbox docker, or --sandbox host to run without isolation (explicit opt-in)")
+		WithFix("run agentrun on Linux, or use --sandbox host to run without isolation (explicit opt-in)")
 }
 
 // Preflight implements sandbox.Backend: native needs Linux.

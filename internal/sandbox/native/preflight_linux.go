@@ -35,10 +35,10 @@ func (b *Backend) Preflight(ctx context.Context) error {
 		return refuse(err.Error(), "pass the agentrun binary's path, or reinstall agentrun")
 	}
 	if auditArch == 0 {
-		return refuse("no seccomp filter is written for this architecture", "use --sandbox docker")
+		return refuse("no seccomp filter is written for this architecture", "run agentrun on amd64 or arm64")
 	}
 	if err := unix.Prctl(unix.PR_GET_SECCOMP, 0, 0, 0, 0); errors.Is(err, unix.EINVAL) {
-		return refuse("the kernel has no seccomp (CONFIG_SECCOMP_FILTER)", "use a kernel built with seccomp, or --sandbox docker")
+		return refuse("the kernel has no seccomp (CONFIG_SECCOMP_FILTER)", "use a kernel built with seccomp (CONFIG_SECCOMP_FILTER)")
 	}
 	if os.Getuid() != 0 {
 		if v, ok := readSysctl("user.max_user_namespaces"); ok && v == "0" {
@@ -83,14 +83,14 @@ func probeError(err error) error {
 	if !errors.As(err, &se) {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {
 			return refuse(fmt.Sprintf("the kernel refused to create the sandbox's namespaces: %v", err),
-				"enable user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone) or run as root; inside a container, allow unshare (e.g. --security-opt seccomp=unconfined) or use --sandbox docker")
+				"enable user namespaces (sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone) or run as root; inside a container, allow unshare (e.g. --security-opt seccomp=unconfined)")
 		}
 		return refuse(err.Error(), "see the cause")
 	}
 	fix := "see the cause; agentrun never starts a sandbox with less isolation"
 	switch se.Step {
 	case "root":
-		fix = "the kernel refused a mount inside the sandbox; inside a container, /proc must not be partly masked (run it with --privileged or use --sandbox docker on the host)"
+		fix = "the kernel refused a mount inside the sandbox; inside a container, /proc must not be partly masked (run it with --privileged, or run agentrun on the host)"
 	case "network":
 		fix = "the kernel refused to configure the sandbox's loopback interface"
 	case "confine":
