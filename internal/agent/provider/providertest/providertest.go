@@ -6,7 +6,8 @@
 // Fixtures, by file name: simple_answer, parallel_tool_calls,
 // malformed_tool_call, bad_json_arguments, finish_length, missing_usage,
 // reasoning_content, error_401, error_model_not_found, models. Each holds
-// the same scenario in the provider's own wire format.
+// the same scenario in the provider's own wire format. Bench measures one
+// chat turn against the same server.
 package providertest
 
 import (
@@ -53,7 +54,7 @@ type reply struct {
 	body   []byte
 }
 
-func (c Config) start(t *testing.T) *server {
+func (c Config) start(t testing.TB) *server {
 	s := &server{}
 	models := c.fixture(t, "models")
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +89,14 @@ func (s *server) push(status int, body []byte) {
 	s.mu.Unlock()
 }
 
-func (c Config) fixture(t *testing.T, name string) []byte {
+// forget drops the requests seen so far (a benchmark sends many).
+func (s *server) forget() {
+	s.mu.Lock()
+	s.bodies, s.auth = nil, nil
+	s.mu.Unlock()
+}
+
+func (c Config) fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	dir := c.Fixtures
 	if dir == "" {
@@ -127,6 +135,25 @@ func Run(t *testing.T, c Config) {
 	t.Run("retries_5xx_and_429", s.retries)
 	t.Run("unreachable", s.unreachable)
 	t.Run("deterministic_request", s.deterministicRequest)
+}
+
+// Bench measures one chat turn through the provider's client (the
+// suite's request: tools and a history of tool calls), answered by the
+// suite's server with the simple_answer fixture.
+func Bench(b *testing.B, c Config) {
+	b.Run("ChatTurn", func(b *testing.B) {
+		srv := c.start(b)
+		answer := c.fixture(b, "simple_answer")
+		p := c.New(srv.URL, "sk-test-key", fast)
+		req := request()
+		for b.Loop() {
+			srv.push(200, answer)
+			if _, err := p.Chat(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			srv.forget()
+		}
+	})
 }
 
 // suite holds the subtests of Run for one provider.
