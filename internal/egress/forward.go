@@ -40,24 +40,10 @@ func stripHop(h http.Header) {
 // back. It reports whether the client connection may serve another
 // request.
 func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.URL.Host == "" {
-		why := "use CONNECT host:port or an absolute http:// URI"
-		if req.URL.Scheme == "https" {
-			why = "use CONNECT for https"
-		}
-		writeStatus(c, http.StatusBadRequest, "", why)
+	host, port, ok := absoluteTarget(c, req)
+	if !ok {
 		return false
 	}
-	port := 80
-	if ps := req.URL.Port(); ps != "" {
-		n, err := parsePort(ps)
-		if err != nil {
-			writeStatus(c, http.StatusBadRequest, "", "invalid port")
-			return false
-		}
-		port = n
-	}
-	host := req.URL.Hostname()
 	t, ok := p.decide(c, req.Method, host, port)
 	if !ok {
 		return false
@@ -70,6 +56,48 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	defer p.untrack(u)
 
 	clientClose := req.Close
+	if !p.toOriginForm(c, req) {
+		return false
+	}
+	if !p.sendRequest(c, u, req, t) {
+		return false
+	}
+	resp, ok := p.readResponse(c, u, req, t)
+	if !ok {
+		return false
+	}
+	defer resp.Body.Close()
+	return p.streamResponse(c, u, req, resp, clientClose, t)
+}
+
+// absoluteTarget is the host and port of an absolute http:// request
+// URI. Anything else is answered with 400 here.
+func absoluteTarget(c net.Conn, req *http.Request) (host string, port int, ok bool) {
+	if req.URL.Scheme != "http" || req.URL.Host == "" {
+		why := "use CONNECT host:port or an absolute http:// URI"
+		if req.URL.Scheme == "https" {
+			why = "use CONNECT for https"
+		}
+		writeStatus(c, http.StatusBadRequest, "", why)
+		return "", 0, false
+	}
+	port = 80
+	if ps := req.URL.Port(); ps != "" {
+		n, err := parsePort(ps)
+		if err != nil {
+			writeStatus(c, http.StatusBadRequest, "", "invalid port")
+			return "", 0, false
+		}
+		port = n
+	}
+	return req.URL.Hostname(), port, true
+}
+
+// toOriginForm makes req the request to send upstream: hop-by-hop
+// headers stripped, an Expect: 100-continue answered to the client here,
+// no User-Agent of Go's own, origin form, Connection: close, a body read
+// with the idle timeout. False: the client could not be written to.
+func (p *Proxy) toOriginForm(c net.Conn, req *http.Request) bool {
 	stripHop(req.Header)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		req.Header.Del("Expect")
@@ -90,14 +118,20 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 		// ends instead.
 		req.Body = io.NopCloser(&idleReader{r: req.Body, c: c, idle: p.opts.IdleTimeout})
 	}
+	return true
+}
 
+// sendRequest writes req to the upstream u and counts its bytes in t's
+// record. False: the send failed and the client has been answered.
+func (p *Proxy) sendRequest(c, u net.Conn, req *http.Request, t *target) bool {
 	upW := &countWriter{w: u}
 	ubw := bufio.NewWriter(upW)
 	u.SetWriteDeadline(time.Now().Add(p.opts.IdleTimeout))
 	// A failed send (an upstream that answered early and closed, a client
 	// body that stopped) ends both connections: what the client still
 	// sends of its body must never be read as its next request.
-	if err = req.Write(ubw); err == nil {
+	err := req.Write(ubw)
+	if err == nil {
 		err = ubw.Flush()
 	}
 	if err != nil {
@@ -107,16 +141,23 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	}
 	u.SetWriteDeadline(time.Time{})
 	t.rec.BytesUp = upW.n
+	return true
+}
 
+// readResponse reads the upstream's response to req, past any 1xx but
+// 101, with a bound on its header's size and time. False: there is none
+// to forward and the client has been answered.
+func (p *Proxy) readResponse(c, u net.Conn, req *http.Request, t *target) (*http.Response, bool) {
 	ulim := &limitReader{r: u, n: 16 * int64(p.opts.MaxHeaderBytes)}
 	ubr := bufio.NewReader(ulim)
 	u.SetReadDeadline(time.Now().Add(p.opts.ResponseHeaderTimeout))
 	var resp *http.Response
 	for {
+		var err error
 		resp, err = http.ReadResponse(ubr, req)
 		if err != nil {
 			p.upstreamFailed(c, t.rec, fmt.Errorf("read response: %w", err))
-			return false
+			return nil, false
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
 			break
@@ -124,12 +165,19 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 		resp.Body.Close() // drop other 1xx
 	}
 	ulim.n = -1
-	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		p.upstreamFailed(c, t.rec, fmt.Errorf("upstream switched protocols; use CONNECT"))
-		return false
+		resp.Body.Close()
+		return nil, false
 	}
 	u.SetReadDeadline(time.Time{})
+	return resp, true
+}
+
+// streamResponse writes resp to the client as it arrives from u (hop-by-hop
+// headers stripped), counts its bytes and emits t's record. It reports
+// whether the client connection may serve another request.
+func (p *Proxy) streamResponse(c, u net.Conn, req *http.Request, resp *http.Response, clientClose bool, t *target) bool {
 	stripHop(resp.Header)
 	chunked := len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked"
 	closeDelimited := resp.ContentLength < 0 && !chunked && req.Method != http.MethodHead &&
@@ -146,7 +194,8 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	}
 	// Write through a plain Writer: bufio.Writer's ReadFrom would read into
 	// the buffer that flushingReader flushes.
-	if err = resp.Write(struct{ io.Writer }{cbw}); err == nil {
+	err := resp.Write(struct{ io.Writer }{cbw})
+	if err == nil {
 		err = cbw.Flush()
 	}
 	t.rec.BytesDn = dnW.n

@@ -276,6 +276,11 @@ func (s *Set) ValidateValue(name string, v any, o Options) error {
 	return nil
 }
 
+// failf records one violation at the place being validated.
+type failf func(format string, args ...any)
+
+// validate checks v against sch (of file), appending each violation,
+// with at (its JSON pointer), to errs.
 func (s *Set) validate(file string, sch map[string]any, v any, at string, o Options, errs *[]string) {
 	fail := func(format string, args ...any) {
 		where := at
@@ -292,42 +297,72 @@ func (s *Set) validate(file string, sch map[string]any, v any, at string, o Opti
 		}
 		s.validate(f, d, v, at, o, errs)
 	}
-	if t, ok := sch["type"]; ok {
-		names, _ := typeList(t)
-		match := false
-		for _, n := range names {
-			if hasType(v, n) {
-				match = true
-			}
-		}
-		if !match {
-			fail("is %s, want %s", typeOf(v), strings.Join(names, " or "))
-			return
-		}
+	if !typeMatches(sch, v, fail) {
+		return
 	}
 	if !o.Shape {
-		if e, ok := sch["enum"].([]any); ok {
-			found := false
-			for _, c := range e {
-				if equal(c, v) {
-					found = true
-				}
-			}
-			if !found {
-				fail("%s is not one of %s", show(v), show(e))
-			}
-		}
-		if c, ok := sch["const"]; ok && !equal(c, v) {
-			fail("%s is not %s", show(v), show(c))
-		}
-		if sch["format"] == "date-time" {
-			if str, ok := v.(string); ok {
-				if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
-					fail("%q is not an RFC 3339 time", str)
-				}
+		checkValue(sch, v, fail)
+	}
+	s.validateAlternatives(file, sch, v, at, o, fail)
+	if obj, ok := v.(map[string]any); ok {
+		s.validateObject(file, sch, obj, at, o, errs, fail)
+	}
+	if arr, ok := v.([]any); ok {
+		if it, ok := sch["items"].(map[string]any); ok {
+			for i, e := range arr {
+				s.validate(file, it, e, fmt.Sprintf("%s/%d", at, i), o, errs)
 			}
 		}
 	}
+}
+
+// typeMatches checks the type keyword; the rest of a schema says nothing
+// useful about a value of the wrong type.
+func typeMatches(sch map[string]any, v any, fail failf) bool {
+	t, ok := sch["type"]
+	if !ok {
+		return true
+	}
+	names, _ := typeList(t)
+	for _, n := range names {
+		if hasType(v, n) {
+			return true
+		}
+	}
+	fail("is %s, want %s", typeOf(v), strings.Join(names, " or "))
+	return false
+}
+
+// checkValue checks the keywords about the value itself: enum, const and
+// format.
+func checkValue(sch map[string]any, v any, fail failf) {
+	if e, ok := sch["enum"].([]any); ok {
+		found := false
+		for _, c := range e {
+			if equal(c, v) {
+				found = true
+			}
+		}
+		if !found {
+			fail("%s is not one of %s", show(v), show(e))
+		}
+	}
+	if c, ok := sch["const"]; ok && !equal(c, v) {
+		fail("%s is not %s", show(v), show(c))
+	}
+	if sch["format"] == "date-time" {
+		if str, ok := v.(string); ok {
+			if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
+				fail("%q is not an RFC 3339 time", str)
+			}
+		}
+	}
+}
+
+// validateAlternatives checks oneOf (exactly one matches) and anyOf (at
+// least one does); a miss names the violations of the closest
+// alternative.
+func (s *Set) validateAlternatives(file string, sch map[string]any, v any, at string, o Options, fail failf) {
 	for _, k := range []string{"oneOf", "anyOf"} {
 		l, ok := sch[k].([]any)
 		if !ok {
@@ -351,41 +386,37 @@ func (s *Set) validate(file string, sch map[string]any, v any, at string, o Opti
 			fail("matches %d of oneOf, want exactly one", matched)
 		}
 	}
-	if obj, ok := v.(map[string]any); ok {
-		props, _ := sch["properties"].(map[string]any)
-		if req, ok := sch["required"].([]any); ok {
-			for _, r := range req {
-				if _, ok := obj[r.(string)]; !ok {
-					fail("required field %q is missing", r)
-				}
-			}
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			where := at + "/" + k
-			if p, ok := props[k].(map[string]any); ok {
-				s.validate(file, p, obj[k], where, o, errs)
-				continue
-			}
-			switch ap := sch["additionalProperties"].(type) {
-			case bool:
-				if !ap {
-					fail("field %q is not declared", k)
-				}
-			case map[string]any:
-				s.validate(file, ap, obj[k], where, o, errs)
+}
+
+// validateObject checks required, then each field (in name order)
+// against its property or additionalProperties.
+func (s *Set) validateObject(file string, sch map[string]any, obj map[string]any, at string, o Options, errs *[]string, fail failf) {
+	props, _ := sch["properties"].(map[string]any)
+	if req, ok := sch["required"].([]any); ok {
+		for _, r := range req {
+			if _, ok := obj[r.(string)]; !ok {
+				fail("required field %q is missing", r)
 			}
 		}
 	}
-	if arr, ok := v.([]any); ok {
-		if it, ok := sch["items"].(map[string]any); ok {
-			for i, e := range arr {
-				s.validate(file, it, e, fmt.Sprintf("%s/%d", at, i), o, errs)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		where := at + "/" + k
+		if p, ok := props[k].(map[string]any); ok {
+			s.validate(file, p, obj[k], where, o, errs)
+			continue
+		}
+		switch ap := sch["additionalProperties"].(type) {
+		case bool:
+			if !ap {
+				fail("field %q is not declared", k)
 			}
+		case map[string]any:
+			s.validate(file, ap, obj[k], where, o, errs)
 		}
 	}
 }

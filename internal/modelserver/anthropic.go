@@ -168,12 +168,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		return
 	}
 	rep := script(anthropicTurn(req, body, n))
-	if rep.Status != 0 {
-		msg := rep.ErrorMessage
-		if msg == "" {
-			msg = http.StatusText(rep.Status)
-		}
-		s.writeError(w, Anthropic, rep.Status, msg)
+	if s.scriptedError(w, Anthropic, rep) {
 		return
 	}
 	usage := usageFor(rep, body)

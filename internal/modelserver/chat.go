@@ -127,48 +127,61 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, body []byte, 
 		return
 	}
 	rep := script(turn)
-	if rep.Status != 0 {
-		msg := rep.ErrorMessage
-		if msg == "" {
-			msg = http.StatusText(rep.Status)
-		}
-		s.writeError(w, Chat, rep.Status, msg)
+	if s.scriptedError(w, Chat, rep) {
 		return
 	}
-	id := s.nextID("chatcmpl-")
-	created := time.Now().Unix()
-	usage := usageFor(rep, body)
-	finish := "stop"
+	c := &chatCompletion{id: s.nextID("chatcmpl-"), created: time.Now().Unix(), model: req.Model,
+		rep: rep, usage: usageFor(rep, body), finish: "stop"}
 	if len(rep.Calls) > 0 {
-		finish = "tool_calls"
+		c.finish = "tool_calls"
 	}
-	callIDs := make([]string, len(rep.Calls))
+	c.callIDs = make([]string, len(rep.Calls))
 	for i := range rep.Calls {
-		callIDs[i] = s.nextID("call_")
+		c.callIDs[i] = s.nextID("call_")
 	}
-
 	if !req.Stream {
-		msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil, "annotations": []any{}}
-		if rep.Text != "" {
-			msg["content"] = rep.Text
-		}
-		if len(rep.Calls) > 0 {
-			var calls []any
-			for i, c := range rep.Calls {
-				calls = append(calls, map[string]any{"id": callIDs[i], "type": "function",
-					"function": map[string]any{"name": c.Name, "arguments": chatArgs(c)}})
-			}
-			msg["tool_calls"] = calls
-		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": id, "object": "chat.completion", "created": created, "model": req.Model,
-			"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-			"usage":   chatUsage(usage), "service_tier": "default", "system_fingerprint": chatFingerprint,
-		})
+		writeJSON(w, http.StatusOK, c.whole())
 		return
 	}
+	c.stream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+}
 
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+// chatCompletion is the answer to one chat completions request.
+type chatCompletion struct {
+	id      string
+	created int64
+	model   string
+	rep     Reply
+	usage   Usage
+	finish  string   // the finish reason
+	callIDs []string // one per rep.Calls
+}
+
+// whole is the answer as one "chat.completion" object.
+func (c *chatCompletion) whole() map[string]any {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil, "annotations": []any{}}
+	if c.rep.Text != "" {
+		msg["content"] = c.rep.Text
+	}
+	if len(c.rep.Calls) > 0 {
+		var calls []any
+		for i, call := range c.rep.Calls {
+			calls = append(calls, map[string]any{"id": c.callIDs[i], "type": "function",
+				"function": map[string]any{"name": call.Name, "arguments": chatArgs(call)}})
+		}
+		msg["tool_calls"] = calls
+	}
+	return map[string]any{
+		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": c.finish}},
+		"usage":   chatUsage(c.usage), "service_tier": "default", "system_fingerprint": chatFingerprint,
+	}
+}
+
+// stream sends the answer as server-sent chunks: the role, the text in
+// pieces, each call (its name, then its arguments in pieces), the finish
+// reason, the usage when asked for, then [DONE].
+func (c *chatCompletion) stream(w http.ResponseWriter, includeUsage bool) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -183,35 +196,35 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, body []byte, 
 		}
 	}
 	chunk := func(delta map[string]any, fin any) map[string]any {
-		c := map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+		ch := map[string]any{
+			"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
 			"service_tier": "default", "system_fingerprint": chatFingerprint,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": fin}},
 		}
 		if includeUsage {
-			c["usage"] = nil
+			ch["usage"] = nil
 		}
-		return c
+		return ch
 	}
 	send(chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil))
-	for _, piece := range chatSplit(rep.Text, 16) {
+	for _, piece := range chatSplit(c.rep.Text, 16) {
 		send(chunk(map[string]any{"content": piece}, nil))
 	}
-	for i, c := range rep.Calls {
+	for i, call := range c.rep.Calls {
 		send(chunk(map[string]any{"tool_calls": []any{map[string]any{
-			"index": i, "id": callIDs[i], "type": "function",
-			"function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil))
-		for _, piece := range chatSplit(chatArgs(c), 24) {
+			"index": i, "id": c.callIDs[i], "type": "function",
+			"function": map[string]any{"name": call.Name, "arguments": ""}}}}, nil))
+		for _, piece := range chatSplit(chatArgs(call), 24) {
 			send(chunk(map[string]any{"tool_calls": []any{map[string]any{
 				"index": i, "function": map[string]any{"arguments": piece}}}}, nil))
 		}
 	}
-	send(chunk(map[string]any{}, finish))
+	send(chunk(map[string]any{}, c.finish))
 	if includeUsage {
 		send(map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
 			"service_tier": "default", "system_fingerprint": chatFingerprint,
-			"choices": []any{}, "usage": chatUsage(usage),
+			"choices": []any{}, "usage": chatUsage(c.usage),
 		})
 	}
 	_, _ = w.Write([]byte("data: [DONE]\n\n"))

@@ -97,10 +97,33 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, body []byte
 		s.writeError(w, Gemini, http.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
 		return
 	}
+	turn := geminiTurn(r.URL.Path, req, body, n)
+	rep := script(turn)
+	if s.scriptedError(w, Gemini, rep) {
+		return
+	}
+	rep.Text = geminiJSONText(req, rep)
+	u := usageFor(rep, body)
+	id := s.nextID("resp-")
+	model := turn.Model
+	if !turn.Stream {
+		writeJSON(w, http.StatusOK, geminiChunk(rep.Text, rep.Calls, true, u, model, id))
+		return
+	}
+	chunks := geminiChunks(rep, u, model, id)
+	if r.URL.Query().Get("alt") != "sse" {
+		writeGeminiArray(w, chunks)
+		return
+	}
+	writeGeminiSSE(w, chunks)
+}
+
+// geminiTurn is the Turn of a request to path.
+func geminiTurn(path string, req geminiRequest, body []byte, n int) Turn {
 	turn := Turn{
 		Protocol: Gemini,
-		Model:    geminiModel(r.URL.Path),
-		Stream:   strings.HasSuffix(r.URL.Path, ":streamGenerateContent"),
+		Model:    geminiModel(path),
+		Stream:   strings.HasSuffix(path, ":streamGenerateContent"),
 		System:   req.SystemInstruction.text(),
 		N:        n,
 		Body:     body,
@@ -134,51 +157,48 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, body []byte
 			}
 		}
 	}
-	rep := script(turn)
-	if rep.Status != 0 {
-		msg := rep.ErrorMessage
-		if msg == "" {
-			msg = http.StatusText(rep.Status)
-		}
-		s.writeError(w, Gemini, rep.Status, msg)
-		return
-	}
+	return turn
+}
+
+// geminiJSONText is the text to answer with: in JSON mode, the script's
+// text when it is valid JSON (or the reply calls functions), else a value
+// built from the request's response schema; otherwise the script's text.
+func geminiJSONText(req geminiRequest, rep Reply) string {
 	gc := req.GenerationConfig
-	if gc.ResponseMimeType == "application/json" && len(rep.Calls) == 0 && !json.Valid([]byte(rep.Text)) {
-		schema := gc.ResponseJSONSchema
-		if schema == nil {
-			schema = gc.ResponseSchema
-		}
-		b, _ := json.Marshal(JSONForSchema(schema, rep.Text))
-		rep.Text = string(b)
+	if gc.ResponseMimeType != "application/json" || len(rep.Calls) > 0 || json.Valid([]byte(rep.Text)) {
+		return rep.Text
 	}
-	u := usageFor(rep, body)
-	id := s.nextID("resp-")
-	model := turn.Model
-	if !turn.Stream {
-		writeJSON(w, http.StatusOK, geminiChunk(rep.Text, rep.Calls, true, u, model, id))
-		return
+	schema := gc.ResponseJSONSchema
+	if schema == nil {
+		schema = gc.ResponseSchema
 	}
-	chunks := geminiChunks(rep, u, model, id)
+	b, _ := json.Marshal(JSONForSchema(schema, rep.Text))
+	return string(b)
+}
+
+// writeGeminiArray streams the chunks as one JSON array, as the API does
+// without alt=sse.
+func writeGeminiArray(w http.ResponseWriter, chunks []map[string]any) {
 	fl, _ := w.(http.Flusher)
-	if r.URL.Query().Get("alt") != "sse" {
-		// Without alt=sse the API streams one JSON array.
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-		w.WriteHeader(http.StatusOK)
-		for i, c := range chunks {
-			sep := ",\r\n"
-			if i == 0 {
-				sep = "["
-			}
-			b, _ := json.Marshal(c)
-			_, _ = w.Write(append([]byte(sep), b...))
-			if fl != nil {
-				fl.Flush()
-			}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(http.StatusOK)
+	for i, c := range chunks {
+		sep := ",\r\n"
+		if i == 0 {
+			sep = "["
 		}
-		_, _ = w.Write([]byte("]"))
-		return
+		b, _ := json.Marshal(c)
+		_, _ = w.Write(append([]byte(sep), b...))
+		if fl != nil {
+			fl.Flush()
+		}
 	}
+	_, _ = w.Write([]byte("]"))
+}
+
+// writeGeminiSSE streams the chunks as server-sent "data:" lines.
+func writeGeminiSSE(w http.ResponseWriter, chunks []map[string]any) {
+	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

@@ -180,12 +180,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 	}
 	turn.N = n
 	rep := script(turn)
-	if rep.Status != 0 {
-		msg := rep.ErrorMessage
-		if msg == "" {
-			msg = http.StatusText(rep.Status)
-		}
-		s.writeError(w, Responses, rep.Status, msg)
+	if s.scriptedError(w, Responses, rep) {
 		return
 	}
 	resp := s.newResponsesResponse(req, body)

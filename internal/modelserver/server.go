@@ -304,6 +304,20 @@ func (s *Server) writeError(w http.ResponseWriter, p Protocol, status int, msg s
 	}
 }
 
+// scriptedError answers a reply that the script made an error (Status
+// set) in the protocol's format, and reports whether it was one.
+func (s *Server) scriptedError(w http.ResponseWriter, p Protocol, rep Reply) bool {
+	if rep.Status == 0 {
+		return false
+	}
+	msg := rep.ErrorMessage
+	if msg == "" {
+		msg = http.StatusText(rep.Status)
+	}
+	s.writeError(w, p, rep.Status, msg)
+	return true
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -19,6 +19,75 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbi
 // exec runs one command in its own process group and streams its output
 // into e. Whatever happens, the group is gone when it returns.
 func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*ExecResult, error) {
+	cmd, err := s.command(req)
+	if err != nil {
+		return nil, err
+	}
+	limit, grace := req.bounds()
+	if !s.opts.NoWatchdog {
+		if err := s.watchdog.ready(); err != nil {
+			return nil, &OpError{Code: CodeExec, Message: err.Error() + " (a command must not outlive a runner that dies)"}
+		}
+	}
+	p, err := openExecPipes(len(req.Stdin) > 0)
+	if err != nil {
+		return nil, err
+	}
+	// A runner not contained by a pid namespace that dies with it (the
+	// host backend: it runs the watchdog) also tracks descendants that
+	// leave the group.
+	var mk *marker
+	if !s.opts.NoWatchdog {
+		mk = newMarker()
+	}
+	start := time.Now()
+	if err := startCommand(cmd, p, mk); err != nil {
+		return nil, err
+	}
+	pgid := cmd.Process.Pid
+	var wdErr error
+	if !s.opts.NoWatchdog {
+		if wdErr = s.watchdog.add(pgid, mk.watched(pgid)); wdErr != nil {
+			// Nothing would end the group if the runner died: end it now.
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		} else {
+			defer s.watchdog.remove(pgid)
+		}
+	}
+	p.feedStdin(req.Stdin)
+	out := p.read(e, limit)
+
+	res := &ExecResult{}
+	werr := waitOrKill(ctx, cmd, req.Timeout, grace, res)
+	mk.waited(pgid)
+	// The main process is gone; background children of its group must
+	// not outlive the call (nor keep our pipes open), nor may descendants
+	// that left the group (setsid, double fork).
+	reapGroup(pgid, grace)
+	mk.killStrays(pgid, grace+time.Second)
+	p.drain(out)
+	res.Truncated = out.truncated
+	for i := range 2 {
+		if e.endCapture(i) {
+			res.Truncated = true
+		}
+	}
+	if p.inW != nil {
+		p.inW.Close() // unblocks a stdin writer whose reader was never drained
+	}
+	if wdErr != nil {
+		return nil, &OpError{Code: CodeExec, Message: wdErr.Error() + " (a command must not outlive a runner that dies)"}
+	}
+	res.Duration = time.Since(start)
+	res.Stdout = out.tails[0].bytes()
+	res.Stderr = out.tails[1].bytes()
+	return exitStatus(res, cmd, werr)
+}
+
+// command checks req and resolves what it runs: the argv (a shell line
+// runs under /bin/sh -c), the directory (relative ones under the root),
+// the environment and the program, found on that environment's PATH.
+func (s *server) command(req *ExecRequest) (*exec.Cmd, error) {
 	if (len(req.Argv) == 0) == (req.Shell == "") {
 		return nil, &OpError{Code: CodeBadRequest, Message: "exec needs exactly one of argv and shell"}
 	}
@@ -43,106 +112,110 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	if err != nil {
 		return nil, &OpError{Code: CodeExec, Message: err.Error()}
 	}
-	limit, grace := req.bounds()
-	if !s.opts.NoWatchdog {
-		if err := s.watchdog.ready(); err != nil {
-			return nil, &OpError{Code: CodeExec, Message: err.Error() + " (a command must not outlive a runner that dies)"}
-		}
-	}
+	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, SysProcAttr: sysProcAttr()}, nil
+}
 
-	outR, outW, err := os.Pipe()
-	if err != nil {
+// execPipes are a command's stdout and stderr pipes, and its stdin pipe
+// when the request has input. The W ends of stdout and stderr and the R
+// end of stdin are the child's.
+type execPipes struct {
+	outR, outW *os.File
+	errR, errW *os.File
+	inR, inW   *os.File // nil without stdin
+}
+
+func openExecPipes(stdin bool) (*execPipes, error) {
+	p := &execPipes{}
+	var err error
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.outR.Close()
+		p.outW.Close()
 		return nil, err
 	}
-	var inR, inW *os.File
-	if len(req.Stdin) > 0 {
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
+	if stdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			p.outR.Close()
+			p.outW.Close()
+			p.errR.Close()
+			p.errW.Close()
 			return nil, err
 		}
 	}
-	// A runner not contained by a pid namespace that dies with it (the
-	// host backend: it runs the watchdog) also tracks descendants that
-	// leave the group.
-	var mk *marker
-	if !s.opts.NoWatchdog {
-		mk = newMarker()
+	return p, nil
+}
+
+// startCommand starts cmd on the pipes' child ends, with mk's files, and
+// then closes those ends here (the child has its own). If the start
+// fails, every pipe and the marker are closed as well.
+func startCommand(cmd *exec.Cmd, p *execPipes, mk *marker) error {
+	cmd.ExtraFiles = mk.files()
+	cmd.Stdout = p.outW
+	cmd.Stderr = p.errW
+	if p.inR != nil {
+		cmd.Stdin = p.inR
 	}
-	cmd := &exec.Cmd{
-		ExtraFiles:  mk.files(),
-		Path:        path,
-		Args:        argv,
-		Env:         env,
-		Dir:         dir,
-		Stdout:      outW,
-		Stderr:      errW,
-		SysProcAttr: sysProcAttr(),
-	}
-	if inR != nil {
-		cmd.Stdin = inR
-	}
-	start := time.Now()
-	err = startCmd(cmd)
+	err := startCmd(cmd)
 	if err == nil {
 		mk.started(cmd.Process.Pid)
 	}
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		inR.Close()
+	p.outW.Close()
+	p.errW.Close()
+	if p.inR != nil {
+		p.inR.Close()
 	}
 	if err != nil {
 		mk.killStrays(0, 0) // closes the marker
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
+		p.outR.Close()
+		p.errR.Close()
+		if p.inW != nil {
+			p.inW.Close()
 		}
-		return nil, &OpError{Code: CodeExec, Message: err.Error()}
+		return &OpError{Code: CodeExec, Message: err.Error()}
 	}
-	pgid := cmd.Process.Pid
-	var wdErr error
-	if !s.opts.NoWatchdog {
-		if wdErr = s.watchdog.add(pgid, mk.watched(pgid)); wdErr != nil {
-			// Nothing would end the group if the runner died: end it now.
-			syscall.Kill(-pgid, syscall.SIGKILL)
-		} else {
-			defer s.watchdog.remove(pgid)
-		}
-	}
-	if inW != nil {
-		go func() {
-			inW.Write(req.Stdin)
-			inW.Close()
-		}()
-	}
+	return nil
+}
 
-	res := &ExecResult{}
-	var tails [2]tail
-	var readers sync.WaitGroup
-	var truncMu sync.Mutex
-	for i, r := range []*os.File{outR, errR} {
-		readers.Add(1)
+// feedStdin writes data to the command's stdin and closes it, from a
+// goroutine: a command that does not read its input must not hold up the
+// call.
+func (p *execPipes) feedStdin(data []byte) {
+	if p.inW == nil {
+		return
+	}
+	go func() {
+		p.inW.Write(data)
+		p.inW.Close()
+	}()
+}
+
+// execOutput is what the readers of a command's stdout and stderr keep.
+type execOutput struct {
+	readers   sync.WaitGroup
+	tails     [2]tail // the last bytes of each stream, for the result
+	mu        sync.Mutex
+	truncated bool // the capture cut a stream at its limit
+}
+
+// read starts one reader per stream, each feeding e's capture (cut at
+// limit) and the stream's tail until its pipe ends.
+func (p *execPipes) read(e *execution, limit int64) *execOutput {
+	o := &execOutput{}
+	for i, r := range []*os.File{p.outR, p.errR} {
+		o.readers.Add(1)
 		go func() {
-			defer readers.Done()
+			defer o.readers.Done()
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := r.Read(buf)
 				if n > 0 {
-					tails[i].write(buf[:n])
+					o.tails[i].write(buf[:n])
 					if e.capture(i, buf[:n], limit) {
-						truncMu.Lock()
-						res.Truncated = true
-						truncMu.Unlock()
+						o.mu.Lock()
+						o.truncated = true
+						o.mu.Unlock()
 					}
 				}
 				if err != nil {
@@ -151,57 +224,54 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 			}
 		}()
 	}
+	return o
+}
 
-	waitc := make(chan error, 1)
-	go func() { waitc <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var werr error
-	select {
-	case werr = <-waitc:
-	case <-timeout:
-		res.TimedOut = true
-		werr = killGroup(pgid, grace, waitc)
-	case <-ctx.Done():
-		res.Cancelled = true
-		werr = killGroup(pgid, grace, waitc)
-	}
-	mk.waited(pgid)
-	// The main process is gone; background children of its group must
-	// not outlive the call (nor keep our pipes open), nor may descendants
-	// that left the group (setsid, double fork).
-	reapGroup(pgid, grace)
-	mk.killStrays(pgid, grace+time.Second)
+// drain waits for o's readers to reach the end of their pipes, then
+// closes the read ends.
+func (p *execPipes) drain(o *execOutput) {
 	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
+	go func() { o.readers.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(250 * time.Millisecond):
 		// Something outside the group holds the pipes: stop reading.
-		outR.Close()
-		errR.Close()
+		p.outR.Close()
+		p.errR.Close()
 		<-drained
 	}
-	outR.Close()
-	errR.Close()
-	for i := range 2 {
-		if e.endCapture(i) {
-			res.Truncated = true
-		}
+	p.outR.Close()
+	p.errR.Close()
+}
+
+// waitOrKill waits for the command's main process; on timeout (when
+// timeout > 0) or when ctx ends, it ends the group (see killGroup) and
+// says so in res. It returns the main process's wait error.
+func waitOrKill(ctx context.Context, cmd *exec.Cmd, timeout, grace time.Duration, res *ExecResult) error {
+	pgid := cmd.Process.Pid
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
 	}
-	if inW != nil {
-		inW.Close() // unblocks a stdin writer whose reader was never drained
+	select {
+	case err := <-waitc:
+		return err
+	case <-expired:
+		res.TimedOut = true
+		return killGroup(pgid, grace, waitc)
+	case <-ctx.Done():
+		res.Cancelled = true
+		return killGroup(pgid, grace, waitc)
 	}
-	if wdErr != nil {
-		return nil, &OpError{Code: CodeExec, Message: wdErr.Error() + " (a command must not outlive a runner that dies)"}
-	}
-	res.Duration = time.Since(start)
-	res.Stdout = tails[0].bytes()
-	res.Stderr = tails[1].bytes()
+}
+
+// exitStatus fills in how the main process ended. A wait error other
+// than an exit status is the runner's own failure.
+func exitStatus(res *ExecResult, cmd *exec.Cmd, werr error) (*ExecResult, error) {
 	res.ExitCode = 0
 	if werr != nil {
 		var ee *exec.ExitError

@@ -9,5 +9,9 @@ import (
 
 func TestCheckoutConformance(t *testing.T) {
 	t.Parallel()
-	workspacetest.Exercise(t, workspace.NewCheckout())
+	workspacetest.Run(t, workspace.NewCheckout())
+}
+
+func BenchmarkConformance(b *testing.B) {
+	workspacetest.Bench(b, workspace.NewCheckout())
 }

@@ -29,6 +29,15 @@ func TestConformanceSubprocess(t *testing.T) {
 	sandboxtest.Run(t, b, sandboxtest.Options{})
 }
 
+func BenchmarkConformance(b *testing.B) {
+	sandboxtest.Bench(b, host.New(), sandboxtest.Options{})
+}
+
+func BenchmarkConformanceSubprocess(b *testing.B) {
+	be := host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(b)})
+	sandboxtest.Bench(b, be, sandboxtest.Options{})
+}
+
 func spec(t testing.TB, dir string) sandbox.Spec {
 	t.Helper()
 	ws := filepath.Join(dir, "ws")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,24 +46,15 @@ func initMain() int {
 	// address space), descriptors or environment through /proc, even as
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	st := os.NewFile(statusFD, "status")
-	report := func(s status) {
-		b, _ := json.Marshal(s)
-		st.Write(append(b, '\n'))
-		st.Close()
-	}
-	fail := func(step string, err error) int {
-		report(status{Step: step, Error: err.Error()})
-		return 70
-	}
+	st := statusLine{os.NewFile(statusFD, "status")}
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)
 	if err != nil {
-		return fail("config", err)
+		return st.fail("config", err)
 	}
 	if dumpErr != nil {
-		return fail("config", fmt.Errorf("set not dumpable: %w", dumpErr))
+		return st.fail("config", fmt.Errorf("set not dumpable: %w", dumpErr))
 	}
 	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
 		unix.CloseOnExec(fd)
@@ -73,58 +65,97 @@ func initMain() int {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE)
 
 	enforced := map[string]string{}
-	merge := func(m map[string]string) {
-		for k, v := range m {
-			enforced[k] = v
-		}
-	}
-	var fds *serveFiles
-	if c.Mode == modeServe {
-		// Before the pivot: the host paths are reachable only now.
-		if fds, err = openServeFiles(c); err != nil {
-			return fail("root", err)
-		}
-	}
-	if err := buildRoot(c); err != nil {
-		return fail("root", err)
-	}
-	if err := setupNet(); err != nil {
-		return fail("network", err)
-	}
-	rl, err := setRlimits(c)
-	if err != nil {
-		return fail("rlimits", err)
-	}
-	merge(rl)
-	// Nothing sandboxed runs before the host has put this process in its
-	// cgroups (children inherit them): the root was built meanwhile.
-	if err := awaitGo(cfgR); err != nil {
-		return fail("cgroups", err)
-	}
-	cfg.Close()
-	if landlockABI() == 0 && !c.AllowNoLandlock {
-		return fail(stepLandlock, errors.New(noLandlock))
+	fds, failed := prepareSandbox(c, cfg, cfgR, enforced)
+	if failed != nil {
+		return st.fail(failed.step, failed.err)
 	}
 	if c.Mode == modeProbe {
 		// A throwaway thread-confinement check: this process exits next.
 		cf, err := confine(c, nil)
 		if err != nil {
-			return fail("confine", err)
+			return st.fail("confine", err)
 		}
-		merge(cf)
-		report(status{OK: true, Enforced: enforced})
+		maps.Copy(enforced, cf)
+		st.report(status{OK: true, Enforced: enforced})
 		return 0
 	}
 	cf, err := confine(c, fds)
 	if err != nil {
-		return fail("confine", err)
+		return st.fail("confine", err)
 	}
-	merge(cf)
+	maps.Copy(enforced, cf)
 	pid, err := startProgram(c, fds)
 	if err != nil {
-		return fail("start", err)
+		return st.fail("start", err)
 	}
-	report(status{OK: true, Enforced: enforced})
+	st.report(status{OK: true, Enforced: enforced})
+	return supervise(c, fds, pid, sigs)
+}
+
+// statusLine is how the init tells the host how its setup went: one JSON
+// line on the status descriptor, which is closed after it.
+type statusLine struct{ f *os.File }
+
+func (l statusLine) report(s status) {
+	b, _ := json.Marshal(s)
+	l.f.Write(append(b, '\n'))
+	l.f.Close()
+}
+
+// fail reports that step failed and returns the init's exit code.
+func (l statusLine) fail(step string, err error) int {
+	l.report(status{Step: step, Error: err.Error()})
+	return 70
+}
+
+// stepFailure is a setup step that failed, named as the host is told.
+type stepFailure struct {
+	step string
+	err  error
+}
+
+// prepareSandbox does the setup before confinement: the runner's
+// descriptors (serve mode), the root, the network and the rlimits (added
+// to enforced); then it waits for the host to put this process in the
+// sandbox's cgroups (cfg is closed after that) and checks that Landlock
+// can confine it.
+func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[string]string) (*serveFiles, *stepFailure) {
+	var fds *serveFiles
+	if c.Mode == modeServe {
+		// Before the pivot: the host paths are reachable only now.
+		var err error
+		if fds, err = openServeFiles(c); err != nil {
+			return nil, &stepFailure{"root", err}
+		}
+	}
+	if err := buildRoot(c); err != nil {
+		return nil, &stepFailure{"root", err}
+	}
+	if err := setupNet(); err != nil {
+		return nil, &stepFailure{"network", err}
+	}
+	rl, err := setRlimits(c)
+	if err != nil {
+		return nil, &stepFailure{"rlimits", err}
+	}
+	maps.Copy(enforced, rl)
+	// Nothing sandboxed runs before the host has put this process in its
+	// cgroups (children inherit them): the root was built meanwhile.
+	if err := awaitGo(cfgR); err != nil {
+		return nil, &stepFailure{"cgroups", err}
+	}
+	cfg.Close()
+	if landlockABI() == 0 && !c.AllowNoLandlock {
+		return nil, &stepFailure{stepLandlock, errors.New(noLandlock)}
+	}
+	return fds, nil
+}
+
+// supervise is pid 1 once the program runs: it passes the signals it
+// gets on to the program, reaps every child and returns the program's
+// exit code. It runs on the init's confined thread, so a runner that died
+// on its own is forked again from there.
+func supervise(c *config, fds *serveFiles, pid int, sigs <-chan os.Signal) int {
 	var stopping atomic.Bool
 	var current atomic.Int64
 	current.Store(int64(pid))
@@ -148,6 +179,7 @@ func initMain() int {
 		// CodeInterrupted.
 		restarts++
 		killAll()
+		var err error
 		if pid, err = startProgram(c, fds); err != nil {
 			fmt.Fprintln(os.Stderr, "agentrun "+entryName+": restart runner:", err)
 			return 70

@@ -49,6 +49,10 @@ func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, b, sandboxtest.Options{})
 }
 
+func BenchmarkConformance(b *testing.B) {
+	sandboxtest.Bench(b, requireNative(b), sandboxtest.Options{})
+}
+
 func TestToolchainsAndWrites(t *testing.T) {
 	b := requireNative(t)
 	spec := newSpec(t)

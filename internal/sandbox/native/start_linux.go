@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -262,24 +263,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	defer stR.Close()
 	defer stW.Close()
 
-	cmd := exec.Command(c.Executable, entryName, roleInit)
-	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	cmd.ExtraFiles = append([]*os.File{cfgR, stW}, extra...)
-	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags(), Pdeathsig: syscall.SIGKILL, Setsid: true}
-	if os.Getuid() != 0 {
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: c.UID, HostID: c.UID, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: c.GID, HostID: c.GID, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
-		// The init runs as the user's own uid inside; these survive its
-		// exec so it can build the root. confine drops them all before the
-		// sandboxed program starts.
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-	}
-	cmd.SysProcAttr = attr
-
+	cmd := initCommand(c, stdin, stdout, stderr, append([]*os.File{cfgR, stW}, extra...))
 	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
@@ -288,12 +272,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	// them.
 	cfgR.Close()
 	stW.Close()
-	b2, _ := json.Marshal(c)
-	cfgErr := make(chan error, 1)
-	go func() {
-		_, err := cfgW.Write(append(b2, '\n'))
-		cfgErr <- err
-	}()
+	cfgErr := sendConfig(cfgW, c)
 	sweepCgroups()
 	cg, cgEnforced := setupCgroups(cgroupName(spec.RunID), lim)
 	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
@@ -319,13 +298,64 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	}
 	cfgW.Close()
 
+	st, err := awaitReady(ctx, stR)
+	if err != nil {
+		return nil, err
+	}
+	p.enforced = enforcedBy(c, cgEnforced, st.Enforced)
+	if c.Mode != modeProbe {
+		p.disk = newDiskWatch(p, c, c.DiskBytes, c.DiskInodes)
+	}
+	return p, nil
+}
+
+// initCommand is the command that starts the init: the agentrun binary
+// in new namespaces, with files (the config and status pipes, then the
+// caller's extra files) from fd 3, and an empty environment.
+func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
+	cmd := exec.Command(c.Executable, entryName, roleInit)
+	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.ExtraFiles = files
+	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags(), Pdeathsig: syscall.SIGKILL, Setsid: true}
+	if os.Getuid() != 0 {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: c.UID, HostID: c.UID, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: c.GID, HostID: c.GID, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// The init runs as the user's own uid inside; these survive its
+		// exec so it can build the root. confine drops them all before the
+		// sandboxed program starts.
+		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+	}
+	cmd.SysProcAttr = attr
+	return cmd
+}
+
+// sendConfig writes c as the init's first config line from a goroutine
+// (the init reads it while the host makes the cgroups); the channel
+// gets the write's error.
+func sendConfig(w io.Writer, c *config) <-chan error {
+	b, _ := json.Marshal(c)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := w.Write(append(b, '\n'))
+		errc <- err
+	}()
+	return errc
+}
+
+// awaitReady reads the init's status line from r: the init is ready when
+// it says OK. A failed step is a *setupError.
+func awaitReady(ctx context.Context, r io.Reader) (status, error) {
 	type answer struct {
 		st  status
 		err error
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		line, err := bufio.NewReader(io.LimitReader(stR, maxConfigLen)).ReadBytes('\n')
+		line, err := bufio.NewReader(io.LimitReader(r, maxConfigLen)).ReadBytes('\n')
 		if err != nil && len(line) == 0 {
 			ch <- answer{err: errors.New("the sandbox init exited before it was ready")}
 			return
@@ -341,30 +371,29 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return status{}, ctx.Err()
 	case <-time.After(readyTimeout):
-		return nil, errors.New("the sandbox init was not ready in time")
+		return status{}, errors.New("the sandbox init was not ready in time")
 	}
 	if a.err != nil {
-		return nil, a.err
+		return status{}, a.err
 	}
 	if !a.st.OK {
-		return nil, &setupError{Step: a.st.Step, Msg: a.st.Error}
+		return status{}, &setupError{Step: a.st.Step, Msg: a.st.Error}
 	}
-	p.enforced = namespacesEnforced()
-	for k, v := range cgEnforced {
-		p.enforced[k] = v
-	}
-	for k, v := range a.st.Enforced {
-		p.enforced[k] = v
-	}
+	return a.st, nil
+}
+
+// enforcedBy is what a ready sandbox enforces: the namespaces, then what
+// the cgroups and the init report, then the disk bound (but for a probe).
+func enforcedBy(c *config, cgEnforced, initEnforced map[string]string) map[string]string {
+	m := namespacesEnforced()
+	maps.Copy(m, cgEnforced)
+	maps.Copy(m, initEnforced)
 	if c.Mode != modeProbe {
-		for k, v := range diskEnforced(c, c.DiskBytes, c.DiskInodes) {
-			p.enforced[k] = v
-		}
-		p.disk = newDiskWatch(p, c, c.DiskBytes, c.DiskInodes)
+		maps.Copy(m, diskEnforced(c, c.DiskBytes, c.DiskInodes))
 	}
-	return p, nil
+	return m
 }
 
 // forkThread is an OS thread that never exits. Pdeathsig fires when the

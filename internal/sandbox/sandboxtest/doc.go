@@ -5,6 +5,8 @@
 // differs: the workspace's path as processes see it, modification times,
 // directory sizes).
 //
-// Every backend's tests call Run in a few lines. The suite never skips an
-// op: a backend that cannot serve one fails.
+// Every backend's tests call Run in a few lines, and Bench, which measures
+// the hot operations (Start+Destroy, Exec, WriteFile and ReadFile) the same
+// way for every backend. The suite never skips an op: a backend that
+// cannot serve one fails.
 package sandboxtest

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,10 +147,16 @@ func shell(cmd string) func(e *env) (any, error) {
 	}
 }
 
+// fileSteps are the file ops' steps, in order: later ones see what
+// earlier ones wrote.
 func fileSteps() []step {
+	return slices.Concat(readSteps(), writeSteps(), editSteps(), listSteps(), grepSteps(), statSteps())
+}
+
+// readSteps are the steps of read_file: reads, caps, errors and escapes.
+func readSteps() []step {
 	big := int64(bigSize)
 	return []step{
-		// read_file
 		opStep("read/whole", read(runner.ReadFileRequest{Path: "README.md"}), readOut{readme, 12, true}, ""),
 		opStep("read/offset-limit", read(runner.ReadFileRequest{Path: "README.md", Offset: 2, Limit: 3}), readOut{"llo", 12, false}, ""),
 		opStep("read/offset-to-end", read(runner.ReadFileRequest{Path: "README.md", Offset: 6}), readOut{"world\n", 12, true}, ""),
@@ -172,8 +179,12 @@ func fileSteps() []step {
 		opStep("read/dotdot-inside-escape", read(runner.ReadFileRequest{Path: "src/../../secret.txt"}), nil, runner.CodeEscape),
 		opStep("read/absolute-escape", read(runner.ReadFileRequest{Path: "/etc/passwd"}), nil, runner.CodeEscape),
 		opStep("read/through-dir-symlink", read(runner.ReadFileRequest{Path: "link-dir/main.go"}), readOut{mainGo, int64(len(mainGo)), true}, ""),
+	}
+}
 
-		// write_file
+// writeSteps are the steps of write_file: creating, replacing, modes, refused targets and atomic replacement.
+func writeSteps() []step {
+	return []step{
 		opStep("write/create-mkdir-p", write(runner.WriteFileRequest{Path: "new/deep/dir/f.txt", Data: []byte("v1\n")}), runner.WriteFileResult{Created: true, Size: 3}, ""),
 		opStep("write/read-back", read(runner.ReadFileRequest{Path: "new/deep/dir/f.txt"}), readOut{"v1\n", 3, true}, ""),
 		opStep("write/replace", write(runner.WriteFileRequest{Path: "new/deep/dir/f.txt", Data: []byte("v2 longer\n")}), runner.WriteFileResult{Created: false, Size: 10}, ""),
@@ -202,8 +213,12 @@ func fileSteps() []step {
 				t.Errorf("got %v (code %q)", o.Result, o.Code)
 			}
 		}},
+	}
+}
 
-		// edit_file
+// editSteps are the steps of edit_file: unique matches, refusals and kept modes.
+func editSteps() []step {
+	return []step{
 		opStep("edit/unique", edit(runner.EditFileRequest{Path: "src/main.go", Old: `println("Hello")`, New: `println("Bye")`}), runner.EditFileResult{Size: int64(len(mainGo) - 2)}, ""),
 		opStep("edit/read-back", read(runner.ReadFileRequest{Path: "src/main.go"}), readOut{strings.Replace(mainGo, "Hello", "Bye", 1), int64(len(mainGo) - 2), true}, ""),
 		opStep("edit/no-match", edit(runner.EditFileRequest{Path: "src/main.go", Old: "absent text", New: "x"}), nil, runner.CodeNoMatch),
@@ -216,8 +231,12 @@ func fileSteps() []step {
 		opStep("edit/escape-dotdot", edit(runner.EditFileRequest{Path: "../secret.txt", Old: "outside", New: "x"}), nil, runner.CodeEscape),
 		opStep("edit/keeps-mode", edit(runner.EditFileRequest{Path: "script.sh", Old: "script-ran", New: "script-edited"}), nil, ""),
 		opStep("edit/keeps-mode-runs", shell("./script.sh"), "script-edited\n", ""),
+	}
+}
 
-		// list_dir
+// listSteps are the steps of list_dir: flat, recursive, limits and escapes.
+func listSteps() []step {
+	return []step{
 		opStep("list/flat", list(runner.ListDirRequest{Path: "src"}), map[string]any{"entries": []entryOut{
 			{"main.go", "file", int64(len(mainGo) - 2), 0o644}, {"util", "dir", 0, 0o755}}, "truncated": false}, ""),
 		opStep("list/recursive", list(runner.ListDirRequest{Path: "deep", Recursive: true}), map[string]any{"entries": []entryOut{
@@ -231,8 +250,12 @@ func fileSteps() []step {
 		opStep("list/not-found", list(runner.ListDirRequest{Path: "nope"}), nil, runner.CodeNotFound),
 		opStep("list/escape", list(runner.ListDirRequest{Path: "link-etc"}), nil, runner.CodeEscape),
 		opStep("list/escape-dotdot", list(runner.ListDirRequest{Path: ".."}), nil, runner.CodeEscape),
+	}
+}
 
-		// grep
+// grepSteps are the steps of grep: globs, paths, skipped files, limits and errors.
+func grepSteps() []step {
+	return []step{
 		opStep("grep/glob-base", grep(runner.GrepRequest{Pattern: `^func`, Glob: "*.go"}), map[string]any{"matches": []runner.GrepMatch{
 			{Path: "src/main.go", Line: 3, Text: "func main() {"}, {Path: "src/util/x.go", Line: 4, Text: "func Func() {}"}}, "truncated": false}, ""),
 		opStep("grep/glob-doublestar", grep(runner.GrepRequest{Pattern: `func`, Glob: "src/**/*.go"}), map[string]any{"matches": []runner.GrepMatch{
@@ -252,8 +275,12 @@ func fileSteps() []step {
 		opStep("grep/bad-pattern", grep(runner.GrepRequest{Pattern: `(`}), nil, runner.CodeBadRequest),
 		opStep("grep/escape", grep(runner.GrepRequest{Pattern: `root`, Path: "link-etc"}), nil, runner.CodeEscape),
 		opStep("grep/not-found", grep(runner.GrepRequest{Pattern: `x`, Path: "nope"}), nil, runner.CodeNotFound),
+	}
+}
 
-		// stat
+// statSteps are the steps of stat: each type, missing paths and escapes.
+func statSteps() []step {
+	return []step{
 		opStep("stat/file", stat("README.md"), statOut{true, "file", 12, 0o644}, ""),
 		opStep("stat/dir", stat("src"), statOut{true, "dir", 0, 0o755}, ""),
 		opStep("stat/symlink", stat("link-out"), statOut{true, "symlink", int64(len("../secret.txt")), 0o777}, ""),

@@ -19,7 +19,7 @@ const (
 
 // makeFixture makes the fixture tree under dir/ws (and a secret beside it
 // that the workspace links to) and returns the workspace path.
-func makeFixture(t *testing.T, dir string) string {
+func makeFixture(t testing.TB, dir string) string {
 	t.Helper()
 	ws := filepath.Join(dir, "ws")
 	files := map[string]string{
@@ -50,7 +50,7 @@ func makeFixture(t *testing.T, dir string) string {
 	return ws
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -142,13 +142,27 @@ type env struct {
 	host string // host path of the workspace
 }
 
-func startEnv(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)) *env {
+func startEnv(t testing.TB, b sandbox.Backend, adjust func(*sandbox.Spec)) *env {
+	t.Helper()
+	spec, ws := fixtureSpec(t, adjust)
+	sb, err := b.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("start %s: %v", b.Name(), err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return &env{sb: sb, cl: sb.Runner(), spec: spec, host: ws}
+}
+
+// fixtureSpec makes a fresh fixture (removed at the end of the test) and
+// the spec of a sandbox over it, adjusted by adjust when it is set. ws is
+// the fixture's workspace.
+func fixtureSpec(t testing.TB, adjust func(*sandbox.Spec)) (spec sandbox.Spec, ws string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sbt-")
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ws := makeFixture(t, dir)
-	spec := sandbox.Spec{
+	ws = makeFixture(t, dir)
+	spec = sandbox.Spec{
 		RunID:     "sandboxtest",
 		Workspace: ws,
 		Home:      filepath.Join(dir, "home"),
@@ -160,12 +174,7 @@ func startEnv(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)) *env 
 	if adjust != nil {
 		adjust(&spec)
 	}
-	sb, err := b.Start(context.Background(), spec)
-	if err != nil {
-		t.Fatalf("start %s: %v", b.Name(), err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	return &env{sb: sb, cl: sb.Runner(), spec: spec, host: ws}
+	return spec, ws
 }
 
 // outcome is what a step observed, normalised for comparison.

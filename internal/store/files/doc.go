@@ -11,7 +11,7 @@
 //	seq                     the submission counter, updated under its own flock
 //
 // Every append is fsynced, state events and all others alike: an append
-// costs about half a millisecond here (BenchmarkAppendEvent), cheap beside
+// costs about half a millisecond here (BenchmarkConformance/AppendEvent), cheap beside
 // the agent work that produces events, and agent output is not journaled.
 //
 // The flocks are taken on a fresh open file description per operation, so

@@ -20,3 +20,11 @@ func openStore(t testing.TB) *files.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) run.Store { return openStore(t) })
 }
+
+// BenchmarkConformance runs the suite's benchmarks. Here Update is one
+// locked read-modify-write of a full record (flock, read, decode, encode,
+// temp file, fsync, rename, fsync dir) and AppendEvent one journal append
+// (flock, write, fsync).
+func BenchmarkConformance(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) run.Store { return openStore(b) })
+}

@@ -4,6 +4,9 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) run.Store { return openStore(t) })
 //	}
+//	func BenchmarkConformance(b *testing.B) {
+//		storetest.Bench(b, func(b *testing.B) run.Store { return openStore(b) })
+//	}
 //
 // The suite tests the contract written on run.Store and nothing about how a
 // store keeps its data, so a files store and a SQL store pass the same
@@ -27,6 +30,9 @@
 //     active state (not when a queued run is cancelled), FinishedAt on every
 //     terminal state, and clears FinishedAt when a run leaves a terminal state.
 //   - Update keeps ID, Seq and CreatedAt whatever fn does to them.
+//
+// Bench measures the hot operations (Create, Get, Update, Transition,
+// AppendEvent, List of 100 runs) the same way for every store.
 //
 // The suite never touches a store's storage directly; tests of damaged
 // storage belong to each implementation.

@@ -1,8 +1,10 @@
 // Package workspacetest is the conformance suite of the workspace seam:
 // every workspace.Provider (the plain checkout now, copy-on-write later)
-// passes Exercise, in a few lines of its own test:
+// passes Run, in a few lines of its own test, and measures itself with
+// Bench:
 //
-//	func TestConformance(t *testing.T) { workspacetest.Exercise(t, NewProvider()) }
+//	func TestConformance(t *testing.T) { workspacetest.Run(t, NewProvider()) }
+//	func BenchmarkConformance(b *testing.B) { workspacetest.Bench(b, NewProvider()) }
 //
 // The suite uses real git repositories in t.TempDir(), acts as the agent in
 // the workspace (and runs git there as the agent would), then scans and
@@ -27,8 +29,8 @@ import (
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
-// Exercise runs the suite against p.
-func Exercise(t *testing.T, p workspace.Provider) {
+// Run runs the suite against p.
+func Run(t *testing.T, p workspace.Provider) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")

@@ -8,15 +8,18 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider/providertest"
 )
 
-func TestContract(t *testing.T) {
-	providertest.Run(t, providertest.Config{
-		New: func(root, key string, retry provider.Retry) provider.Provider {
-			return anthropic.New(anthropic.Config{BaseURL: root, APIKey: key, Retry: retry})
-		},
-		ChatPath: "/v1/messages", ModelsPath: "/v1/models",
-		AuthHeader: "x-api-key", AuthPrefix: "",
-	})
+// contract is the provider's configuration of the contract suite.
+var contract = providertest.Config{
+	New: func(root, key string, retry provider.Retry) provider.Provider {
+		return anthropic.New(anthropic.Config{BaseURL: root, APIKey: key, Retry: retry})
+	},
+	ChatPath: "/v1/messages", ModelsPath: "/v1/models",
+	AuthHeader: "x-api-key", AuthPrefix: "",
 }
+
+func TestContract(t *testing.T) { providertest.Run(t, contract) }
+
+func BenchmarkConformance(b *testing.B) { providertest.Bench(b, contract) }
 
 // Tool results of one turn go back as one user message, in order, followed
 // by any user text in the same message.

@@ -9,15 +9,18 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider/providertest"
 )
 
-func TestContract(t *testing.T) {
-	providertest.Run(t, providertest.Config{
-		New: func(root, key string, retry provider.Retry) provider.Provider {
-			return openai.New(openai.Config{BaseURL: root + "/v1", APIKey: key, Retry: retry})
-		},
-		ChatPath: "/v1/chat/completions", ModelsPath: "/v1/models",
-		AuthHeader: "Authorization", AuthPrefix: "Bearer ",
-	})
+// contract is the provider's configuration of the contract suite.
+var contract = providertest.Config{
+	New: func(root, key string, retry provider.Retry) provider.Provider {
+		return openai.New(openai.Config{BaseURL: root + "/v1", APIKey: key, Retry: retry})
+	},
+	ChatPath: "/v1/chat/completions", ModelsPath: "/v1/models",
+	AuthHeader: "Authorization", AuthPrefix: "Bearer ",
 }
+
+func TestContract(t *testing.T) { providertest.Run(t, contract) }
+
+func BenchmarkConformance(b *testing.B) { providertest.Bench(b, contract) }
 
 func TestEncodeRequest(t *testing.T) {
 	temp := 0.2

@@ -6,7 +6,8 @@
 // Fixtures, by file name: simple_answer, parallel_tool_calls,
 // malformed_tool_call, bad_json_arguments, finish_length, missing_usage,
 // reasoning_content, error_401, error_model_not_found, models. Each holds
-// the same scenario in the provider's own wire format.
+// the same scenario in the provider's own wire format. Bench measures one
+// chat turn against the same server.
 package providertest
 
 import (
@@ -53,7 +54,7 @@ type reply struct {
 	body   []byte
 }
 
-func (c Config) start(t *testing.T) *server {
+func (c Config) start(t testing.TB) *server {
 	s := &server{}
 	models := c.fixture(t, "models")
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +89,14 @@ func (s *server) push(status int, body []byte) {
 	s.mu.Unlock()
 }
 
-func (c Config) fixture(t *testing.T, name string) []byte {
+// forget drops the requests seen so far (a benchmark sends many).
+func (s *server) forget() {
+	s.mu.Lock()
+	s.bodies, s.auth = nil, nil
+	s.mu.Unlock()
+}
+
+func (c Config) fixture(t testing.TB, name string) []byte {
 	t.Helper()
 	dir := c.Fixtures
 	if dir == "" {
@@ -114,150 +122,203 @@ func request() provider.Request {
 
 // Run runs the contract suite.
 func Run(t *testing.T, c Config) {
-	ctx := context.Background()
-	chat := func(t *testing.T, fixture string, status int) (*provider.Response, *server, error) {
-		s := c.start(t)
-		s.push(status, c.fixture(t, fixture))
-		p := c.New(s.URL, "sk-test-key", fast)
-		resp, err := p.Chat(ctx, request())
-		return resp, s, err
+	s := suite{c}
+	t.Run("simple_answer", s.simpleAnswer)
+	t.Run("parallel_tool_calls", s.parallelToolCalls)
+	t.Run("malformed_tool_call", s.malformedToolCall)
+	t.Run("bad_json_arguments", s.badJSONArguments)
+	t.Run("finish_length", s.finishLength)
+	t.Run("missing_usage", s.missingUsage)
+	t.Run("reasoning_content", s.reasoningContent)
+	t.Run("error_401", s.error401)
+	t.Run("error_model_not_found", s.errorModelNotFound)
+	t.Run("retries_5xx_and_429", s.retries)
+	t.Run("unreachable", s.unreachable)
+	t.Run("deterministic_request", s.deterministicRequest)
+}
+
+// Bench measures one chat turn through the provider's client (the
+// suite's request: tools and a history of tool calls), answered by the
+// suite's server with the simple_answer fixture.
+func Bench(b *testing.B, c Config) {
+	b.Run("ChatTurn", func(b *testing.B) {
+		srv := c.start(b)
+		answer := c.fixture(b, "simple_answer")
+		p := c.New(srv.URL, "sk-test-key", fast)
+		req := request()
+		for b.Loop() {
+			srv.push(200, answer)
+			if _, err := p.Chat(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+			srv.forget()
+		}
+	})
+}
+
+// suite holds the subtests of Run for one provider.
+type suite struct{ c Config }
+
+var ctx = context.Background()
+
+// chat answers one chat turn with the fixture, sent with status.
+func (s suite) chat(t *testing.T, fixture string, status int) (*provider.Response, *server, error) {
+	srv := s.c.start(t)
+	srv.push(status, s.c.fixture(t, fixture))
+	p := s.c.New(srv.URL, "sk-test-key", fast)
+	resp, err := p.Chat(ctx, request())
+	return resp, srv, err
+}
+
+// ok is chat of a fixture sent with 200, which must succeed after one
+// request, sent as JSON with the key in the auth header.
+func (s suite) ok(t *testing.T, fixture string) *provider.Response {
+	t.Helper()
+	resp, srv, err := s.chat(t, fixture, 200)
+	if err != nil {
+		t.Fatalf("%s: %v", fixture, err)
 	}
-	ok := func(t *testing.T, fixture string) *provider.Response {
-		t.Helper()
-		resp, s, err := chat(t, fixture, 200)
-		if err != nil {
-			t.Fatalf("%s: %v", fixture, err)
-		}
-		if len(s.bodies) != 1 || !json.Valid(s.bodies[0]) {
-			t.Fatal("request not sent as JSON")
-		}
-		if got := s.auth[0]; got != c.AuthPrefix+"sk-test-key" {
-			t.Fatalf("auth header %q", got)
-		}
-		return resp
+	if len(srv.bodies) != 1 || !json.Valid(srv.bodies[0]) {
+		t.Fatal("request not sent as JSON")
 	}
-	t.Run("simple_answer", func(t *testing.T) {
-		r := ok(t, "simple_answer")
-		if r.Message.Content != "The test already covers the empty input case." || len(r.Message.ToolCalls) != 0 ||
-			r.FinishReason != provider.FinishStop || !r.UsageKnown || r.Usage.PromptTokens != 812 || r.Message.Role != provider.RoleAssistant {
-			t.Fatalf("%+v", r)
-		}
-	})
-	t.Run("parallel_tool_calls", func(t *testing.T) {
-		r := ok(t, "parallel_tool_calls")
-		if r.FinishReason != provider.FinishToolCall || len(r.Message.ToolCalls) != 2 {
-			t.Fatalf("%+v", r)
-		}
-		a, b := r.Message.ToolCalls[0], r.Message.ToolCalls[1]
-		if a.Name != "read_file" || b.Name != "grep" || a.ID == "" || a.ID == b.ID {
-			t.Fatalf("%+v", r.Message.ToolCalls)
-		}
-		args, bad := tools.Parse(tools.Lookup("read_file").Params, a.Arguments)
-		if bad != nil || args.Str("path") != "parser.go" {
-			t.Fatalf("%q: %+v", a.Arguments, bad)
-		}
-		if r.Usage.CachedTokens <= 0 {
-			t.Fatalf("cached tokens not read: %+v", r.Usage)
-		}
-	})
-	t.Run("malformed_tool_call", func(t *testing.T) {
-		r := ok(t, "malformed_tool_call")
-		if len(r.Message.ToolCalls) != 0 || !strings.Contains(r.Message.Content, "go test ./...") || r.FinishReason != provider.FinishStop {
-			t.Fatalf("%+v", r)
-		}
-	})
-	t.Run("bad_json_arguments", func(t *testing.T) {
-		r := ok(t, "bad_json_arguments")
-		if len(r.Message.ToolCalls) != 1 {
-			t.Fatalf("%+v", r)
-		}
-		tc := r.Message.ToolCalls[0]
-		tool := tools.Lookup(tc.Name)
-		if tool == nil {
-			t.Fatalf("tool %q", tc.Name)
-		}
-		if _, bad := tools.Parse(tool.Params, tc.Arguments); bad == nil {
-			t.Fatalf("arguments %q accepted", tc.Arguments)
-		}
-	})
-	t.Run("finish_length", func(t *testing.T) {
-		r := ok(t, "finish_length")
-		if r.FinishReason != provider.FinishLength || !strings.HasPrefix(r.Message.Content, "Here is the complete new file") {
-			t.Fatalf("%+v", r)
-		}
-	})
-	t.Run("missing_usage", func(t *testing.T) {
-		r := ok(t, "missing_usage")
-		if r.UsageKnown || r.Message.Content != "Done." || r.Usage.PromptTokens != -1 {
-			t.Fatalf("%+v", r)
-		}
-	})
-	t.Run("reasoning_content", func(t *testing.T) {
-		r := ok(t, "reasoning_content")
-		if r.Message.Reasoning != "The parser has no test for an empty line; I will read it first." || len(r.Message.ToolCalls) != 1 {
-			t.Fatalf("%+v", r)
-		}
-	})
-	t.Run("error_401", func(t *testing.T) {
-		_, s, err := chat(t, "error_401", 401)
-		if !catalog.Has(err, catalog.ModelAuth) || len(s.bodies) != 1 {
-			t.Fatalf("%v (%d requests)", err, len(s.bodies))
-		}
-		if strings.Contains(err.Error(), "sk-test-key") {
-			t.Fatal("the key is in the error")
-		}
-	})
-	t.Run("error_model_not_found", func(t *testing.T) {
-		_, _, err := chat(t, "error_model_not_found", 404)
-		if !catalog.Has(err, catalog.ModelNotLoaded) {
-			t.Fatalf("%v", err)
-		}
-		var names []string
-		var m struct {
-			Data []struct{ ID string } `json:"data"`
-		}
-		json.Unmarshal(c.fixture(t, "models"), &m)
-		for _, d := range m.Data {
-			names = append(names, d.ID)
-		}
-		if !strings.Contains(err.Error(), names[0]) {
-			t.Fatalf("loaded models not named: %v", err)
-		}
-	})
-	t.Run("retries_5xx_and_429", func(t *testing.T) {
-		s := c.start(t)
-		s.push(503, []byte(`{"error":{"message":"overloaded"}}`))
-		s.push(429, []byte(`{"error":{"message":"slow down"}}`))
-		s.push(200, c.fixture(t, "simple_answer"))
-		resp, err := c.New(s.URL, "k", fast).Chat(ctx, request())
-		if err != nil || resp.Message.Content == "" || len(s.bodies) != 3 {
-			t.Fatalf("%v, %d requests", err, len(s.bodies))
-		}
-		// Bounded: a server that keeps failing is given up on.
-		s2 := c.start(t)
-		for i := 0; i < 5; i++ {
-			s2.push(500, []byte(`{"error":{"message":"boom"}}`))
-		}
-		_, err = c.New(s2.URL, "k", fast).Chat(ctx, request())
-		if !catalog.Has(err, catalog.ModelProtocol) || len(s2.bodies) != fast.Attempts {
-			t.Fatalf("%v, %d requests", err, len(s2.bodies))
-		}
-	})
-	t.Run("unreachable", func(t *testing.T) {
-		_, err := c.New("http://127.0.0.1:1", "k", fast).Chat(ctx, request())
-		if !catalog.Has(err, catalog.ModelUnreachable) {
-			t.Fatalf("%v", err)
-		}
-	})
-	t.Run("deterministic_request", func(t *testing.T) {
-		s := c.start(t)
-		s.push(200, c.fixture(t, "simple_answer"))
-		s.push(200, c.fixture(t, "simple_answer"))
-		p := c.New(s.URL, "k", fast)
-		p.Chat(ctx, request())
-		p.Chat(ctx, request())
-		if len(s.bodies) != 2 || string(s.bodies[0]) != string(s.bodies[1]) {
-			t.Fatal("the same request encodes differently")
-		}
-	})
+	if got := srv.auth[0]; got != s.c.AuthPrefix+"sk-test-key" {
+		t.Fatalf("auth header %q", got)
+	}
+	return resp
+}
+
+func (s suite) simpleAnswer(t *testing.T) {
+	r := s.ok(t, "simple_answer")
+	if r.Message.Content != "The test already covers the empty input case." || len(r.Message.ToolCalls) != 0 ||
+		r.FinishReason != provider.FinishStop || !r.UsageKnown || r.Usage.PromptTokens != 812 || r.Message.Role != provider.RoleAssistant {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func (s suite) parallelToolCalls(t *testing.T) {
+	r := s.ok(t, "parallel_tool_calls")
+	if r.FinishReason != provider.FinishToolCall || len(r.Message.ToolCalls) != 2 {
+		t.Fatalf("%+v", r)
+	}
+	a, b := r.Message.ToolCalls[0], r.Message.ToolCalls[1]
+	if a.Name != "read_file" || b.Name != "grep" || a.ID == "" || a.ID == b.ID {
+		t.Fatalf("%+v", r.Message.ToolCalls)
+	}
+	args, bad := tools.Parse(tools.Lookup("read_file").Params, a.Arguments)
+	if bad != nil || args.Str("path") != "parser.go" {
+		t.Fatalf("%q: %+v", a.Arguments, bad)
+	}
+	if r.Usage.CachedTokens <= 0 {
+		t.Fatalf("cached tokens not read: %+v", r.Usage)
+	}
+}
+
+func (s suite) malformedToolCall(t *testing.T) {
+	r := s.ok(t, "malformed_tool_call")
+	if len(r.Message.ToolCalls) != 0 || !strings.Contains(r.Message.Content, "go test ./...") || r.FinishReason != provider.FinishStop {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func (s suite) badJSONArguments(t *testing.T) {
+	r := s.ok(t, "bad_json_arguments")
+	if len(r.Message.ToolCalls) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	tc := r.Message.ToolCalls[0]
+	tool := tools.Lookup(tc.Name)
+	if tool == nil {
+		t.Fatalf("tool %q", tc.Name)
+	}
+	if _, bad := tools.Parse(tool.Params, tc.Arguments); bad == nil {
+		t.Fatalf("arguments %q accepted", tc.Arguments)
+	}
+}
+
+func (s suite) finishLength(t *testing.T) {
+	r := s.ok(t, "finish_length")
+	if r.FinishReason != provider.FinishLength || !strings.HasPrefix(r.Message.Content, "Here is the complete new file") {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func (s suite) missingUsage(t *testing.T) {
+	r := s.ok(t, "missing_usage")
+	if r.UsageKnown || r.Message.Content != "Done." || r.Usage.PromptTokens != -1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func (s suite) reasoningContent(t *testing.T) {
+	r := s.ok(t, "reasoning_content")
+	if r.Message.Reasoning != "The parser has no test for an empty line; I will read it first." || len(r.Message.ToolCalls) != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func (s suite) error401(t *testing.T) {
+	_, srv, err := s.chat(t, "error_401", 401)
+	if !catalog.Has(err, catalog.ModelAuth) || len(srv.bodies) != 1 {
+		t.Fatalf("%v (%d requests)", err, len(srv.bodies))
+	}
+	if strings.Contains(err.Error(), "sk-test-key") {
+		t.Fatal("the key is in the error")
+	}
+}
+
+func (s suite) errorModelNotFound(t *testing.T) {
+	_, _, err := s.chat(t, "error_model_not_found", 404)
+	if !catalog.Has(err, catalog.ModelNotLoaded) {
+		t.Fatalf("%v", err)
+	}
+	var names []string
+	var m struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	json.Unmarshal(s.c.fixture(t, "models"), &m)
+	for _, d := range m.Data {
+		names = append(names, d.ID)
+	}
+	if !strings.Contains(err.Error(), names[0]) {
+		t.Fatalf("loaded models not named: %v", err)
+	}
+}
+
+func (s suite) retries(t *testing.T) {
+	srv := s.c.start(t)
+	srv.push(503, []byte(`{"error":{"message":"overloaded"}}`))
+	srv.push(429, []byte(`{"error":{"message":"slow down"}}`))
+	srv.push(200, s.c.fixture(t, "simple_answer"))
+	resp, err := s.c.New(srv.URL, "k", fast).Chat(ctx, request())
+	if err != nil || resp.Message.Content == "" || len(srv.bodies) != 3 {
+		t.Fatalf("%v, %d requests", err, len(srv.bodies))
+	}
+	// Bounded: a server that keeps failing is given up on.
+	s2 := s.c.start(t)
+	for i := 0; i < 5; i++ {
+		s2.push(500, []byte(`{"error":{"message":"boom"}}`))
+	}
+	_, err = s.c.New(s2.URL, "k", fast).Chat(ctx, request())
+	if !catalog.Has(err, catalog.ModelProtocol) || len(s2.bodies) != fast.Attempts {
+		t.Fatalf("%v, %d requests", err, len(s2.bodies))
+	}
+}
+
+func (s suite) unreachable(t *testing.T) {
+	_, err := s.c.New("http://127.0.0.1:1", "k", fast).Chat(ctx, request())
+	if !catalog.Has(err, catalog.ModelUnreachable) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func (s suite) deterministicRequest(t *testing.T) {
+	srv := s.c.start(t)
+	srv.push(200, s.c.fixture(t, "simple_answer"))
+	srv.push(200, s.c.fixture(t, "simple_answer"))
+	p := s.c.New(srv.URL, "k", fast)
+	p.Chat(ctx, request())
+	p.Chat(ctx, request())
+	if len(srv.bodies) != 2 || string(srv.bodies[0]) != string(srv.bodies[1]) {
+		t.Fatal("the same request encodes differently")
+	}
 }
