@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // The tests in this file attack the real binary as a hostile agent, a
@@ -544,7 +545,7 @@ func TestAttackBidiNamesAreShownInert(t *testing.T) {
 // proxy: a server listening there is never reached, and the egress report
 // suggests each flag once.
 func TestAttackProxyToHostLoopback(t *testing.T) {
-	testcap.Program(t, "curl")
+	testsupport.Program(t, "curl")
 	e := newEnv(t)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // BenchmarkSubmitWait measures `agentrun submit --wait` of a command agent
@@ -104,7 +104,7 @@ func between(s, a, z string) string {
 // benchEnv is newEnv for benchmarks, with a repository of n files.
 func benchEnv(b *testing.B, n int) *env {
 	root := b.TempDir()
-	e := &env{bin: testbin.Agentrun(b), root: root, home: filepath.Join(root, "data")}
+	e := &env{bin: testsupport.Agentrun(b), root: root, home: filepath.Join(root, "data")}
 	e.vars = []string{"AGENTRUN_HOME=" + e.home, "XDG_CONFIG_HOME=" + filepath.Join(root, "config"),
 		"HOME=" + root, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
 		"GIT_AUTHOR_NAME=B", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=B", "GIT_COMMITTER_EMAIL=b@example.com"}

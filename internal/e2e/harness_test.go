@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
 	"github.com/agentrun/agentrun/internal/supervisor"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // env is one isolated agentrun installation: data dir, config dir, HOME.
@@ -33,9 +32,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testcap.Program(t, "git")
+	testsupport.Program(t, "git")
 	root := t.TempDir()
-	e := &env{t: t, bin: testbin.Agentrun(t), root: root, home: filepath.Join(root, "data")}
+	e := &env{t: t, bin: testsupport.Agentrun(t), root: root, home: filepath.Join(root, "data")}
 	e.vars = []string{
 		"AGENTRUN_HOME=" + e.home,
 		"XDG_CONFIG_HOME=" + filepath.Join(root, "config"),

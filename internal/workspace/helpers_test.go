@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // TestMain gives every git process of the tests (ours and the package's) a
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 // AGENTRUN_REQUIRE_CAPS=1.
 func requireCap(t testing.TB, ok bool, reason string) {
 	t.Helper()
-	testcap.Require(t, "a capability", ok, "%s", reason)
+	testsupport.Require(t, "a capability", ok, "%s", reason)
 }
 
 func requireRoot(t testing.TB) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) (string, string) {
@@ -45,7 +45,7 @@ func gitRepo(t testing.TB, files map[string]string, symlinks map[string]string) 
 // requireGit skips without git, or fails where AGENTRUN_REQUIRE_CAPS=1.
 func requireGit(t testing.TB) {
 	t.Helper()
-	testcap.Program(t, "git")
+	testsupport.Program(t, "git")
 }
 
 func TestRepoInstructionsFromBaseCommit(t *testing.T) {

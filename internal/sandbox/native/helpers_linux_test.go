@@ -3,7 +3,6 @@ package native_test
 import (
 	"bytes"
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,14 +14,14 @@ import (
 
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // requireCap skips (or, with AGENTRUN_REQUIRE_CAPS=1, fails) a test that
 // needs a capability this machine lacks.
 func requireCap(t testing.TB, name, why string) {
 	t.Helper()
-	testcap.Require(t, name, false, "%s", why)
+	testsupport.Require(t, name, false, "%s", why)
 }
 
 var (
@@ -48,7 +47,7 @@ func backend(t testing.TB) *native.Backend {
 	if _, err := os.Stat("/usr/local/go"); err == nil {
 		ro = append(ro, "/usr/local/go")
 	}
-	return native.New(native.Options{Executable: testbin.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
+	return native.New(native.Options{Executable: testsupport.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
 }
 
 // newSpec makes a workspace (a git repository with one commit), a home and
@@ -110,5 +109,3 @@ func sh(t testing.TB, b *native.Backend, spec sandbox.Spec, script string) resul
 func (r result) String() string {
 	return "exit " + strconv.Itoa(r.code) + "\nstdout: " + strings.TrimSpace(r.stdout) + "\nstderr: " + strings.TrimSpace(r.stderr)
 }
-
-func testbinPath(t testing.TB) string { return testbin.Agentrun(t) }
