@@ -163,7 +163,6 @@ func TestStopKillsDaemons(t *testing.T) {
 // (whose Wait must still succeed), and a daemon that another child of this
 // process left behind (re-parented to this process, a subreaper now).
 func TestBystandersUntouched(t *testing.T) {
-	git := testsupport.Program(t, "git")
 	sp := spec(t, testsupport.ShortDir(t))
 	sb := start(t, host.New(), sp)
 	// While a command runs, this process is a subreaper.
@@ -182,11 +181,8 @@ func TestBystandersUntouched(t *testing.T) {
 	}
 	pids := readPids(t, sp.Workspace)
 
-	repo := t.TempDir()
-	if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	gitCmd := exec.Command(git, "-C", repo, "cat-file", "--batch")
+	repo, _ := testsupport.Repo(t, nil)
+	gitCmd := testsupport.GitCmd(t, repo, "cat-file", "--batch")
 	stdin, err := gitCmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

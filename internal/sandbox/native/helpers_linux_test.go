@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,8 +49,8 @@ func backend(t testing.TB) *native.Backend {
 	return native.New(native.Options{Executable: testsupport.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
 }
 
-// newSpec makes a workspace (a git repository with one commit), a home and
-// a state dir under a fresh temp dir.
+// newSpec makes an empty workspace, a home and a state dir under a fresh
+// temp dir.
 func newSpec(t testing.TB) sandbox.Spec {
 	t.Helper()
 	dir := t.TempDir()
@@ -69,21 +68,6 @@ func newSpec(t testing.TB) sandbox.Spec {
 		StateDir:  filepath.Join(dir, "state"),
 		Env:       []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C"},
 		Network:   sandbox.NetworkNone,
-	}
-}
-
-func gitInit(t testing.TB, dir string) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "init"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
 	}
 }
 
