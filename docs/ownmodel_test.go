@@ -64,9 +64,7 @@ func TestReadmeOwnModel(t *testing.T) {
 		return string(out), err
 	}
 	// A Go module the README's check builds.
-	if out, err := shell(`git init -q && printf 'module demo\n\ngo 1.21\n' > go.mod && printf 'package main\n\nfunc main() {}\n' > main.go && git add -A && git commit -qm init`); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	testsupport.RepoAt(t, repo, map[string]string{"go.mod": "module demo\n\ngo 1.21\n", "main.go": "package main\n\nfunc main() {}\n"})
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
 		if testsupport.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)

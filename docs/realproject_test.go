@@ -55,12 +55,13 @@ func TestReadmeRealProject(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	setup := `git init -q && printf 'module demo\n\ngo 1.21\n' > go.mod &&
+	setup := `printf 'module demo\n\ngo 1.21\n' > go.mod &&
 printf 'package main\n\nimport "github.com/google/uuid"\n\nfunc main() { println(uuid.NewString()) }\n' > main.go &&
-go get github.com/google/uuid@v1.6.0 >/dev/null 2>&1 && git add -A && git commit -qm init`
+go get github.com/google/uuid@v1.6.0 >/dev/null 2>&1`
 	if out, err := shell(setup); err != nil {
 		t.Fatalf("setup (the Go module proxy must be reachable): %v\n%s", err, out)
 	}
+	testsupport.RepoAt(t, repo, nil)
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
 		if testsupport.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)

@@ -38,7 +38,7 @@ func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s %s\n%s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID))
 	}
-	if got := e.git(e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
 		t.Fatalf("hello.txt = %q", got)
 	}
 	r := e.get(d.ID)
@@ -64,13 +64,13 @@ func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
 	}
 }
 
-// exec reads a file of the result commit ("" if absent).
+// resultFile reads a file of the result commit ("" if absent).
 func resultFile(e *env, commit, path string) (string, error) {
-	out := e.git(e.repo, "ls-tree", "--name-only", commit)
+	out := testsupport.Git(e.t, e.repo, "ls-tree", "--name-only", commit)
 	if !strings.Contains(out, path) {
 		return "", fmt.Errorf("%s not in the result", path)
 	}
-	return e.git(e.repo, "show", commit+":"+path), nil
+	return testsupport.Git(e.t, e.repo, "show", commit+":"+path), nil
 }
 
 func TestBuiltinNeedsModel(t *testing.T) {

@@ -109,19 +109,10 @@ func benchEnv(b *testing.B, n int) *env {
 		"HOME=" + root, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
 		"GIT_AUTHOR_NAME=B", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=B", "GIT_COMMITTER_EMAIL=b@example.com"}
 	e.repo = filepath.Join(root, "repo")
+	files := make(map[string]string, n)
 	for i := range n {
-		p := filepath.Join(e.repo, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i))
-		_ = os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		files[fmt.Sprintf("d%02d/f%05d.txt", i%100, i)] = fmt.Sprintf("file %d\n", i)
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "init"}} {
-		cmd := exec.Command("git", append([]string{"-C", e.repo}, args...)...)
-		cmd.Env = e.vars
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	testsupport.RepoAt(b, e.repo, files)
 	return e
 }
