@@ -2,12 +2,13 @@ package docs
 
 import (
 	"encoding/json"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // TestReadmeInstall runs the README's install step (make install into a
@@ -23,12 +24,7 @@ func TestReadmeInstall(t *testing.T) {
 		t.Fatal("the README's install block no longer says make install")
 	}
 	for _, tool := range []string{"make", "git", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if testcap.Required() {
-				t.Fatalf("requires %s (AGENTRUN_REQUIRE_CAPS=1)", tool)
-			}
-			t.Skipf("requires %s", tool)
-		}
+		testsupport.Program(t, tool)
 	}
 	gobin := t.TempDir()
 	cmd := exec.Command("make", "-s", "install", "GOBIN="+gobin)

@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // TestReadmeOwnModel runs the README's "on your own model" section as
@@ -43,7 +42,7 @@ func TestReadmeOwnModel(t *testing.T) {
 	}
 	cmdBlock = strings.Join(lines, "\n")
 
-	bin := testbin.Agentrun(t)
+	bin := testsupport.Agentrun(t)
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
 	repo := filepath.Join(root, "repo")
@@ -65,11 +64,9 @@ func TestReadmeOwnModel(t *testing.T) {
 		return string(out), err
 	}
 	// A Go module the README's check builds.
-	if out, err := shell(`git init -q && printf 'module demo\n\ngo 1.21\n' > go.mod && printf 'package main\n\nfunc main() {}\n' > main.go && git add -A && git commit -qm init`); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	testsupport.RepoAt(t, repo, map[string]string{"go.mod": "module demo\n\ngo 1.21\n", "main.go": "package main\n\nfunc main() {}\n"})
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
-		if testcap.Required() {
+		if testsupport.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)
 		}
 		env = append(env, "AGENTRUN_SANDBOX=host")

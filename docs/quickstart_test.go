@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // exampleID is the run id the README's quick start shows.
@@ -22,12 +21,7 @@ const exampleID = "sem3x37949"
 // it runs wherever the test runs; the native backend has its own tests.
 func TestReadmeQuickStart(t *testing.T) {
 	for _, tool := range []string{"git", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if testcap.Required() {
-				t.Fatalf("require%s: not on PATH", tool)
-			}
-			t.Skipf("require%s: not on PATH", tool)
-		}
+		testsupport.Program(t, tool)
 	}
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -40,7 +34,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	setup, rest := block[:i], block[i:]
 
-	bin := testbin.Agentrun(t)
+	bin := testsupport.Agentrun(t)
 	root := t.TempDir()
 	env := []string{
 		"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH"),

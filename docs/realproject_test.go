@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"net/netip"
 	"os"
@@ -10,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // TestReadmeRealProject runs the README's "checks that need dependencies"
@@ -34,14 +33,9 @@ func TestReadmeRealProject(t *testing.T) {
 		t.Fatalf("the example changed:\n%s", block)
 	}
 	for _, tool := range []string{"go", "git", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if testcap.Required() {
-				t.Fatalf("requires %s (AGENTRUN_REQUIRE_CAPS=1)", tool)
-			}
-			t.Skipf("requires %s", tool)
-		}
+		testsupport.Program(t, tool)
 	}
-	bin := testbin.Agentrun(t)
+	bin := testsupport.Agentrun(t)
 	root := t.TempDir()
 	repo, home := filepath.Join(root, "repo"), filepath.Join(root, "home")
 	for _, d := range []string{repo, home} {
@@ -61,14 +55,15 @@ func TestReadmeRealProject(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	setup := `git init -q && printf 'module demo\n\ngo 1.21\n' > go.mod &&
+	setup := `printf 'module demo\n\ngo 1.21\n' > go.mod &&
 printf 'package main\n\nimport "github.com/google/uuid"\n\nfunc main() { println(uuid.NewString()) }\n' > main.go &&
-go get github.com/google/uuid@v1.6.0 >/dev/null 2>&1 && git add -A && git commit -qm init`
+go get github.com/google/uuid@v1.6.0 >/dev/null 2>&1`
 	if out, err := shell(setup); err != nil {
 		t.Fatalf("setup (the Go module proxy must be reachable): %v\n%s", err, out)
 	}
+	testsupport.RepoAt(t, repo, nil)
 	if out, err := shell(bin + ` submit --json --agent-cmd true --wait probe`); err != nil && strings.Contains(out, "sandbox_preflight") {
-		if testcap.Required() {
+		if testsupport.Required() {
 			t.Fatalf("requires the native sandbox: %s", out)
 		}
 		env = append(env, "AGENTRUN_SANDBOX=host")

@@ -6,10 +6,11 @@
 package agenttest
 
 import (
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Root is where the test CLIs are installed.
@@ -29,6 +30,6 @@ func CLI(t testing.TB, profile, binary string) string {
 	t.Helper()
 	p := filepath.Join(BinDir(profile), binary)
 	_, err := os.Stat(p)
-	testcap.Require(t, "the "+profile+" CLI", err == nil, "not installed at %s (.ci/install-agents.sh installs it)", p)
+	testsupport.Require(t, "the "+profile+" CLI", err == nil, "not installed at %s (.ci/install-agents.sh installs it)", p)
 	return p
 }

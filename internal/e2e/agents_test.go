@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"net/http"
 	"os"
@@ -16,13 +15,14 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // requireCaps skips a test that needs a capability, or fails it when
 // AGENTRUN_REQUIRE_CAPS=1 says the capability is expected here.
 func requireCaps(t *testing.T, what string, ok bool, why string) {
 	t.Helper()
-	testcap.Require(t, what, ok, "%s", why)
+	testsupport.Require(t, what, ok, "%s", why)
 }
 
 func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
@@ -38,7 +38,7 @@ func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s %s\n%s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID))
 	}
-	if got := e.git(e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
 		t.Fatalf("hello.txt = %q", got)
 	}
 	r := e.get(d.ID)
@@ -64,13 +64,13 @@ func TestBuiltinAgentKeepsKeyOnHost(t *testing.T) {
 	}
 }
 
-// exec reads a file of the result commit ("" if absent).
+// resultFile reads a file of the result commit ("" if absent).
 func resultFile(e *env, commit, path string) (string, error) {
-	out := e.git(e.repo, "ls-tree", "--name-only", commit)
+	out := testsupport.Git(e.t, e.repo, "ls-tree", "--name-only", commit)
 	if !strings.Contains(out, path) {
 		return "", fmt.Errorf("%s not in the result", path)
 	}
-	return e.git(e.repo, "show", commit+":"+path), nil
+	return testsupport.Git(e.t, e.repo, "show", commit+":"+path), nil
 }
 
 func TestBuiltinNeedsModel(t *testing.T) {
@@ -87,7 +87,7 @@ func TestBuiltinNeedsModel(t *testing.T) {
 func TestEgressAllowlistJournalsDecisions(t *testing.T) {
 	e := newEnv(t)
 	_, err := os.Stat("/usr/bin/curl")
-	testcap.Require(t, "curl at /usr/bin/curl (visible in every sandbox)", err == nil, "%v", err)
+	testsupport.Require(t, "curl at /usr/bin/curl (visible in every sandbox)", err == nil, "%v", err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Recovery, cancel and concurrency attacks against the real binary: kill -9
@@ -86,8 +87,8 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 					_ = os.MkdirAll(filepath.Dir(p), 0o755)
 					_ = os.WriteFile(p, []byte(strings.Repeat("x", 2000)+strconv.Itoa(i)), 0o644)
 				}
-				e.git(e.repo, "add", "-A")
-				e.git(e.repo, "commit", "-q", "-m", "big")
+				testsupport.Git(t, e.repo, "add", "-A")
+				testsupport.Git(t, e.repo, "commit", "-q", "-m", "big")
 				pred = func(r *run.Run) bool { return r.State == run.StatePreparing && r.Supervisor != nil }
 			case "running":
 				agent = "echo work > work.txt; [ -f .resumed ] || { touch .resumed; sleep 300; }"
@@ -143,8 +144,8 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 				t.Errorf("left behind after kill -9 in %s:\n%s", phase, strings.Join(l, "\n"))
 			}
 			// No half-written branch.
-			if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
-				if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+			if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
+				if n := testsupport.Git(t, e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
 					t.Errorf("branch half-written: %s commits", n)
 				}
 			}
@@ -157,10 +158,10 @@ func TestAttackKill9InEveryPhase(t *testing.T) {
 			if r.State != run.StateSucceeded {
 				t.Fatalf("after resume: %s %s", r.State, r.Message)
 			}
-			if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+			if n := testsupport.Git(t, e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
 				t.Fatalf("branch has %s commits on base", n)
 			}
-			if parent := e.git(e.repo, "rev-parse", d.Branch+"^"); parent != e.git(e.repo, "rev-parse", "main") {
+			if parent := testsupport.Git(t, e.repo, "rev-parse", d.Branch+"^"); parent != testsupport.Git(t, e.repo, "rev-parse", "main") {
 				t.Fatalf("branch parent %s", parent)
 			}
 			if l := leftovers(runDir); len(l) > 0 {
@@ -196,7 +197,7 @@ func TestAttackCancelAndClean(t *testing.T) {
 	if r.State != run.StateCancelled {
 		t.Fatalf("state %s", r.State)
 	}
-	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+	if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
 		t.Fatalf("a cancelled run wrote its branch")
 	}
 	if l := leftovers(filepath.Join(e.home, "runs", d.ID)); len(l) > 0 {
@@ -217,10 +218,10 @@ func TestAttackCancelAndClean(t *testing.T) {
 	e.run("cancel", d.ID)
 	e.run("cancel", d.ID)
 	r = e.waitFor(d.ID, "the end", func(r *run.Run) bool { return r.State.Terminal() })
-	branch := e.git(e.repo, "branch", "--list", d.Branch)
+	branch := testsupport.Git(t, e.repo, "branch", "--list", d.Branch)
 	switch r.State {
 	case run.StateSucceeded:
-		if n := e.git(e.repo, "ls-tree", "-r", "--name-only", d.Branch); strings.Count(n, "\n")+1 != 1501 {
+		if n := testsupport.Git(t, e.repo, "ls-tree", "-r", "--name-only", d.Branch); strings.Count(n, "\n")+1 != 1501 {
 			t.Fatalf("succeeded with a partial tree")
 		}
 	case run.StateCancelled:
@@ -377,7 +378,7 @@ func TestAttackResumeTwiceAtOnce(t *testing.T) {
 	if r.State != run.StateSucceeded || len(r.Attempts) != 2 {
 		t.Fatalf("state %s, %d attempts", r.State, len(r.Attempts))
 	}
-	if n := e.git(e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
+	if n := testsupport.Git(t, e.repo, "rev-list", "--count", "main.."+d.Branch); n != "1" {
 		t.Fatalf("branch has %s commits", n)
 	}
 }

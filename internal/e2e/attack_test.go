@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unicode"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // The tests in this file attack the real binary as a hostile agent, a
@@ -111,7 +112,7 @@ func TestAttackPlantedGitKnobsNeverRunOnHost(t *testing.T) {
 			must(t, res, 0)
 			noMarks(t, marks, "export")
 			// The exported tree carries the data files, never a .git path.
-			tree := e.git(e.repo, "ls-tree", "-r", "--name-only", d.Commit)
+			tree := testsupport.Git(t, e.repo, "ls-tree", "-r", "--name-only", d.Commit)
 			if strings.Contains(tree, ".git/") || strings.Contains(tree, "sub/.git") {
 				t.Fatalf("a .git path was exported:\n%s", tree)
 			}
@@ -131,7 +132,7 @@ func TestAttackPlantedGitKnobsNeverRunOnHost(t *testing.T) {
 				e.run(args...)
 				noMarks(t, marks, strings.Join(args, " "))
 			}
-			if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+			if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
 				t.Fatalf("branch left after clean --delete-branch: %s", out)
 			}
 		})
@@ -210,7 +211,7 @@ func TestAttackExportSpecialEntries(t *testing.T) {
 					t.Errorf("a hard link to a host file was not refused: %+v", r.Result.Refused)
 				}
 			}
-			tree := e.git(e.repo, "ls-tree", "-r", "-z", "--name-only", d.Commit)
+			tree := testsupport.Git(t, e.repo, "ls-tree", "-r", "-z", "--name-only", d.Commit)
 			names := strings.Split(strings.TrimRight(tree, "\x00"), "\x00")
 			got := map[string]bool{}
 			for _, n := range names {
@@ -230,12 +231,12 @@ func TestAttackExportSpecialEntries(t *testing.T) {
 			if strings.Contains(string(patch), secretText) || strings.Contains(string(patch), "root:x:0:0") {
 				t.Fatalf("the patch holds host content:\n%s", patch)
 			}
-			show := e.git(e.repo, "log", "-p", "-1", d.Commit)
+			show := testsupport.Git(t, e.repo, "log", "-p", "-1", d.Commit)
 			if strings.Contains(show, secretText) {
 				t.Fatal("the commit holds host content")
 			}
 			// The patch applies cleanly to the base.
-			e.git(e.repo, "apply", "--check", d.Patch)
+			testsupport.Git(t, e.repo, "apply", "--check", d.Patch)
 		})
 	}
 }
@@ -260,7 +261,7 @@ func TestAttackExportSize(t *testing.T) {
 	if d.Reason != "export_failed" {
 		t.Fatalf("%+v", d)
 	}
-	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+	if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
 		t.Fatalf("branch written over the limit: %s", out)
 	}
 }
@@ -470,9 +471,7 @@ func TestAttackSecretsInSandbox(t *testing.T) {
 // rawShow is a file of a commit, byte for byte.
 func rawShow(e *env, commit, path string) string {
 	e.t.Helper()
-	cmd := exec.Command("git", "-C", e.repo, "show", commit+":"+path)
-	cmd.Env = e.vars
-	out, err := cmd.Output()
+	out, err := testsupport.GitCmd(e.t, e.repo, "show", commit+":"+path).Output()
 	if err != nil {
 		e.t.Fatalf("git show %s: %v", path, err)
 	}
@@ -494,7 +493,7 @@ func TestAttackAgentSelectsUserGitDrivers(t *testing.T) {
 		"diff.u.textconv": touch("textconv"), "diff.u.command": touch("diffcmd"), "diff.external": touch("diffext"),
 		"core.fsmonitor": touch("fsmonitor"), "core.pager": touch("pager"),
 	} {
-		e.git(e.repo, "config", k, v)
+		testsupport.Git(t, e.repo, "config", k, v)
 	}
 	for _, h := range []string{"pre-commit", "post-commit", "reference-transaction", "post-index-change", "pre-auto-gc", "post-checkout"} {
 		_ = os.WriteFile(filepath.Join(e.repo, ".git", "hooks", h), []byte("#!/bin/sh\n"+touch("hook-"+h)+"\n"), 0o755)
@@ -544,7 +543,7 @@ func TestAttackBidiNamesAreShownInert(t *testing.T) {
 // proxy: a server listening there is never reached, and the egress report
 // suggests each flag once.
 func TestAttackProxyToHostLoopback(t *testing.T) {
-	testcap.Program(t, "curl")
+	testsupport.Program(t, "curl")
 	e := newEnv(t)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -587,22 +586,22 @@ func TestAttackCleanKeepsCheckedOutBranch(t *testing.T) {
 		must(t, res, 0)
 		wt := e.repo
 		if where == "here" {
-			e.git(e.repo, "checkout", "-q", d.Branch)
+			testsupport.Git(t, e.repo, "checkout", "-q", d.Branch)
 		} else {
 			wt = filepath.Join(e.root, "wt")
-			e.git(e.repo, "worktree", "add", "-q", wt, d.Branch)
+			testsupport.Git(t, e.repo, "worktree", "add", "-q", wt, d.Branch)
 		}
 		res = e.run("clean", "--json", "--delete-branch", d.ID)
 		must(t, res, 0)
 		if !strings.Contains(res.stdout, "checked out") {
 			t.Errorf("%s: %s", where, res.stdout)
 		}
-		if got := e.git(e.repo, "rev-parse", d.Branch); got != d.Commit {
+		if got := testsupport.Git(t, e.repo, "rev-parse", d.Branch); got != d.Commit {
 			t.Fatalf("%s: branch %s is at %q after clean", where, d.Branch, got)
 		}
-		if got := e.git(wt, "rev-parse", "HEAD"); got != d.Commit {
+		if got := testsupport.Git(t, wt, "rev-parse", "HEAD"); got != d.Commit {
 			t.Fatalf("%s: the worktree's HEAD is %q", where, got)
 		}
-		e.git(e.repo, "checkout", "-q", "main")
+		testsupport.Git(t, e.repo, "checkout", "-q", "main")
 	}
 }

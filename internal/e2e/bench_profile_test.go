@@ -13,6 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // BenchmarkProfileVsBare runs each installed profile's real CLI on the
@@ -60,7 +61,7 @@ func BenchmarkProfileVsBare(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				gitInit(b, repo, e.vars)
+				testsupport.RepoAt(b, repo, nil)
 				srvBare := modelserver.New(nil, realKey, "test-model", p.script(repo))
 				l := prof.Launch(external.LaunchInput{Binary: real, BaseURL: srvBare.URL + "/" + prof.Protocol, Key: realKey,
 					Model: "test-model", Home: home, WorkDir: repo, Session: "5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2e"})
@@ -109,15 +110,5 @@ func BenchmarkProfileVsBare(b *testing.B) {
 				b.ReportMetric(median(inside), "ms-agent-in-sandbox(median)")
 			}
 		})
-	}
-}
-
-func gitInit(b *testing.B, dir string, env []string) {
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("git %v: %v\n%s", args, err, out)
-		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // BenchmarkSubmitWait measures `agentrun submit --wait` of a command agent
@@ -104,24 +104,15 @@ func between(s, a, z string) string {
 // benchEnv is newEnv for benchmarks, with a repository of n files.
 func benchEnv(b *testing.B, n int) *env {
 	root := b.TempDir()
-	e := &env{bin: testbin.Agentrun(b), root: root, home: filepath.Join(root, "data")}
+	e := &env{bin: testsupport.Agentrun(b), root: root, home: filepath.Join(root, "data")}
 	e.vars = []string{"AGENTRUN_HOME=" + e.home, "XDG_CONFIG_HOME=" + filepath.Join(root, "config"),
 		"HOME=" + root, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
 		"GIT_AUTHOR_NAME=B", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=B", "GIT_COMMITTER_EMAIL=b@example.com"}
 	e.repo = filepath.Join(root, "repo")
+	files := make(map[string]string, n)
 	for i := range n {
-		p := filepath.Join(e.repo, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i))
-		_ = os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(fmt.Sprintf("file %d\n", i)), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		files[fmt.Sprintf("d%02d/f%05d.txt", i%100, i)] = fmt.Sprintf("file %d\n", i)
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "init"}} {
-		cmd := exec.Command("git", append([]string{"-C", e.repo}, args...)...)
-		cmd.Env = e.vars
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	testsupport.RepoAt(b, e.repo, files)
 	return e
 }

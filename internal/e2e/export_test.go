@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestExportRefusalsAndLimits(t *testing.T) {
@@ -19,7 +20,7 @@ func TestExportRefusalsAndLimits(t *testing.T) {
 	if r.Result == nil || len(r.Result.Refused) != 1 || r.Result.Refused[0].Path != "leak" {
 		t.Fatalf("result %+v", r.Result)
 	}
-	if out := e.git(e.repo, "ls-tree", "--name-only", d.Commit); strings.Contains(out, "leak") {
+	if out := testsupport.Git(t, e.repo, "ls-tree", "--name-only", d.Commit); strings.Contains(out, "leak") {
 		t.Fatalf("refused entry exported: %s", out)
 	}
 	evs, _ := e.store().Events(t.Context(), d.ID, 0)
@@ -36,7 +37,7 @@ func TestExportRefusalsAndLimits(t *testing.T) {
 	if d.Reason != "export_failed" {
 		t.Fatalf("%+v", d)
 	}
-	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+	if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
 		t.Fatalf("branch written over the limit: %s", out)
 	}
 }
@@ -46,7 +47,7 @@ func TestAuthorFromEnvironment(t *testing.T) {
 	d, res := e.submitJSON([]string{"AGENTRUN_AUTHOR_NAME=Run Bot", "AGENTRUN_AUTHOR_EMAIL=bot@example.com"},
 		"--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--wait", "t")
 	must(t, res, 0)
-	if got := e.git(e.repo, "log", "-1", "--format=%an <%ae>", d.Commit); got != "Run Bot <bot@example.com>" {
+	if got := testsupport.Git(t, e.repo, "log", "-1", "--format=%an <%ae>", d.Commit); got != "Run Bot <bot@example.com>" {
 		t.Fatalf("author %q", got)
 	}
 	// The config file is read too; the environment wins over it.
@@ -55,7 +56,7 @@ func TestAuthorFromEnvironment(t *testing.T) {
 	_ = os.WriteFile(cfg+"/config.toml", []byte("author_name = \"Config Bot\"\nauthor_email = \"config@example.com\"\nattempts = 1\n"), 0o644)
 	d, res = e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo y > y.txt", "--wait", "t")
 	must(t, res, 0)
-	if got := e.git(e.repo, "log", "-1", "--format=%an <%ae>", d.Commit); got != "Config Bot <config@example.com>" {
+	if got := testsupport.Git(t, e.repo, "log", "-1", "--format=%an <%ae>", d.Commit); got != "Config Bot <config@example.com>" {
 		t.Fatalf("author %q", got)
 	}
 	if r := e.get(d.ID); r.MaxAttempts != 1 {
@@ -63,7 +64,7 @@ func TestAuthorFromEnvironment(t *testing.T) {
 	}
 	d, res = e.submitJSON([]string{"AGENTRUN_AUTHOR_NAME=Env Bot"}, "--sandbox", "host", "--attempts", "3", "--agent-cmd", "echo z > z.txt", "--wait", "t")
 	must(t, res, 0)
-	if got := e.git(e.repo, "log", "-1", "--format=%an", d.Commit); got != "Env Bot" {
+	if got := testsupport.Git(t, e.repo, "log", "-1", "--format=%an", d.Commit); got != "Env Bot" {
 		t.Fatalf("author %q", got)
 	}
 	if r := e.get(d.ID); r.MaxAttempts != 3 {

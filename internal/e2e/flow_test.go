@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestSubmitWaitExportsBranchAndPatch(t *testing.T) {
 	e := newEnv(t)
-	base := e.git(e.repo, "rev-parse", "HEAD")
+	base := testsupport.Git(t, e.repo, "rev-parse", "HEAD")
 	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", `sh -c "echo hi > new.txt"`,
 		"--check", "ok=test -f new.txt", "--wait", "add new.txt\n\nmore detail")
 	must(t, res, 0)
@@ -28,27 +29,27 @@ func TestSubmitWaitExportsBranchAndPatch(t *testing.T) {
 		t.Errorf("no host warning on stderr: %q", res.stderr)
 	}
 	// One commit on the branch whose parent is the base.
-	if got := e.git(e.repo, "rev-parse", d.Branch); got != d.Commit {
+	if got := testsupport.Git(t, e.repo, "rev-parse", d.Branch); got != d.Commit {
 		t.Fatalf("branch at %s, want %s", got, d.Commit)
 	}
-	if parent := e.git(e.repo, "rev-parse", d.Commit+"^"); parent != base {
+	if parent := testsupport.Git(t, e.repo, "rev-parse", d.Commit+"^"); parent != base {
 		t.Fatalf("parent %s, want base %s", parent, base)
 	}
-	if n := e.git(e.repo, "rev-list", "--count", base+".."+d.Branch); n != "1" {
+	if n := testsupport.Git(t, e.repo, "rev-list", "--count", base+".."+d.Branch); n != "1" {
 		t.Fatalf("%s commits on the branch", n)
 	}
-	msg := e.git(e.repo, "log", "-1", "--format=%B", d.Commit)
+	msg := testsupport.Git(t, e.repo, "log", "-1", "--format=%B", d.Commit)
 	if msg != "add new.txt\n\nAgentrun-Run: "+d.ID {
 		t.Fatalf("message %q", msg)
 	}
-	if got := e.git(e.repo, "show", d.Commit+":new.txt"); got != "hi" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":new.txt"); got != "hi" {
 		t.Fatalf("new.txt = %q", got)
 	}
 	// The patch applies to the base.
 	clone := filepath.Join(e.root, "clone")
-	e.git(e.root, "clone", "-q", e.repo, clone)
-	e.git(clone, "checkout", "-q", base)
-	e.git(clone, "apply", "--index", d.Patch)
+	testsupport.Git(t, e.root, "clone", "-q", e.repo, clone)
+	testsupport.Git(t, clone, "checkout", "-q", base)
+	testsupport.Git(t, clone, "apply", "--index", d.Patch)
 	if b, err := os.ReadFile(filepath.Join(clone, "new.txt")); err != nil || string(b) != "hi\n" {
 		t.Fatalf("patch applied: %q %v", b, err)
 	}
@@ -84,7 +85,7 @@ func TestTaskReachesAgentOnStdinNotThroughShell(t *testing.T) {
 	if fileExists(marker) {
 		t.Fatal("the task text was run by a shell")
 	}
-	if got := e.git(e.repo, "show", d.Commit+":task.txt"); got != task {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":task.txt"); got != task {
 		t.Fatalf("agent got %q", got)
 	}
 	// Profiles that take the prompt as an argument use "$(cat)": the task
@@ -94,7 +95,7 @@ func TestTaskReachesAgentOnStdinNotThroughShell(t *testing.T) {
 	if fileExists(marker) {
 		t.Fatal("the task text was run by a shell")
 	}
-	if got := e.git(e.repo, "show", d.Commit+":arg.txt"); got != task {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":arg.txt"); got != task {
 		t.Fatalf("agent got %q", got)
 	}
 }
@@ -117,7 +118,7 @@ func TestChecksFailThenPassAcrossAttempts(t *testing.T) {
 	if !strings.HasPrefix(string(prompt), "make state good") || !strings.Contains(string(prompt), "checking") {
 		t.Fatalf("second prompt lacks the task or the check output tail:\n%s", prompt)
 	}
-	if got := e.git(e.repo, "show", d.Commit+":state.txt"); got != "good" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":state.txt"); got != "good" {
 		t.Fatalf("state.txt = %q", got)
 	}
 }
@@ -133,7 +134,7 @@ func TestChecksNeverPass(t *testing.T) {
 	if n := len(e.get(d.ID).Attempts); n != 2 {
 		t.Fatalf("%d attempts", n)
 	}
-	if out := e.git(e.repo, "branch", "--list", d.Branch); out != "" {
+	if out := testsupport.Git(t, e.repo, "branch", "--list", d.Branch); out != "" {
 		t.Fatalf("branch exists: %q", out)
 	}
 }
@@ -371,7 +372,7 @@ func TestKilledSupervisorIsInterruptedAndResumes(t *testing.T) {
 		t.Fatalf("resumed prompt:\n%s", prompt)
 	}
 	for _, f := range []string{"partial.txt", "done.txt"} {
-		e.git(e.repo, "cat-file", "-e", r.Commit+":"+f)
+		testsupport.Git(t, e.repo, "cat-file", "-e", r.Commit+":"+f)
 	}
 	// A succeeded run is not resumable.
 	res = e.run("resume", d.ID)
@@ -423,7 +424,7 @@ func TestDirtyRepository(t *testing.T) {
 	if !strings.Contains(res.stderr, "without them") {
 		t.Errorf("no note that the run starts from the base: %q", res.stderr)
 	}
-	if got := e.git(e.repo, "show", d.Commit+":seen.txt"); got != "hello" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":seen.txt"); got != "hello" {
 		t.Fatalf("the agent saw %q; uncommitted changes leaked into the run", got)
 	}
 	if !e.get(d.ID).Dirty {
@@ -437,7 +438,7 @@ func TestBadInputCreatesNothing(t *testing.T) {
 	_ = os.MkdirAll(empty, 0o755)
 	unborn := filepath.Join(e.root, "unborn")
 	_ = os.MkdirAll(unborn, 0o755)
-	e.git(unborn, "init", "-q")
+	testsupport.Git(t, unborn, "init", "-q")
 	taskFile := filepath.Join(e.root, "task.txt")
 	_ = os.WriteFile(taskFile, []byte("from file"), 0o644)
 	ok := []string{"--sandbox", "host", "--agent-cmd", "true"}
@@ -515,7 +516,7 @@ func TestSecretsNeverReachAgent(t *testing.T) {
 	d, res := e.submitJSON(secrets, "--sandbox", "host", "--env", "MY_PASSED", "--agent-cmd", "env > env.txt",
 		"--check", "env=env > check-env.txt", "--wait", "dump env")
 	must(t, res, 0)
-	agentEnv := e.git(e.repo, "show", d.Commit+":env.txt")
+	agentEnv := testsupport.Git(t, e.repo, "show", d.Commit+":env.txt")
 	for _, s := range []string{"sk-planted-openai", "sk-planted-anthropic", "planted-aws", "planted-gh"} {
 		if strings.Contains(agentEnv, s) {
 			t.Errorf("secret %s reached the agent:\n%s", s, agentEnv)
@@ -607,7 +608,7 @@ func TestResumeFailedRun(t *testing.T) {
 	}
 	// Both attempts' work is in the result (the workspace was kept).
 	for _, f := range []string{"no.txt", "ok.txt"} {
-		e.git(e.repo, "cat-file", "-e", r.Commit+":"+f)
+		testsupport.Git(t, e.repo, "cat-file", "-e", r.Commit+":"+f)
 	}
 }
 
@@ -621,17 +622,17 @@ func TestTaskFromStdinAndFile(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	commit := between(string(out), `"commit": "`, `"`)
-	if got := e.git(e.repo, "show", commit+":task.txt"); got != "task from stdin\nline two" {
+	if got := testsupport.Git(t, e.repo, "show", commit+":task.txt"); got != "task from stdin\nline two" {
 		t.Fatalf("stdin task %q", got)
 	}
-	if msg := e.git(e.repo, "log", "-1", "--format=%s", commit); msg != "task from stdin" {
+	if msg := testsupport.Git(t, e.repo, "log", "-1", "--format=%s", commit); msg != "task from stdin" {
 		t.Fatalf("subject %q", msg)
 	}
 	f := filepath.Join(e.root, "task.md")
 	_ = os.WriteFile(f, []byte("task from file"), 0o644)
 	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "cat > task.txt", "--task-file", f, "--wait")
 	must(t, res, 0)
-	if got := e.git(e.repo, "show", d.Commit+":task.txt"); got != "task from file" {
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":task.txt"); got != "task from file" {
 		t.Fatalf("file task %q", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // quick runs the binary with a short deadline: a command that hangs (a
@@ -121,8 +121,8 @@ func TestDamagedRecordsThroughTheBinary(t *testing.T) {
 // it with the file at path, to the last byte.
 func fullTmpfs(t *testing.T, dir string) (fill func(path string)) {
 	t.Helper()
-	testcap.Tmpfs(t, dir, "2m")
-	return func(path string) { testcap.FillDisk(t, path) }
+	testsupport.Tmpfs(t, dir, "2m")
+	return func(path string) { testsupport.FillDisk(t, path) }
 }
 
 // TestFullDiskThroughTheBinary: a run whose supervisor died after its

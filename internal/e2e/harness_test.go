@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/coord/flock"
-	"github.com/agentrun/agentrun/internal/testcap"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // env is one isolated agentrun installation: data dir, config dir, HOME.
@@ -33,9 +32,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	testcap.Program(t, "git")
+	testsupport.Program(t, "git")
 	root := t.TempDir()
-	e := &env{t: t, bin: testbin.Agentrun(t), root: root, home: filepath.Join(root, "data")}
+	e := &env{t: t, bin: testsupport.Agentrun(t), root: root, home: filepath.Join(root, "data")}
 	e.vars = []string{
 		"AGENTRUN_HOME=" + e.home,
 		"XDG_CONFIG_HOME=" + filepath.Join(root, "config"),
@@ -46,40 +45,10 @@ func newEnv(t *testing.T) *env {
 		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
 	}
 	_ = os.MkdirAll(filepath.Join(root, "userhome"), 0o755)
-	e.repo = e.newRepo("repo", map[string]string{"README.md": "hello\n"})
+	e.repo = filepath.Join(root, "repo")
+	testsupport.RepoAt(t, e.repo, map[string]string{"README.md": "hello\n"})
 	t.Cleanup(e.stopAll)
 	return e
-}
-
-// newRepo makes a git repository with one commit of files.
-func (e *env) newRepo(name string, files map[string]string) string {
-	e.t.Helper()
-	dir := filepath.Join(e.root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		e.t.Fatal(err)
-	}
-	e.git(dir, "init", "-q", "-b", "main")
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		_ = os.MkdirAll(filepath.Dir(full), 0o755)
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			e.t.Fatal(err)
-		}
-	}
-	e.git(dir, "add", "-A")
-	e.git(dir, "commit", "-q", "-m", "init")
-	return dir
-}
-
-func (e *env) git(dir string, args ...string) string {
-	e.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = e.vars
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		e.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 type result struct {

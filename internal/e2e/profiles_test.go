@@ -10,6 +10,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Each profile's real CLI (installed by .ci/install-agents.sh under
@@ -55,7 +56,7 @@ func TestProfilesEndToEnd(t *testing.T) {
 			if r.Sandbox.Backend != "native" || r.Sandbox.Network != "none" {
 				t.Fatalf("sandbox %+v", r.Sandbox)
 			}
-			if got := e.git(e.repo, "show", d.Commit+":hello.txt"); got != strings.TrimSpace(content) {
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != strings.TrimSpace(content) {
 				t.Fatalf("hello.txt = %q", got)
 			}
 			if !strings.HasPrefix(r.Agent.Binary, agenttest.Root()) || len(r.Sandbox.ReadOnlyPaths) == 0 {

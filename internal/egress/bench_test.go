@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // BenchmarkConnectLatency measures the latency the proxy adds to opening a
@@ -23,7 +23,7 @@ import (
 // times each up to the first echoed byte. It reports the p50 of both and
 // of their difference; the target is p50-added-us <= 1000.
 func BenchmarkConnectLatency(b *testing.B) {
-	port := strconv.Itoa(sockettest.EchoTCP(b))
+	port := strconv.Itoa(testsupport.EchoTCP(b))
 	al, err := NewAllowlist([]string{"echo.test:" + port, "127.0.0.1:" + port})
 	if err != nil {
 		b.Fatal(err)

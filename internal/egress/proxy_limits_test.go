@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Connections beyond MaxConns get 503 at once; the ones inside keep working.
@@ -136,7 +136,7 @@ func TestProxyUpstreamHeaderBounds(t *testing.T) {
 // A Proxy without a Policy denies everything.
 func TestProxyNilPolicyDenies(t *testing.T) {
 	t.Parallel()
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	rec := newRecorder()
 	sock := shortTempDir(t) + "/p.sock"
 	p := NewProxy(ProxyOptions{Socket: sock, OnRecord: rec.add})

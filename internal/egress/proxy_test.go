@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // upstream is a real HTTP server on 127.0.0.1 that counts hits and keeps
@@ -330,7 +330,7 @@ func TestProxyResolvesOnceAndDialsCheckedIP(t *testing.T) {
 
 func TestProxyCountsTunnelBytes(t *testing.T) {
 	t.Parallel()
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c, br, resp := tp.connect(t, target)
@@ -356,7 +356,7 @@ func TestProxyCountsTunnelBytes(t *testing.T) {
 // the upstream.
 func TestProxyConnectPipelined(t *testing.T) {
 	t.Parallel()
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c := tp.dial(t)
@@ -453,7 +453,7 @@ func TestProxyUpstreamFailures(t *testing.T) {
 
 func TestProxyStopClosesTunnels(t *testing.T) {
 	t.Parallel()
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, nil)
 	c, br, resp := tp.connect(t, target)
@@ -492,7 +492,7 @@ func TestProxyStopClosesTunnels(t *testing.T) {
 
 func TestProxyIdleTimeout(t *testing.T) {
 	t.Parallel()
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 200 * time.Millisecond })
 	c, br, resp := tp.connect(t, target)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func echoThrough(t *testing.T, addr string, payload []byte) {
@@ -32,7 +32,7 @@ func echoThrough(t *testing.T, addr string, payload []byte) {
 }
 
 func TestBridgeRelays(t *testing.T) {
-	b, err := ListenBridge("127.0.0.1:0", sockettest.EchoUnix(t, ""))
+	b, err := ListenBridge("127.0.0.1:0", testsupport.EchoUnix(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestBridgeRelays(t *testing.T) {
 }
 
 func TestBridgeTargetDown(t *testing.T) {
-	b, err := ListenBridge("127.0.0.1:0", filepath.Join(sockettest.ShortDir(t), "none"))
+	b, err := ListenBridge("127.0.0.1:0", filepath.Join(testsupport.ShortDir(t), "none"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestServeStartsBridge(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	ready := make(chan struct{})
-	testServer(t, t.TempDir(), ServerOptions{ProxySocket: sockettest.EchoUnix(t, ""), ProxyListen: addr, Ready: func() { close(ready) }})
+	testServer(t, t.TempDir(), ServerOptions{ProxySocket: testsupport.EchoUnix(t, ""), ProxyListen: addr, Ready: func() { close(ready) }})
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
@@ -115,7 +115,7 @@ func TestServeBridgeListenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	ln, err := net.Listen("unix", filepath.Join(sockettest.ShortDir(t), "s"))
+	ln, err := net.Listen("unix", filepath.Join(testsupport.ShortDir(t), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}

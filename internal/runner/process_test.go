@@ -12,15 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // runnerProc starts the real `agentrun __runner`.
 func runnerProc(t *testing.T, sock, root, state string, extra ...string) (*exec.Cmd, io.WriteCloser) {
 	t.Helper()
 	args := append([]string{"__runner", "--socket", sock, "--root", root, "--state", state}, extra...)
-	cmd := exec.Command(testbin.Agentrun(t), args...)
+	cmd := exec.Command(testsupport.Agentrun(t), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -95,7 +94,7 @@ func waitGone(t *testing.T, pid int) {
 // command died with the runner, the client reports it interrupted, and a
 // resent id is answered interrupted from the journal, never run again.
 func TestRunnerRestartInterrupts(t *testing.T) {
-	root, state, sock := t.TempDir(), t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	root, state, sock := t.TempDir(), t.TempDir(), filepath.Join(testsupport.ShortDir(t), "s")
 	p1, _ := runnerProc(t, sock, root, state)
 	ctx := context.Background()
 	c, err := Dial(ctx, sock, DialOptions{Wait: 10 * time.Second})
@@ -152,7 +151,7 @@ func TestRunnerRestartInterrupts(t *testing.T) {
 }
 
 func TestRunnerMainEnvFileAndStdinEOF(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(testsupport.ShortDir(t), "s")
 	envFile := filepath.Join(t.TempDir(), "env")
 	os.WriteFile(envFile, []byte("A=1\x00PATH=/usr/bin:/bin\x00B=two words"), 0o600)
 	p, stdin := runnerProc(t, sock, root, t.TempDir(), "--env-file", envFile)
@@ -177,7 +176,7 @@ func TestRunnerMainEnvFileAndStdinEOF(t *testing.T) {
 }
 
 func TestRunnerMainSIGTERMKillsGroups(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(testsupport.ShortDir(t), "s")
 	p, _ := runnerProc(t, sock, root, t.TempDir())
 	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second})
 	if err != nil {
@@ -193,7 +192,7 @@ func TestRunnerMainSIGTERMKillsGroups(t *testing.T) {
 
 func TestRunnerMainUsage(t *testing.T) {
 	for _, args := range [][]string{{}, {"--bogus"}} {
-		cmd := exec.Command(testbin.Agentrun(t), append([]string{"__runner"}, args...)...)
+		cmd := exec.Command(testsupport.Agentrun(t), append([]string{"__runner"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if !errorsAs(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), "__runner") {
@@ -206,7 +205,7 @@ func TestRunnerMainUsage(t *testing.T) {
 // command's background child runs: Pdeathsig does not reach a grandchild,
 // the watchdog ends its group.
 func TestRunnerKilledKillsGrandchildren(t *testing.T) {
-	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(testsupport.ShortDir(t), "s")
 	p, _ := runnerProc(t, sock, root, t.TempDir())
 	c, err := Dial(context.Background(), sock, DialOptions{Wait: 10 * time.Second, ReconnectTimeout: 100 * time.Millisecond})
 	if err != nil {

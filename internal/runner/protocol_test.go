@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // rawConn speaks the protocol frame by frame, to send chosen ids.
@@ -431,7 +431,7 @@ func TestDialWaitsForSocket(t *testing.T) {
 // TestClientCapsUntrustedOutput points the client at a runner that ignores
 // the output cap: the client writes no more than the cap.
 func TestClientCapsUntrustedOutput(t *testing.T) {
-	sock := filepath.Join(sockettest.ShortDir(t), "s")
+	sock := filepath.Join(testsupport.ShortDir(t), "s")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,15 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // requireCap skips a test that needs what this machine may not offer, or
 // fails it where AGENTRUN_REQUIRE_CAPS=1.
 func requireCap(t *testing.T, ok bool, why string) {
 	t.Helper()
-	testcap.Require(t, "a capability", ok, "%s", why)
+	testsupport.Require(t, "a capability", ok, "%s", why)
 }
 
 // TestRunnerKilledWithoutShell runs the real runner where /bin/sh cannot
@@ -33,7 +31,7 @@ func TestRunnerKilledWithoutShell(t *testing.T) {
 	requireCap(t, err == nil, "needs unshare(1) for a mount namespace without /bin/sh")
 	bash, err := exec.LookPath("bash")
 	requireCap(t, err == nil, "needs bash for the command (sh is masked)")
-	bin := testbin.Agentrun(t)
+	bin := testsupport.Agentrun(t)
 	nosh := filepath.Join(t.TempDir(), "nosh")
 	if err := os.WriteFile(nosh, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -46,7 +44,7 @@ func TestRunnerKilledWithoutShell(t *testing.T) {
 	out, err := probe.CombinedOutput()
 	requireCap(t, err == nil, "cannot mask /bin/sh in a mount namespace: "+strings.TrimSpace(string(out)))
 
-	root, sock := t.TempDir(), filepath.Join(sockettest.ShortDir(t), "s")
+	root, sock := t.TempDir(), filepath.Join(testsupport.ShortDir(t), "s")
 	cmd := exec.Command(unshare, append(args, bash, "-c", `mount --bind "$1" /bin/sh && shift && exec "$@"`, "x", nosh,
 		bin, "__runner", "--socket", sock, "--root", root, "--state", t.TempDir())...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}

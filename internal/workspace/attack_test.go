@@ -6,12 +6,15 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Each test acts as a hostile agent in the workspace, then runs Scan and
@@ -40,9 +43,7 @@ func TestAttackWorkspaceGitConfigAndHooks(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "README.md"), "changed by the agent\n", 0o644)
 
 	// The trap is real: git run in the workspace would fire it.
-	if _, err := tgitErr(dir, "status"); err != nil {
-		t.Fatal(err)
-	}
+	userGit(t, dir, "status")
 	if _, err := os.Stat(mFSMon); err != nil {
 		t.Fatalf("control: the fsmonitor trap did not fire in the workspace: %v", err)
 	}
@@ -74,7 +75,7 @@ func TestAttackUserRepoHooksAndFSMonitorAreOff(t *testing.T) {
 	// Hooks and an fsmonitor in the user's own repository must not fire
 	// during agentrun's plumbing either.
 	evil := markerScript(t, traps, "fsmon.sh", mFSMon)
-	tgit(t, repo, "config", "core.fsmonitor", evil)
+	testsupport.Git(t, repo, "config", "core.fsmonitor", evil)
 	for _, h := range []string{"pre-commit", "post-commit", "reference-transaction", "post-index-change", "pre-auto-gc"} {
 		writeFile(t, filepath.Join(repo, ".git", "hooks", h), "#!/bin/sh\ntouch '"+mHook+"'\n", 0o755)
 	}
@@ -97,7 +98,7 @@ func TestAttackUserRepoHooksAndFSMonitorAreOff(t *testing.T) {
 	}
 	noMarkers(t, mFSMon, mHook)
 	// Control: plain git in the user's repo does fire them.
-	tgit(t, repo, "update-ref", "refs/heads/control", res.Commit)
+	userGit(t, repo, "update-ref", "refs/heads/control", res.Commit)
 	if _, err := os.Stat(mHook); err != nil {
 		t.Fatalf("control: the user's reference-transaction hook did not fire: %v", err)
 	}
@@ -114,11 +115,11 @@ func TestAttackGitattributesFilters(t *testing.T) {
 	mExtDiff := filepath.Join(traps, "PWNED-extdiff")
 	// The user's repository defines the drivers (after its commits, so the
 	// setup itself does not fire them) and its work tree names them too.
-	tgit(t, repo, "config", "filter.evil.clean", markerScript(t, traps, "clean.sh", mClean))
-	tgit(t, repo, "config", "filter.evil.smudge", markerScript(t, traps, "smudge.sh", mSmudge))
-	tgit(t, repo, "config", "diff.evil.textconv", markerScript(t, traps, "textconv.sh", mTextconv))
-	tgit(t, repo, "config", "diff.evil.command", markerScript(t, traps, "extdiff.sh", mExtDiff))
-	tgit(t, repo, "config", "diff.external", markerScript(t, traps, "extdiff2.sh", mExtDiff))
+	testsupport.Git(t, repo, "config", "filter.evil.clean", markerScript(t, traps, "clean.sh", mClean))
+	testsupport.Git(t, repo, "config", "filter.evil.smudge", markerScript(t, traps, "smudge.sh", mSmudge))
+	testsupport.Git(t, repo, "config", "diff.evil.textconv", markerScript(t, traps, "textconv.sh", mTextconv))
+	testsupport.Git(t, repo, "config", "diff.evil.command", markerScript(t, traps, "extdiff.sh", mExtDiff))
+	testsupport.Git(t, repo, "config", "diff.external", markerScript(t, traps, "extdiff2.sh", mExtDiff))
 	writeFile(t, filepath.Join(repo, ".gitattributes"), "* filter=evil diff=evil\n", 0o644)
 
 	ws, dir := newWorkspace(t, repo, base)
@@ -134,13 +135,11 @@ func TestAttackGitattributesFilters(t *testing.T) {
 	}
 	noMarkers(t, mClean, mSmudge, mTextconv, mExtDiff)
 	// Raw bytes went in: no eol conversion, no clean filter.
-	if b := tgitBytes(t, repo, "cat-file", "blob", res.Commit+":notes.txt"); !bytes.Equal(b, []byte("line one\nline two\n")) {
-		t.Fatalf("blob = %q", b)
+	if b, err := testsupport.GitCmd(t, repo, "cat-file", "blob", res.Commit+":notes.txt").Output(); err != nil || !bytes.Equal(b, []byte("line one\nline two\n")) {
+		t.Fatalf("blob = %q, %v", b, err)
 	}
 	// Control: a plain diff with textconv in the user's repo fires the trap.
-	if _, err := tgitErr(repo, "diff", base, res.Commit); err != nil {
-		t.Fatal(err)
-	}
+	userGit(t, repo, "diff", base, res.Commit)
 	if _, err := os.Stat(mTextconv); err != nil {
 		if _, err2 := os.Stat(mExtDiff); err2 != nil {
 			t.Fatalf("control: neither textconv nor external diff fired: %v, %v", err, err2)
@@ -402,7 +401,7 @@ func TestAttackGitNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := tgit(t, repo, "ls-tree", "-r", "--name-only", res.Commit)
+	ls := testsupport.Git(t, repo, "ls-tree", "-r", "--name-only", res.Commit)
 	if strings.Contains(strings.ToLower(ls), ".git/") || strings.Contains(ls, "config") {
 		t.Fatalf("tree has a .git path:\n%s", ls)
 	}
@@ -415,5 +414,17 @@ func mustSymlink(t testing.TB, target, link string) {
 	}
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// userGit runs git in dir as the user would, with the machine's and the
+// repository's config, hooks and all (testsupport.Git turns hooks off): the
+// controls use it to show that a trap is real.
+func userGit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }

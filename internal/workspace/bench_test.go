@@ -2,12 +2,15 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 var fixture10k struct {
@@ -21,35 +24,23 @@ var fixture10k struct {
 func repo10k(b *testing.B) (string, string) {
 	b.Helper()
 	fixture10k.once.Do(func() {
+		// Said until the repository is made: a failure below ends the
+		// first benchmark, and the next ones must not take an empty result.
+		fixture10k.err = errors.New("the 10,000-file repository could not be made (see the first benchmark)")
 		dir, err := os.MkdirTemp("", "agentrun-ws-10k-")
 		if err != nil {
 			fixture10k.err = err
 			return
 		}
 		benchCleanup = append(benchCleanup, dir)
-		repo := filepath.Join(dir, "repo")
+		files := make(map[string]string, 100*100)
 		for d := range 100 {
-			sub := filepath.Join(repo, "pkg"+strconv.Itoa(d))
-			if err := os.MkdirAll(sub, 0o755); err != nil {
-				fixture10k.err = err
-				return
-			}
 			for f := range 100 {
-				content := fmt.Sprintf("package pkg%d\n\n// File %d of directory %d.\nfunc F%d() int { return %d }\n", d, f, d, f, d*100+f)
-				if err := os.WriteFile(filepath.Join(sub, "f"+strconv.Itoa(f)+".go"), []byte(content), 0o644); err != nil {
-					fixture10k.err = err
-					return
-				}
+				files[fmt.Sprintf("pkg%d/f%d.go", d, f)] = fmt.Sprintf("package pkg%d\n\n// File %d of directory %d.\nfunc F%d() int { return %d }\n", d, f, d, f, d*100+f)
 			}
 		}
-		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "10k files"}} {
-			if out, err := tgitErr(repo, args...); err != nil {
-				fixture10k.err = fmt.Errorf("git %v: %v\n%s", args, err, out)
-				return
-			}
-		}
-		out, err := tgitErr(repo, "rev-parse", "HEAD")
-		fixture10k.repo, fixture10k.base, fixture10k.err = repo, out[:len(out)-1], err
+		repo := filepath.Join(dir, "repo")
+		fixture10k.repo, fixture10k.base, fixture10k.err = repo, testsupport.RepoAt(b, repo, files), nil
 	})
 	if fixture10k.err != nil {
 		b.Fatal(fixture10k.err)
@@ -62,12 +53,7 @@ var benchCleanup []string
 
 func smallRepo(b *testing.B) (string, string) {
 	b.Helper()
-	repo := filepath.Join(b.TempDir(), "repo")
-	writeFile(b, filepath.Join(repo, "README.md"), "# small\n", 0o644)
-	tgit(b, repo, "init", "-q")
-	tgit(b, repo, "add", "-A")
-	tgit(b, repo, "commit", "-q", "-m", "one file")
-	return repo, tgit(b, repo, "rev-parse", "HEAD")
+	return testsupport.Repo(b, map[string]string{"README.md": "# small\n"})
 }
 
 func benchCreate(b *testing.B, repo, base string) {

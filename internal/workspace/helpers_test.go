@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
-// TestMain gives every git process of the tests (ours and the package's) a
-// known global config and no system config.
+// TestMain gives every git process the package starts a known global
+// config and no system config (the tests' own git, testsupport.Git, reads
+// neither).
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "agentrun-ws-test-")
 	if err != nil {
@@ -41,29 +41,11 @@ func TestMain(m *testing.M) {
 // AGENTRUN_REQUIRE_CAPS=1.
 func requireCap(t testing.TB, ok bool, reason string) {
 	t.Helper()
-	testcap.Require(t, "a capability", ok, "%s", reason)
+	testsupport.Require(t, "a capability", ok, "%s", reason)
 }
 
 func requireRoot(t testing.TB) {
 	requireCap(t, os.Geteuid() == 0, "needs root (mknod)")
-}
-
-// tgit runs git as a test (or as the agent would) in dir.
-func tgit(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	out, err := tgitErr(dir, args...)
-	if err != nil {
-		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return strings.TrimSpace(out)
-}
-
-func tgitErr(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 func writeFile(t testing.TB, path, content string, mode os.FileMode) {
@@ -79,26 +61,21 @@ func writeFile(t testing.TB, path, content string, mode os.FileMode) {
 	}
 }
 
-// newRepo makes a user repository with a few files and returns its path
-// and HEAD commit.
-func newRepo(t testing.TB, extraInit ...string) (string, string) {
+// newRepo makes a user repository with a few files, among them a script
+// and a symlink, and returns its path and HEAD commit.
+func newRepo(t testing.TB, initArgs ...string) (string, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "user")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tgit(t, dir, append([]string{"init", "-q"}, extraInit...)...)
-	writeFile(t, filepath.Join(dir, "README.md"), "# project\n\nline two\n", 0o644)
-	writeFile(t, filepath.Join(dir, "src", "main.go"), "package main\n\nfunc main() {}\n", 0o644)
-	writeFile(t, filepath.Join(dir, "src", "util.go"), "package main\n\nfunc helper() int { return 1 }\n", 0o644)
 	writeFile(t, filepath.Join(dir, "scripts", "run.sh"), "#!/bin/sh\necho run\n", 0o755)
-	writeFile(t, filepath.Join(dir, "notes.txt"), "some notes\n", 0o644)
 	if err := os.Symlink("README.md", filepath.Join(dir, "readme-link")); err != nil {
 		t.Fatal(err)
 	}
-	tgit(t, dir, "add", "-A")
-	tgit(t, dir, "commit", "-q", "-m", "initial")
-	return dir, tgit(t, dir, "rev-parse", "HEAD")
+	return dir, testsupport.RepoAt(t, dir, map[string]string{
+		"README.md":   "# project\n\nline two\n",
+		"src/main.go": "package main\n\nfunc main() {}\n",
+		"src/util.go": "package main\n\nfunc helper() int { return 1 }\n",
+		"notes.txt":   "some notes\n",
+	}, initArgs...)
 }
 
 // newWorkspace creates a checkout workspace of base from repo.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestIgnoreMatching(t *testing.T) {
@@ -71,9 +73,9 @@ func TestScanHonoursIgnoreRules(t *testing.T) {
 	repo, _ := newRepo(t)
 	writeFile(t, filepath.Join(repo, ".gitignore"), "node_modules/\n*.pyc\nvendor/\n", 0o644)
 	writeFile(t, filepath.Join(repo, "vendor", "tracked.go"), "package vendor\n", 0o644)
-	tgit(t, repo, "add", "-f", "-A")
-	tgit(t, repo, "commit", "-q", "-m", "ignores")
-	base := tgit(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "add", "-f", "-A")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "ignores")
+	base := testsupport.Git(t, repo, "rev-parse", "HEAD")
 	ws, dir := newWorkspace(t, repo, base)
 
 	// What a build leaves: more files than the limit, a FIFO, a nested

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestParseIndexMatchesGit(t *testing.T) {
@@ -21,9 +23,9 @@ func TestParseIndexMatchesGit(t *testing.T) {
 				writeFile(t, filepath.Join(repo, "p", strings.Repeat("n", n)), "x", 0o644)
 			}
 			writeFile(t, filepath.Join(repo, strings.Repeat("d", 200), strings.Repeat("f", 200)), "long\n", 0o644)
-			tgit(t, repo, "add", "-A")
-			tgit(t, repo, "commit", "-q", "-m", "names")
-			base := tgit(t, repo, "rev-parse", "HEAD")
+			testsupport.Git(t, repo, "add", "-A")
+			testsupport.Git(t, repo, "commit", "-q", "-m", "names")
+			base := testsupport.Git(t, repo, "rev-parse", "HEAD")
 			_, dir := newWorkspace(t, repo, base)
 			hashLen := map[string]int{"sha1": 20, "sha256": 32}[format]
 			data, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
@@ -43,12 +45,12 @@ func TestParseIndexMatchesGit(t *testing.T) {
 			}
 
 			// Version 3 (extended flags) parses; version 4 falls back.
-			tgit(t, dir, "update-index", "--skip-worktree", "p/nnn")
+			testsupport.Git(t, dir, "update-index", "--skip-worktree", "p/nnn")
 			data, _ = os.ReadFile(filepath.Join(dir, ".git", "index"))
 			if got3, err := parseIndex(data, hashLen); err != nil || !reflect.DeepEqual(got3, want) {
 				t.Fatalf("version 3: %v, equal=%v", err, reflect.DeepEqual(got3, want))
 			}
-			tgit(t, dir, "update-index", "--index-version", "4")
+			testsupport.Git(t, dir, "update-index", "--index-version", "4")
 			data, _ = os.ReadFile(filepath.Join(dir, ".git", "index"))
 			if _, err := parseIndex(data, hashLen); !errors.Is(err, errIndexFormat) {
 				t.Fatalf("version 4: %v, want errIndexFormat", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestOpenRepo(t *testing.T) {
@@ -27,7 +28,7 @@ func TestOpenRepo(t *testing.T) {
 
 	empty := t.TempDir()
 	unborn := filepath.Join(t.TempDir(), "unborn")
-	tgit(t, filepath.Dir(unborn), "init", "-q", unborn)
+	testsupport.Git(t, filepath.Dir(unborn), "init", "-q", unborn)
 	file := filepath.Join(t.TempDir(), "f")
 	writeFile(t, file, "x", 0o644)
 	for _, tc := range []struct {
@@ -59,7 +60,7 @@ func TestInspect(t *testing.T) {
 	if r.Path() != repo || got != base || dirty {
 		t.Fatalf("Inspect = %s %s dirty=%v, want %s %s clean", r.Path(), got, dirty, repo, base)
 	}
-	tgit(t, repo, "tag", "v1")
+	testsupport.Git(t, repo, "tag", "v1")
 	if _, got, _, err = Inspect(ctx, repo, "v1"); err != nil || got != base {
 		t.Fatalf("Inspect(v1) = %s, %v; want %s", got, err, base)
 	}
@@ -70,7 +71,7 @@ func TestInspect(t *testing.T) {
 
 	empty := t.TempDir()
 	unborn := filepath.Join(t.TempDir(), "unborn")
-	tgit(t, filepath.Dir(unborn), "init", "-q", unborn)
+	testsupport.Git(t, filepath.Dir(unborn), "init", "-q", unborn)
 	for _, tc := range []struct {
 		dir, ref string
 		want     catalog.Entry
@@ -101,8 +102,8 @@ func TestResolveBase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	repo, base := newRepo(t)
-	tgit(t, repo, "tag", "v1")
-	tgit(t, repo, "tag", "-a", "-m", "annotated", "v1a")
+	testsupport.Git(t, repo, "tag", "v1")
+	testsupport.Git(t, repo, "tag", "-a", "-m", "annotated", "v1a")
 	r := mustRepo(t, repo)
 	for _, ref := range []string{"", "HEAD", "main", "v1", "v1a", base, base[:10], "HEAD~0"} {
 		got, err := r.ResolveBase(ctx, ref)
@@ -135,8 +136,8 @@ func TestDirty(t *testing.T) {
 	}
 	check(false)
 	writeFile(t, filepath.Join(repo, ".gitignore"), "*.log\n", 0o644)
-	tgit(t, repo, "add", ".gitignore")
-	tgit(t, repo, "commit", "-q", "-m", "ignore")
+	testsupport.Git(t, repo, "add", ".gitignore")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "ignore")
 	writeFile(t, filepath.Join(repo, "debug.log"), "ignored\n", 0o644)
 	check(false)
 	writeFile(t, filepath.Join(repo, "untracked.txt"), "x\n", 0o644)
@@ -156,17 +157,17 @@ func TestBranchHelpers(t *testing.T) {
 	if _, ok, err := r.BranchTip(ctx, "agentrun/x"); ok || err != nil {
 		t.Fatalf("missing branch: ok=%v err=%v", ok, err)
 	}
-	tgit(t, repo, "branch", "agentrun/x", base)
+	testsupport.Git(t, repo, "branch", "agentrun/x", base)
 	tip, ok, err := r.BranchTip(ctx, "agentrun/x")
 	if !ok || err != nil || tip != base {
 		t.Fatalf("BranchTip = %s %v %v", tip, ok, err)
 	}
 	// The branch moves: deleting with the old tip keeps it.
 	writeFile(t, filepath.Join(repo, "n.txt"), "n\n", 0o644)
-	tgit(t, repo, "add", "n.txt")
-	tgit(t, repo, "commit", "-q", "-m", "n")
-	moved := tgit(t, repo, "rev-parse", "HEAD")
-	tgit(t, repo, "branch", "-f", "agentrun/x", moved)
+	testsupport.Git(t, repo, "add", "n.txt")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "n")
+	moved := testsupport.Git(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "branch", "-f", "agentrun/x", moved)
 	if err := r.DeleteBranch(ctx, "agentrun/x", base); !errors.Is(err, ErrBranchMoved) {
 		t.Fatalf("DeleteBranch of a moved branch: %v", err)
 	}
@@ -198,9 +199,9 @@ func TestCreateWritesRawBlobBytes(t *testing.T) {
 	repo, _ := newRepo(t)
 	writeFile(t, filepath.Join(repo, ".gitattributes"), "* filter=evil\n*.txt text eol=crlf\n", 0o644)
 	writeFile(t, filepath.Join(repo, "lf.txt"), "a\nb\n", 0o644)
-	tgit(t, repo, "add", "-A")
-	tgit(t, repo, "commit", "-q", "-m", "attributes")
-	base := tgit(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "add", "-A")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "attributes")
+	base := testsupport.Git(t, repo, "rev-parse", "HEAD")
 
 	traps := t.TempDir()
 	marker := filepath.Join(traps, "PWNED-smudge")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestCreateIsStandaloneCheckout(t *testing.T) {
@@ -20,14 +22,14 @@ func TestCreateIsStandaloneCheckout(t *testing.T) {
 	_, dir := newWorkspace(t, repo, base)
 
 	// Tools inside work: HEAD is the base, status is clean, diff works.
-	if got := tgit(t, dir, "rev-parse", "HEAD"); got != base {
+	if got := testsupport.Git(t, dir, "rev-parse", "HEAD"); got != base {
 		t.Fatalf("HEAD = %s, want %s", got, base)
 	}
-	if st := tgit(t, dir, "status", "--porcelain"); st != "" {
+	if st := testsupport.Git(t, dir, "status", "--porcelain"); st != "" {
 		t.Fatalf("fresh workspace not clean:\n%s", st)
 	}
 	writeFile(t, filepath.Join(dir, "notes.txt"), "changed\n", 0o644)
-	if d := tgit(t, dir, "diff", "--stat"); !strings.Contains(d, "notes.txt") {
+	if d := testsupport.Git(t, dir, "diff", "--stat"); !strings.Contains(d, "notes.txt") {
 		t.Fatalf("git diff in workspace: %q", d)
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, "readme-link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -55,14 +57,14 @@ func TestCreateIsStandaloneCheckout(t *testing.T) {
 	}
 	// Only the base commit was copied, not its history.
 	writeFile(t, filepath.Join(repo, "second.txt"), "2\n", 0o644)
-	tgit(t, repo, "add", "second.txt")
-	tgit(t, repo, "commit", "-q", "-m", "second")
-	base2 := tgit(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "add", "second.txt")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "second")
+	base2 := testsupport.Git(t, repo, "rev-parse", "HEAD")
 	_, dir2 := newWorkspace(t, repo, base2)
-	if n := tgit(t, dir2, "rev-list", "--count", "HEAD"); n != "1" {
+	if n := testsupport.Git(t, dir2, "rev-list", "--count", "HEAD"); n != "1" {
 		t.Fatalf("workspace history has %s commits, want 1 (shallow)", n)
 	}
-	if _, err := tgitErr(dir2, "cat-file", "-e", base+"^{commit}"); err == nil {
+	if err := testsupport.GitCmd(t, dir2, "cat-file", "-e", base+"^{commit}").Run(); err == nil {
 		t.Fatal("parent commit copied into the workspace")
 	}
 }
@@ -212,43 +214,43 @@ func roundTrip(t *testing.T, format string) {
 	if res.Branch != opts.Branch || res.Patch != opts.PatchPath {
 		t.Fatalf("result = %+v", res)
 	}
-	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
+	if tip := testsupport.Git(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
 		t.Fatalf("branch at %s, result commit %s", tip, res.Commit)
 	}
-	if parent := tgit(t, repo, "rev-parse", res.Commit+"^"); parent != base {
+	if parent := testsupport.Git(t, repo, "rev-parse", res.Commit+"^"); parent != base {
 		t.Fatalf("parent = %s, want base %s", parent, base)
 	}
-	if n := tgit(t, repo, "rev-list", "--count", "--parents", res.Commit+"^@"); n != "1" {
+	if n := testsupport.Git(t, repo, "rev-list", "--count", "--parents", res.Commit+"^@"); n != "1" {
 		t.Fatalf("result commit has other parents: %s", n)
 	}
-	msg := tgit(t, repo, "log", "-1", "--format=%B", res.Commit)
+	msg := testsupport.Git(t, repo, "log", "-1", "--format=%B", res.Commit)
 	if !strings.HasPrefix(msg, "Fix the thing\n\n") || !strings.Contains(msg, "Agentrun-Run: abc1234567") {
 		t.Fatalf("message = %q", msg)
 	}
-	if tr := tgit(t, repo, "log", "-1", "--format=%(trailers:key=Agentrun-Run,valueonly)", res.Commit); tr != "abc1234567" {
+	if tr := testsupport.Git(t, repo, "log", "-1", "--format=%(trailers:key=Agentrun-Run,valueonly)", res.Commit); tr != "abc1234567" {
 		t.Fatalf("trailer = %q", tr)
 	}
-	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", res.Commit); who != "Test User <test@example.com>|Test User <test@example.com>" {
+	if who := testsupport.Git(t, repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", res.Commit); who != "Test User <test@example.com>|Test User <test@example.com>" {
 		t.Fatalf("identity = %q (want the configured one)", who)
 	}
 	// The committed content is the workspace's bytes.
-	if b := tgitBytes(t, repo, "cat-file", "blob", res.Commit+":data.bin"); !bytes.Equal(b, binary) {
-		t.Fatalf("binary blob = %v", b)
+	if b, err := testsupport.GitCmd(t, repo, "cat-file", "blob", res.Commit+":data.bin").Output(); err != nil || !bytes.Equal(b, binary) {
+		t.Fatalf("binary blob = %v, %v", b, err)
 	}
-	if m := tgit(t, repo, "ls-tree", res.Commit, "notes.txt"); !strings.HasPrefix(m, "100755 ") {
+	if m := testsupport.Git(t, repo, "ls-tree", res.Commit, "notes.txt"); !strings.HasPrefix(m, "100755 ") {
 		t.Fatalf("notes.txt mode: %s", m)
 	}
-	if m := tgit(t, repo, "ls-tree", res.Commit, "deep/readme"); !strings.HasPrefix(m, "120000 ") {
+	if m := testsupport.Git(t, repo, "ls-tree", res.Commit, "deep/readme"); !strings.HasPrefix(m, "120000 ") {
 		t.Fatalf("symlink mode: %s", m)
 	}
 	if res.FilesChanged != 7 || res.Insertions == 0 || res.Deletions == 0 || !strings.Contains(res.Diffstat, "README.md") {
 		t.Fatalf("stats = %d files +%d -%d\n%s", res.FilesChanged, res.Insertions, res.Deletions, res.Diffstat)
 	}
 	// The user's work tree, index and HEAD are untouched.
-	if st := tgit(t, repo, "status", "--porcelain"); st != "" {
+	if st := testsupport.Git(t, repo, "status", "--porcelain"); st != "" {
 		t.Fatalf("user repo changed:\n%s", st)
 	}
-	if head := tgit(t, repo, "rev-parse", "HEAD"); head != base {
+	if head := testsupport.Git(t, repo, "rev-parse", "HEAD"); head != base {
 		t.Fatal("user HEAD moved")
 	}
 
@@ -258,12 +260,12 @@ func roundTrip(t *testing.T, format string) {
 		t.Fatalf("patch starts %.40q (%v)", patch, err)
 	}
 	clone := filepath.Join(t.TempDir(), "clone")
-	tgit(t, repo, "worktree", "add", "-q", "--detach", clone, base)
-	tgit(t, clone, "apply", "--index", "--binary", opts.PatchPath)
-	if tree, want := tgit(t, clone, "write-tree"), tgit(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
+	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	testsupport.Git(t, clone, "apply", "--index", "--binary", opts.PatchPath)
+	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
 		t.Fatalf("patched tree %s, commit tree %s", tree, want)
 	}
-	tgit(t, repo, "worktree", "remove", "--force", clone)
+	testsupport.Git(t, repo, "worktree", "remove", "--force", clone)
 
 	// Exporting the same result again is idempotent; a different one is
 	// refused without Force, and moves the branch with Force.
@@ -276,7 +278,7 @@ func roundTrip(t *testing.T, format string) {
 	if _, err := Export(ctx, cs2, opts); !errors.Is(err, ErrBranchExists) {
 		t.Fatalf("export over an existing branch: %v, want ErrBranchExists", err)
 	}
-	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
+	if tip := testsupport.Git(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
 		t.Fatal("existing branch overwritten without Force")
 	}
 	opts.Force = true
@@ -285,13 +287,13 @@ func roundTrip(t *testing.T, format string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tip := tgit(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res2.Commit || res2.Commit == res.Commit {
+	if tip := testsupport.Git(t, repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res2.Commit || res2.Commit == res.Commit {
 		t.Fatalf("Force did not move the branch: %s", tip)
 	}
-	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>", res2.Commit); who != "Someone <someone@example.org>" {
+	if who := testsupport.Git(t, repo, "log", "-1", "--format=%an <%ae>", res2.Commit); who != "Someone <someone@example.org>" {
 		t.Fatalf("author = %q", who)
 	}
-	if refs := tgit(t, repo, "for-each-ref", "refs/agentrun-tmp/"); refs != "" {
+	if refs := testsupport.Git(t, repo, "for-each-ref", "refs/agentrun-tmp/"); refs != "" {
 		t.Fatalf("temporary refs left behind:\n%s", refs)
 	}
 }
@@ -301,14 +303,14 @@ func TestExportFallbackIdentity(t *testing.T) {
 	repo, base := newRepo(t)
 	// A repository-level config without identity wins nothing; empty
 	// values fall back to agentrun.
-	tgit(t, repo, "config", "user.name", "")
-	tgit(t, repo, "config", "user.email", "")
+	testsupport.Git(t, repo, "config", "user.name", "")
+	testsupport.Git(t, repo, "config", "user.email", "")
 	cs := &ChangeSet{Changes: []Change{{Path: "x.txt", Kind: "add", Mode: modeFile, Content: []byte("x\n")}}}
 	res, err := Export(context.Background(), cs, exportOpts(t, repo, base, "agentrun/ident"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who := tgit(t, repo, "log", "-1", "--format=%an <%ae>", res.Commit); who != "agentrun <agentrun@localhost>" {
+	if who := testsupport.Git(t, repo, "log", "-1", "--format=%an <%ae>", res.Commit); who != "agentrun <agentrun@localhost>" {
 		t.Fatalf("author = %q", who)
 	}
 }
@@ -331,7 +333,7 @@ func TestExportFileBecomesDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := tgit(t, repo, "ls-tree", "-r", "--name-only", res.Commit)
+	ls := testsupport.Git(t, repo, "ls-tree", "-r", "--name-only", res.Commit)
 	for _, want := range []string{"notes.txt/a.txt", "scripts"} {
 		if !strings.Contains("\n"+ls+"\n", "\n"+want+"\n") {
 			t.Fatalf("tree lacks %s:\n%s", want, ls)
@@ -363,15 +365,6 @@ func TestExportRejectsInvalidChangeSet(t *testing.T) {
 	}
 }
 
-func tgitBytes(t testing.TB, dir string, args ...string) []byte {
-	t.Helper()
-	out, err := tgitErr(dir, args...)
-	if err != nil {
-		t.Fatalf("git %v: %v", args, err)
-	}
-	return []byte(out)
-}
-
 func mustRepo(t testing.TB, dir string) *Repo {
 	t.Helper()
 	r, err := OpenRepo(context.Background(), dir)
@@ -399,14 +392,14 @@ func TestExportOddNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range names {
-		if got := tgit(t, repo, "cat-file", "blob", res.Commit+":"+n); got != strings.Repeat("z", i+1) {
+		if got := testsupport.Git(t, repo, "cat-file", "blob", res.Commit+":"+n); got != strings.Repeat("z", i+1) {
 			t.Errorf("%s = %q", n, got)
 		}
 	}
 	clone := filepath.Join(t.TempDir(), "clone")
-	tgit(t, repo, "worktree", "add", "-q", "--detach", clone, base)
-	tgit(t, clone, "apply", "--index", opts.PatchPath)
-	if tree, want := tgit(t, clone, "write-tree"), tgit(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
+	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	testsupport.Git(t, clone, "apply", "--index", opts.PatchPath)
+	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
 		t.Fatalf("patched tree %s, commit tree %s", tree, want)
 	}
 }
@@ -444,11 +437,11 @@ func TestScanKeepsBaseLinksAndSubmodules(t *testing.T) {
 	if err := os.Symlink("/etc/hostname", filepath.Join(repo, "ext")); err != nil {
 		t.Fatal(err)
 	}
-	tgit(t, repo, "add", "ext")
+	testsupport.Git(t, repo, "add", "ext")
 	sub := base
-	tgit(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+sub+",mod")
-	tgit(t, repo, "commit", "-q", "-m", "link and submodule")
-	base = tgit(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+sub+",mod")
+	testsupport.Git(t, repo, "commit", "-q", "-m", "link and submodule")
+	base = testsupport.Git(t, repo, "rev-parse", "HEAD")
 	ws, dir := newWorkspace(t, repo, base)
 
 	// Touch the link (new ctime): it is read again, found as it was, and
@@ -473,7 +466,7 @@ func TestScanKeepsBaseLinksAndSubmodules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := tgit(t, repo, "ls-tree", res.Commit)
+	ls := testsupport.Git(t, repo, "ls-tree", res.Commit)
 	if !strings.Contains(ls, "160000 commit "+sub+"\tmod") || !strings.Contains(ls, "120000 blob") {
 		t.Fatalf("tree:\n%s", ls)
 	}

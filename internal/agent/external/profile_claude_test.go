@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestClaudeProfileLaunch(t *testing.T) {
@@ -85,12 +86,8 @@ func claudeRun(t *testing.T, bin string, srv *modelserver.Server, repo, home, se
 
 func TestClaudeCLI(t *testing.T) {
 	bin := agenttest.CLI(t, "claude", "claude")
-	repo, home := t.TempDir(), t.TempDir()
-	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "init"}} {
-		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-	}
+	repo, _ := testsupport.Repo(t, nil)
+	home := t.TempDir()
 	const content = "hello from the model\n"
 	srv := modelserver.New(t, "sk-ant-test-"+claudeUUID(), "test-model", modelserver.WriteFileIn(repo, "hello.txt", content))
 	session := claudeUUID()
@@ -103,8 +100,8 @@ func TestClaudeCLI(t *testing.T) {
 	if !strings.Contains(out, "Done: hello.txt is written.") {
 		t.Errorf("stdout %q lacks the model's final text", out)
 	}
-	if st, err := exec.Command("git", "-C", repo, "status", "--porcelain", "--untracked-files=all").Output(); err != nil || string(st) != "?? hello.txt\n" {
-		t.Errorf("workspace changes %q (%v), want only hello.txt", st, err)
+	if st := testsupport.Git(t, repo, "status", "--porcelain", "--untracked-files=all"); st != "?? hello.txt" {
+		t.Errorf("workspace changes %q, want only hello.txt", st)
 	}
 	first := srv.Requests()
 	checkClaudeRequests(t, srv, first)

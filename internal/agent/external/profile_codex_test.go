@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // codexRun is one bare run of the real codex CLI against srv.
@@ -59,24 +60,6 @@ func runCodex(t *testing.T, bin string, srv *modelserver.Server, dir, home strin
 	return r
 }
 
-// codexRepo is a temp git repo with one commit.
-func codexRepo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"},
-	} {
-		c := exec.Command("git", args...)
-		c.Dir = dir
-		c.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	return dir
-}
-
 // checkCodexRequests asserts every request was a model request with the
 // key, and returns the Responses requests.
 func checkCodexRequests(t *testing.T, srv *modelserver.Server) []modelserver.Request {
@@ -103,7 +86,8 @@ func TestCodexProfileWritesFile(t *testing.T) {
 	// calling nested tools such as apply_patch), in the "additional_tools"
 	// input item of its Responses "lite" requests.
 	srv := modelserver.New(t, "sk-test-codex", codexDefaultModel, modelserver.ShellWriteFile("hello.txt", content))
-	dir, home := codexRepo(t), t.TempDir()
+	dir, _ := testsupport.Repo(t, nil)
+	home := t.TempDir()
 	r := runCodex(t, bin, srv, dir, home, false, "Write hello.txt")
 	t.Logf("codex took %v", r.took)
 	got, err := os.ReadFile(filepath.Join(dir, "hello.txt"))
@@ -150,7 +134,8 @@ func TestCodexProfileShell(t *testing.T) {
 	// A model codex has no metadata for: it gets the classic function tools
 	// (exec_command ...) in "tools".
 	srv := modelserver.New(t, "sk-test-codex", "gpt-test", script)
-	dir, home := codexRepo(t), t.TempDir()
+	dir, _ := testsupport.Repo(t, nil)
+	home := t.TempDir()
 	r := runCodex(t, bin, srv, dir, home, false, "Write hello.txt")
 	t.Logf("codex took %v", r.took)
 	got, err := os.ReadFile(filepath.Join(dir, "hello.txt"))
@@ -166,7 +151,8 @@ func TestCodexProfileShell(t *testing.T) {
 func TestCodexProfileResume(t *testing.T) {
 	bin := agenttest.CLI(t, "codex", "codex")
 	srv := modelserver.New(t, "sk-test-codex", codexDefaultModel, modelserver.ShellWriteFile("hello.txt", "one\n"))
-	dir, home := codexRepo(t), t.TempDir()
+	dir, _ := testsupport.Repo(t, nil)
+	home := t.TempDir()
 	r1 := runCodex(t, bin, srv, dir, home, false, "Write hello.txt")
 	first := len(checkCodexRequests(t, srv))
 	srv.SetScript(modelserver.Text("Resumed and done."))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // geminiRun runs the real gemini CLI bare (no sandbox) once with in, the
@@ -56,24 +57,9 @@ func geminiRun(t *testing.T, in LaunchInput, task string) string {
 	return out.String()
 }
 
-// geminiRepo makes a git repository with one commit.
-func geminiRepo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"},
-	} {
-		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	return dir
-}
-
 func TestGeminiProfileCLI(t *testing.T) {
 	bin := agenttest.CLI(t, "gemini", "gemini")
-	repo := geminiRepo(t)
+	repo, _ := testsupport.Repo(t, nil)
 	home := t.TempDir()
 	const content = "hello from the model\n"
 	srv := modelserver.New(t, "test-key-gemini", geminiDefaultModel, modelserver.WriteFileIn(repo, "hello.txt", content))

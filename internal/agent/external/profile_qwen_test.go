@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // chatCLIEnv is a bare test of one chat-completions CLI: a temp git repo
@@ -30,16 +31,7 @@ func newChatCLIEnv(t *testing.T, bin string) chatCLIEnv {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(e.Repo, "README.md"), []byte("# test repo\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"}} {
-		c := exec.Command("git", args...)
-		c.Dir = e.Repo
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	testsupport.RepoAt(t, e.Repo, map[string]string{"README.md": "# test repo\n"})
 	return e
 }
 

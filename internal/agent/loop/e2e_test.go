@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -71,13 +71,13 @@ func twoTurnScript() func(n int, body []byte) fakemodel.Reply {
 }
 
 func TestEndToEndToBranch(t *testing.T) {
-	repo, base := gitRepo(t, map[string]string{"README.md": "demo\n", "AGENTS.md": "Keep files short.\n"}, nil)
+	repo, base := testsupport.Repo(t, map[string]string{"README.md": "demo\n", "AGENTS.md": "Keep files short.\n"})
 	e := &e2eRun{repo: repo, base: base, srv: fakemodel.NewFunc(t, "test-model", twoTurnScript())}
 	out, _ := e.do(t, "e2e0000001")
 	if out.Reason != run.ReasonCompleted || out.Message != "added greeting.txt" {
 		t.Fatalf("%+v", out)
 	}
-	got, err := exec.Command("git", "-C", repo, "show", "agentrun/e2e0000001:greeting.txt").Output()
+	got, err := testsupport.GitCmd(t, repo, "show", "agentrun/e2e0000001:greeting.txt").Output()
 	if err != nil || string(got) != "hello\n" {
 		t.Fatalf("branch content %q: %v", got, err)
 	}
@@ -117,7 +117,7 @@ func (ioNopCloser) Close() error { return nil }
 // Reports the median whole-run time and the harness's own time per turn
 // (the attempt minus the time waiting for the model). Run with -benchtime=20x.
 func BenchmarkTwoTurnRun(b *testing.B) {
-	repo, base := gitRepo(b, map[string]string{"README.md": "demo\n"}, nil)
+	repo, base := testsupport.Repo(b, map[string]string{"README.md": "demo\n"})
 	tt := &timingTransport{}
 	e := &e2eRun{repo: repo, base: base, srv: fakemodel.NewFunc(nil, "test-model", twoTurnScript()), hc: &http.Client{Transport: tt}}
 	defer e.srv.Close()
@@ -152,7 +152,7 @@ func median(d []time.Duration) time.Duration {
 // export (host sandbox start, the loop, sandbox destroy): the built-in
 // agent's own share of a run.
 func BenchmarkTwoTurnAttempt(b *testing.B) {
-	repo, base := gitRepo(b, map[string]string{"README.md": "demo\n"}, nil)
+	repo, base := testsupport.Repo(b, map[string]string{"README.md": "demo\n"})
 	tt := &timingTransport{}
 	srv := fakemodel.NewFunc(nil, "test-model", twoTurnScript())
 	defer srv.Close()

@@ -16,8 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
 	"github.com/agentrun/agentrun/internal/sandbox/sandboxtest"
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestConformance(t *testing.T) {
@@ -25,7 +24,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceSubprocess(t *testing.T) {
-	b := host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(t)})
+	b := host.NewWithOptions(host.Options{Subprocess: true, Executable: testsupport.Agentrun(t)})
 	sandboxtest.Run(t, b, sandboxtest.Options{})
 }
 
@@ -75,7 +74,7 @@ func execOut(t *testing.T, sb sandbox.Sandbox, shell string) string {
 
 func TestEnvironmentIsExactlyTheSpec(t *testing.T) {
 	t.Setenv("AGENTRUN_TEST_TOKEN", "secret")
-	dir := sockettest.ShortDir(t)
+	dir := testsupport.ShortDir(t)
 	sp := spec(t, dir)
 	sb := start(t, host.New(), sp)
 	res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"env"}}, nil, nil)
@@ -92,7 +91,7 @@ func TestEnvironmentIsExactlyTheSpec(t *testing.T) {
 }
 
 func TestEnforcedClaimsNothing(t *testing.T) {
-	sb := start(t, host.New(), spec(t, sockettest.ShortDir(t)))
+	sb := start(t, host.New(), spec(t, testsupport.ShortDir(t)))
 	m := sb.Enforced()
 	for _, k := range []string{"namespaces", "filesystem", "seccomp", "landlock", "network", "memory", "pids"} {
 		if !strings.HasPrefix(m[k], "unavailable: host backend does not isolate") {
@@ -107,8 +106,8 @@ func TestEnforcedClaimsNothing(t *testing.T) {
 }
 
 func TestAllowlistBridgesToProxy(t *testing.T) {
-	dir := sockettest.ShortDir(t)
-	proxy := sockettest.EchoUnix(t, filepath.Join(dir, "proxy.sock"))
+	dir := testsupport.ShortDir(t)
+	proxy := testsupport.EchoUnix(t, filepath.Join(dir, "proxy.sock"))
 	sp := spec(t, dir)
 	sp.Network, sp.ProxySocket = sandbox.NetworkAllowlist, proxy
 	sb := start(t, host.New(), sp)
@@ -140,7 +139,7 @@ func TestAllowlistBridgesToProxy(t *testing.T) {
 }
 
 func TestAllowlistNeedsProxySocket(t *testing.T) {
-	sp := spec(t, sockettest.ShortDir(t))
+	sp := spec(t, testsupport.ShortDir(t))
 	sp.Network = sandbox.NetworkAllowlist
 	if _, err := host.New().Start(context.Background(), sp); err == nil {
 		t.Fatal("allowlist without a proxy socket started")
@@ -151,7 +150,7 @@ func TestAllowlistNeedsProxySocket(t *testing.T) {
 }
 
 func testStopKills(t *testing.T, b sandbox.Backend) {
-	dir := sockettest.ShortDir(t)
+	dir := testsupport.ShortDir(t)
 	sp := spec(t, dir)
 	sb := start(t, b, sp)
 	done := make(chan error, 1)
@@ -211,11 +210,11 @@ func alive(pid int) bool {
 func TestStopKillsEveryGroup(t *testing.T) { testStopKills(t, host.New()) }
 
 func TestStopKillsEveryGroupSubprocess(t *testing.T) {
-	testStopKills(t, host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(t)}))
+	testStopKills(t, host.NewWithOptions(host.Options{Subprocess: true, Executable: testsupport.Agentrun(t)}))
 }
 
 func TestLongStateDirUsesShortSocket(t *testing.T) {
-	dir := sockettest.ShortDir(t)
+	dir := testsupport.ShortDir(t)
 	sp := spec(t, dir)
 	sp.StateDir = filepath.Join(dir, strings.Repeat("s", 60), strings.Repeat("t", 60), "state")
 	sb := start(t, host.New(), sp)
@@ -228,7 +227,7 @@ func TestLongStateDirUsesShortSocket(t *testing.T) {
 }
 
 func TestStopBeforeUseAndDestroyTwice(t *testing.T) {
-	sb := start(t, host.New(), spec(t, sockettest.ShortDir(t)))
+	sb := start(t, host.New(), spec(t, testsupport.ShortDir(t)))
 	ctx := context.Background()
 	for range 2 {
 		if err := sb.Destroy(ctx); err != nil {
@@ -252,12 +251,12 @@ func BenchmarkStart(b *testing.B) {
 	}{
 		{"inprocess", host.New},
 		{"subprocess", func() sandbox.Backend {
-			return host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(b)})
+			return host.NewWithOptions(host.Options{Subprocess: true, Executable: testsupport.Agentrun(b)})
 		}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			be := mode.b()
-			dir := sockettest.ShortDir(b)
+			dir := testsupport.ShortDir(b)
 			ctx := context.Background()
 			for b.Loop() {
 				sp := spec(b, dir)
@@ -277,7 +276,7 @@ func BenchmarkStart(b *testing.B) {
 }
 
 func TestSubprocessThatDiesFailsStartFast(t *testing.T) {
-	sp := spec(t, sockettest.ShortDir(t))
+	sp := spec(t, testsupport.ShortDir(t))
 	start := time.Now()
 	_, err := host.NewWithOptions(host.Options{Subprocess: true, Executable: "/bin/false"}).Start(context.Background(), sp)
 	if err == nil || !strings.Contains(err.Error(), "exited before serving") {

@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +14,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // daemonize starts one process that leaves the group with setsid and one
@@ -53,7 +51,7 @@ func backends(t *testing.T) map[string]func() sandbox.Backend {
 	return map[string]func() sandbox.Backend{
 		"inprocess": host.New,
 		"subprocess": func() sandbox.Backend {
-			return host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(t)})
+			return host.NewWithOptions(host.Options{Subprocess: true, Executable: testsupport.Agentrun(t)})
 		},
 	}
 }
@@ -64,7 +62,7 @@ func backends(t *testing.T) map[string]func() sandbox.Backend {
 func TestDaemonsDieWithTheirExec(t *testing.T) {
 	for name, nb := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			sp := spec(t, sockettest.ShortDir(t))
+			sp := spec(t, testsupport.ShortDir(t))
 			sb := start(t, nb(), sp)
 			cases := []struct {
 				name   string
@@ -129,7 +127,7 @@ func waitGone(t *testing.T, pids []int) {
 func TestStopKillsDaemons(t *testing.T) {
 	for name, nb := range backends(t) {
 		t.Run(name, func(t *testing.T) {
-			sp := spec(t, sockettest.ShortDir(t))
+			sp := spec(t, testsupport.ShortDir(t))
 			sb := start(t, nb(), sp)
 			done := make(chan error, 1)
 			go func() {
@@ -165,8 +163,7 @@ func TestStopKillsDaemons(t *testing.T) {
 // (whose Wait must still succeed), and a daemon that another child of this
 // process left behind (re-parented to this process, a subreaper now).
 func TestBystandersUntouched(t *testing.T) {
-	git := testcap.Program(t, "git")
-	sp := spec(t, sockettest.ShortDir(t))
+	sp := spec(t, testsupport.ShortDir(t))
 	sb := start(t, host.New(), sp)
 	// While a command runs, this process is a subreaper.
 	done := make(chan error, 1)
@@ -184,11 +181,8 @@ func TestBystandersUntouched(t *testing.T) {
 	}
 	pids := readPids(t, sp.Workspace)
 
-	repo := t.TempDir()
-	if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	gitCmd := exec.Command(git, "-C", repo, "cat-file", "--batch")
+	repo, _ := testsupport.Repo(t, nil)
+	gitCmd := testsupport.GitCmd(t, repo, "cat-file", "--batch")
 	stdin, err := gitCmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

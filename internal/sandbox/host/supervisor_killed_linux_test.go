@@ -11,8 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 const helperEnv = "AGENTRUN_TEST_HOST_SUPERVISOR"
@@ -39,11 +38,11 @@ func TestHelperSupervisor(t *testing.T) {
 func TestSupervisorKilledKillsDaemons(t *testing.T) {
 	for name, sub := range map[string]bool{"inprocess": false, "subprocess": true} {
 		t.Run(name, func(t *testing.T) {
-			dir := sockettest.ShortDir(t)
+			dir := testsupport.ShortDir(t)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisor$", "-test.count=1")
 			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
 			if sub {
-				cmd.Env = append(cmd.Env, helperEnv+"_SUBPROCESS="+testbin.Agentrun(t))
+				cmd.Env = append(cmd.Env, helperEnv+"_SUBPROCESS="+testsupport.Agentrun(t))
 			}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

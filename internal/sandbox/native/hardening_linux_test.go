@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // privScript, run inside, lists every task of the sandbox that keeps a
@@ -74,7 +75,7 @@ func TestNoPrivilegedTaskInside(t *testing.T) {
 func TestWithoutLandlock(t *testing.T) {
 	requireNative(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNoLandlock$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "NATIVE_HELPER_NO_LANDLOCK=1", "AGENTRUN_TEST_BIN="+testbinPath(t))
+	cmd.Env = append(os.Environ(), "NATIVE_HELPER_NO_LANDLOCK=1", "AGENTRUN_TEST_BIN="+testsupport.Agentrun(t))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "landlock calls fail: ENOSYS") {
 		t.Fatalf("without Landlock: %v\n%s", err, out)
@@ -129,7 +130,7 @@ func noLandlockBackend(t testing.TB) *native.Backend {
 	if _, err := os.Stat("/usr/local/go"); err == nil {
 		ro = append(ro, "/usr/local/go")
 	}
-	return native.New(native.Options{Executable: testbinPath(t), ReadOnlyPaths: ro, AllowNoLandlock: true}).(*native.Backend)
+	return native.New(native.Options{Executable: testsupport.Agentrun(t), ReadOnlyPaths: ro, AllowNoLandlock: true}).(*native.Backend)
 }
 
 // denyLandlock installs, on every thread of this process, a seccomp
@@ -309,7 +310,7 @@ func TestNoHostPathsInside(t *testing.T) {
 		// The test's own directory name, also where the path is shown
 		// relative to its filesystem.
 		"the data directory's name": filepath.Base(filepath.Dir(data)),
-		"the agentrun binary":       filepath.Dir(testbinPath(t)),
+		"the agentrun binary":       filepath.Dir(testsupport.Agentrun(t)),
 	}
 	if h, err := os.UserHomeDir(); err == nil && h != "/" && h != "" {
 		needles["HOME"] = h + "/"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 type helper struct {
@@ -24,7 +25,7 @@ func execHelper(t *testing.T, spec sandbox.Spec) *helper {
 	t.Helper()
 	b, _ := json.Marshal(spec)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisor$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "NATIVE_HELPER_SUPERVISOR=1", "NATIVE_HELPER_SPEC="+string(b), "AGENTRUN_TEST_BIN="+testbinPath(t))
+	cmd.Env = append(os.Environ(), "NATIVE_HELPER_SUPERVISOR=1", "NATIVE_HELPER_SPEC="+string(b), "AGENTRUN_TEST_BIN="+testsupport.Agentrun(t))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

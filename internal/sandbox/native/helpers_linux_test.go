@@ -3,9 +3,7 @@ package native_test
 import (
 	"bytes"
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,14 +13,14 @@ import (
 
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // requireCap skips (or, with AGENTRUN_REQUIRE_CAPS=1, fails) a test that
 // needs a capability this machine lacks.
 func requireCap(t testing.TB, name, why string) {
 	t.Helper()
-	testcap.Require(t, name, false, "%s", why)
+	testsupport.Require(t, name, false, "%s", why)
 }
 
 var (
@@ -48,11 +46,11 @@ func backend(t testing.TB) *native.Backend {
 	if _, err := os.Stat("/usr/local/go"); err == nil {
 		ro = append(ro, "/usr/local/go")
 	}
-	return native.New(native.Options{Executable: testbin.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
+	return native.New(native.Options{Executable: testsupport.Agentrun(t), ReadOnlyPaths: ro}).(*native.Backend)
 }
 
-// newSpec makes a workspace (a git repository with one commit), a home and
-// a state dir under a fresh temp dir.
+// newSpec makes an empty workspace, a home and a state dir under a fresh
+// temp dir.
 func newSpec(t testing.TB) sandbox.Spec {
 	t.Helper()
 	dir := t.TempDir()
@@ -70,21 +68,6 @@ func newSpec(t testing.TB) sandbox.Spec {
 		StateDir:  filepath.Join(dir, "state"),
 		Env:       []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C"},
 		Network:   sandbox.NetworkNone,
-	}
-}
-
-func gitInit(t testing.TB, dir string) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "init"},
-	} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
 	}
 }
 
@@ -110,5 +93,3 @@ func sh(t testing.TB, b *native.Backend, spec sandbox.Spec, script string) resul
 func (r result) String() string {
 	return "exit " + strconv.Itoa(r.code) + "\nstdout: " + strings.TrimSpace(r.stdout) + "\nstderr: " + strings.TrimSpace(r.stderr)
 }
-
-func testbinPath(t testing.TB) string { return testbin.Agentrun(t) }

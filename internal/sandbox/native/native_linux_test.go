@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
 	"github.com/agentrun/agentrun/internal/sandbox/sandboxtest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func start(t *testing.T, b *native.Backend, spec sandbox.Spec) sandbox.Sandbox {
@@ -56,7 +57,7 @@ func BenchmarkConformance(b *testing.B) {
 func TestToolchainsAndWrites(t *testing.T) {
 	b := requireNative(t)
 	spec := newSpec(t)
-	gitInit(t, spec.Workspace)
+	testsupport.RepoAt(t, spec.Workspace, nil)
 	sb := start(t, b, spec)
 	if sb.WorkDir() != native.WorkDir {
 		t.Fatalf("WorkDir = %q", sb.WorkDir())

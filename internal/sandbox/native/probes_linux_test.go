@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // sysProbe is a perl script that makes one raw syscall and exits 0 only
@@ -173,7 +174,7 @@ func TestProbes(t *testing.T) {
 	os.Setenv(secretEnv, secretText)
 	t.Cleanup(func() { os.Unsetenv(secretEnv) })
 	hostname, _ := os.Hostname()
-	exe := testbinPath(t)
+	exe := testsupport.Agentrun(t)
 	exeBefore, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)

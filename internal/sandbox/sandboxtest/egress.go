@@ -2,7 +2,6 @@ package sandboxtest
 
 import (
 	"context"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // proxyEcho serves a unix socket standing in for the egress proxy: it
@@ -26,7 +25,7 @@ func proxyEcho(t *testing.T) string {
 	ln, err := net.Listen("unix", sock)
 	must(t, err)
 	must(t, os.Chmod(sock, 0o777))
-	sockettest.Echo(t, ln)
+	testsupport.Echo(t, ln)
 	return sock
 }
 
@@ -58,7 +57,7 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 		}
 		got := strings.TrimSpace(string(res.Stdout))
 		if got == "no-bash" {
-			testcap.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", be.Name())
+			testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", be.Name())
 		}
 		if got != "CONNECT" {
 			t.Errorf("%s: through the proxy relay got %q (exit %d, stderr %q)", be.Name(), got, res.ExitCode, res.Stderr)

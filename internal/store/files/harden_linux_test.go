@@ -2,7 +2,6 @@ package files_test
 
 import (
 	"errors"
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // within runs fn and fails the test if it has not returned after d (a
@@ -129,9 +129,9 @@ func TestUnknownStateIsDamaged(t *testing.T) {
 func fullTmpfs(t *testing.T) (dir string, fill, free func()) {
 	t.Helper()
 	dir = t.TempDir()
-	testcap.Tmpfs(t, dir, "1m")
+	testsupport.Tmpfs(t, dir, "1m")
 	filler := filepath.Join(dir, "filler")
-	return dir, func() { testcap.FillDisk(t, filler) }, func() { os.Remove(filler) }
+	return dir, func() { testsupport.FillDisk(t, filler) }, func() { os.Remove(filler) }
 }
 
 func stateEvents(t *testing.T, s *files.Store, id string) []run.Event {

@@ -1,20 +1,20 @@
 package files_test
 
 import (
-	"github.com/agentrun/agentrun/internal/testcap"
 	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // skipUnlessCap skips a test that needs a capability this machine lacks,
 // and fails it instead where AGENTRUN_REQUIRE_CAPS=1 says it must be there.
 func skipUnlessCap(t *testing.T, name string, err error) {
 	t.Helper()
-	testcap.Require(t, name, false, "%v", err)
+	testsupport.Require(t, name, false, "%v", err)
 }
 
 // fsImmutable is FS_IMMUTABLE_FL of linux/fs.h.

@@ -19,22 +19,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Run runs the suite against p.
 func Run(t *testing.T, p workspace.Provider) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	testsupport.Program(t, "git")
 	t.Run("CreateGivesACheckout", func(t *testing.T) { t.Parallel(); createGivesACheckout(t, p) })
 	t.Run("UntouchedHasNoChanges", func(t *testing.T) { t.Parallel(); untouchedHasNoChanges(t, p) })
 	t.Run("ChangesExport", func(t *testing.T) { t.Parallel(); changesExport(t, p) })
@@ -61,40 +59,21 @@ func newFixture(t *testing.T, p workspace.Provider) *fixture {
 	f.outsideTheTree = filepath.Join(root, "host")
 	f.outsideFileData = "host secret " + filepath.Base(root)
 	write(t, filepath.Join(f.outsideTheTree, "secret"), f.outsideFileData, 0o600)
-	write(t, filepath.Join(f.repo, "README.md"), "# fixture\n", 0o644)
-	write(t, filepath.Join(f.repo, "src", "a.go"), "package src\n\nconst A = 1\n", 0o644)
-	write(t, filepath.Join(f.repo, "src", "b.go"), "package src\n\nconst B = 2\n", 0o644)
 	write(t, filepath.Join(f.repo, "run.sh"), "#!/bin/sh\necho hi\n", 0o755)
 	if err := os.Symlink("README.md", filepath.Join(f.repo, "link")); err != nil {
 		t.Fatal(err)
 	}
-	Git(t, f.repo, "init", "-q")
-	Git(t, f.repo, "add", "-A")
-	Git(t, f.repo, "commit", "-q", "-m", "fixture")
-	f.base = Git(t, f.repo, "rev-parse", "HEAD")
+	f.base = testsupport.RepoAt(t, f.repo, map[string]string{
+		"README.md": "# fixture\n",
+		"src/a.go":  "package src\n\nconst A = 1\n",
+		"src/b.go":  "package src\n\nconst B = 2\n",
+	})
 	ws, err := p.Create(context.Background(), f.repo, f.base, f.dir, f.stateDir)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
 	f.ws = ws
 	return f
-}
-
-// Git runs git for the suite (as the user setting up, or as the agent),
-// with a fixed identity and no hooks or signing from the machine's config.
-func Git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	full := append([]string{
-		"-c", "user.name=Suite", "-c", "user.email=suite@example.com",
-		"-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "-c", "init.defaultBranch=main",
-	}, args...)
-	cmd := exec.Command("git", full...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func write(t testing.TB, path, content string, mode os.FileMode) {
@@ -140,10 +119,10 @@ func createGivesACheckout(t *testing.T, p workspace.Provider) {
 	if f.ws.Dir() != f.dir {
 		t.Errorf("Dir() = %s, want %s", f.ws.Dir(), f.dir)
 	}
-	if head := Git(t, f.dir, "rev-parse", "HEAD"); head != f.base {
+	if head := testsupport.Git(t, f.dir, "rev-parse", "HEAD"); head != f.base {
 		t.Fatalf("workspace HEAD %s, want %s", head, f.base)
 	}
-	if st := Git(t, f.dir, "status", "--porcelain"); st != "" {
+	if st := testsupport.Git(t, f.dir, "status", "--porcelain"); st != "" {
 		t.Fatalf("fresh workspace is not clean:\n%s", st)
 	}
 	if b, err := os.ReadFile(filepath.Join(f.dir, "src", "a.go")); err != nil || string(b) != "package src\n\nconst A = 1\n" {
@@ -166,7 +145,7 @@ func createGivesACheckout(t *testing.T, p workspace.Provider) {
 func untouchedHasNoChanges(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
 	// The agent's own git use (status refreshes the index) is not a change.
-	Git(t, f.dir, "status")
+	testsupport.Git(t, f.dir, "status")
 	cs := f.scan(t, workspace.Limits{})
 	if len(cs.Changes) != 0 || len(cs.Refused) != 0 {
 		t.Fatalf("untouched workspace: changes %v, refused %v", summary(cs), cs.Refused)
@@ -233,25 +212,25 @@ func changesExport(t *testing.T, p workspace.Provider) {
 	if err != nil {
 		t.Fatalf("Export: %v", err)
 	}
-	if tip := Git(t, f.repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
+	if tip := testsupport.Git(t, f.repo, "rev-parse", "refs/heads/"+opts.Branch); tip != res.Commit {
 		t.Fatalf("branch at %s, result %s", tip, res.Commit)
 	}
-	if parents := Git(t, f.repo, "rev-list", "--parents", "-n1", res.Commit); parents != res.Commit+" "+f.base {
+	if parents := testsupport.Git(t, f.repo, "rev-list", "--parents", "-n1", res.Commit); parents != res.Commit+" "+f.base {
 		t.Fatalf("parents: %s", parents)
 	}
-	if msg := Git(t, f.repo, "log", "-1", "--format=%B", res.Commit); !strings.Contains(msg, "Agentrun-Run: suite00001") {
+	if msg := testsupport.Git(t, f.repo, "log", "-1", "--format=%B", res.Commit); !strings.Contains(msg, "Agentrun-Run: suite00001") {
 		t.Fatalf("message %q", msg)
 	}
 	if res.FilesChanged != len(want) {
 		t.Fatalf("files changed %d, want %d", res.FilesChanged, len(want))
 	}
-	if b := Git(t, f.repo, "cat-file", "-p", res.Commit+":new/deep/c.go"); b != "package deep" {
+	if b := testsupport.Git(t, f.repo, "cat-file", "-p", res.Commit+":new/deep/c.go"); b != "package deep" {
 		t.Fatalf("new/deep/c.go = %q", b)
 	}
 	check := filepath.Join(t.TempDir(), "check")
-	Git(t, f.repo, "worktree", "add", "-q", "--detach", check, f.base)
-	Git(t, check, "apply", "--index", opts.PatchPath)
-	if got, want := Git(t, check, "write-tree"), Git(t, f.repo, "rev-parse", res.Commit+"^{tree}"); got != want {
+	testsupport.Git(t, f.repo, "worktree", "add", "-q", "--detach", check, f.base)
+	testsupport.Git(t, check, "apply", "--index", opts.PatchPath)
+	if got, want := testsupport.Git(t, check, "write-tree"), testsupport.Git(t, f.repo, "rev-parse", res.Commit+"^{tree}"); got != want {
 		t.Fatalf("the patch on the base gives %s, the commit has %s", got, want)
 	}
 	// A different result does not overwrite the branch without Force.

@@ -1,4 +1,4 @@
-package sockettest_test
+package testsupport_test
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // roundTrip sends payload, half-closes, and reads until the server's EOF.
@@ -43,7 +43,7 @@ func payload() []byte {
 }
 
 func TestEchoTCP(t *testing.T) {
-	port := sockettest.EchoTCP(t)
+	port := testsupport.EchoTCP(t)
 	p := payload()
 	for range 3 {
 		if got := roundTrip(t, "tcp", "127.0.0.1:"+strconv.Itoa(port), p); string(got) != string(p) {
@@ -53,12 +53,12 @@ func TestEchoTCP(t *testing.T) {
 }
 
 func TestEchoUnix(t *testing.T) {
-	sock := sockettest.EchoUnix(t, "")
+	sock := testsupport.EchoUnix(t, "")
 	if got := roundTrip(t, "unix", sock, []byte("hello")); string(got) != "hello" {
 		t.Fatalf("echoed %q", got)
 	}
-	named := filepath.Join(sockettest.ShortDir(t), "named.sock")
-	if got := sockettest.EchoUnix(t, named); got != named {
+	named := filepath.Join(testsupport.ShortDir(t), "named.sock")
+	if got := testsupport.EchoUnix(t, named); got != named {
 		t.Fatalf("path %q, want %q", got, named)
 	}
 	if got := roundTrip(t, "unix", named, []byte("again")); string(got) != "again" {
@@ -67,12 +67,12 @@ func TestEchoUnix(t *testing.T) {
 }
 
 // The listener and the directory are gone after the test.
-func TestCleanup(t *testing.T) {
+func TestSocketCleanup(t *testing.T) {
 	var dir string
 	var port int
 	t.Run("inner", func(t *testing.T) {
-		dir = sockettest.ShortDir(t)
-		port = sockettest.EchoTCP(t)
+		dir = testsupport.ShortDir(t)
+		port = testsupport.EchoTCP(t)
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("dir %s still there: %v", dir, err)
@@ -85,7 +85,7 @@ func TestCleanup(t *testing.T) {
 
 // A unix socket path in a ShortDir fits sun_path even under a long test name.
 func TestShortDirFitsSunPath(t *testing.T) {
-	if n := len(filepath.Join(sockettest.ShortDir(t), "proxy.sock")); n > 100 {
+	if n := len(filepath.Join(testsupport.ShortDir(t), "proxy.sock")); n > 100 {
 		t.Fatalf("socket path is %d bytes", n)
 	}
 }

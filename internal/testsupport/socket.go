@@ -1,13 +1,9 @@
-// Package sockettest gives tests real sockets to talk to: echo servers on
-// loopback TCP or on a unix socket, and short directories to put unix
-// sockets in.
-//
-// Contract: every listener and directory it makes is closed or removed by
-// tb.Cleanup; an echo server answers each connection with exactly the bytes
-// it received, then half-closes and closes once the peer has finished
-// sending. It is for tests only: it must never be imported by non-test code
-// (it calls tb.Fatal).
-package sockettest
+package testsupport
+
+// Real sockets for tests to talk to: echo servers on loopback TCP or on a
+// unix socket, and short directories to put unix sockets in. An echo server
+// answers each connection with exactly the bytes it received, then
+// half-closes and closes once the peer has finished sending.
 
 import (
 	"io"
