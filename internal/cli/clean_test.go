@@ -4,21 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 
 	"github.com/agentrun/agentrun/internal/run"
 )
-
-func requireGit(t *testing.T) {
-	t.Helper()
-	testcap.Program(t, "git")
-}
 
 // gitRepo is a real repository with one commit.
 type gitRepo struct {
@@ -28,24 +22,14 @@ type gitRepo struct {
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
-	requireGit(t)
 	g := &gitRepo{t: t, dir: t.TempDir()}
-	g.git("init", "-q", "-b", "main")
-	g.commitFile("README", "hello\n")
-	g.base = g.git("rev-parse", "HEAD")
+	g.base = testsupport.RepoAt(t, g.dir, map[string]string{"README": "hello\n"})
 	return g
 }
 
 func (g *gitRepo) git(args ...string) string {
 	g.t.Helper()
-	cmd := exec.Command("git", append([]string{"-C", g.dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+g.dir,
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		g.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return testsupport.Git(g.t, g.dir, args...)
 }
 
 func (g *gitRepo) commitFile(name, text string) string {
@@ -76,7 +60,7 @@ func runWithBranch(t *testing.T, h *testHome, g *gitRepo) *run.Run {
 }
 
 func (g *gitRepo) hasBranch(b string) bool {
-	return exec.Command("git", "-C", g.dir, "rev-parse", "--verify", "-q", "refs/heads/"+b).Run() == nil
+	return testsupport.GitCmd(g.t, g.dir, "rev-parse", "--verify", "-q", "refs/heads/"+b).Run() == nil
 }
 
 func exists(path string) bool {

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestDoctor(t *testing.T) {
 	h := newTestHome(t)
-	h.executable = testbin.Agentrun(t)
+	h.executable = testsupport.Agentrun(t)
 	bin := t.TempDir()
 	// Fake CLIs: one at the tested version, one at another.
 	for name, out := range map[string]string{"claude": "2.1.332 (Claude Code)", "codex": "codex-cli 0.1.0"} {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
@@ -20,13 +20,13 @@ import (
 func newFullHome(t *testing.T) (h *testHome, fill func(path string)) {
 	t.Helper()
 	dir := t.TempDir()
-	testcap.Tmpfs(t, dir, "1m")
+	testsupport.Tmpfs(t, dir, "1m")
 	st, err := files.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h = &testHome{t: t, dir: dir, st: st, env: map[string]string{"AGENTRUN_HOME": dir, "HOME": t.TempDir(), "USER": "reviewer"}}
-	return h, func(path string) { testcap.FillDisk(t, path) }
+	return h, func(path string) { testsupport.FillDisk(t, path) }
 }
 
 // TestDeadRunOnFullDisk: a run whose supervisor died after its workspace

@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 
 	"golang.org/x/sys/unix"
 
@@ -266,7 +266,7 @@ func stripSGR(s string) string {
 // the capability is required (AGENTRUN_REQUIRE_CAPS=1).
 func requirePTY(t *testing.T, format string, args ...any) {
 	t.Helper()
-	testcap.Require(t, "a pseudo-terminal", false, format, args...)
+	testsupport.Require(t, "a pseudo-terminal", false, format, args...)
 }
 
 func TestColourOnlyOnTTYAndNeverWithNoColor(t *testing.T) {

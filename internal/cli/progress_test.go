@@ -3,39 +3,25 @@ package cli
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // While the workspace is made, progress counts its files against the base
 // commit's.
 func TestProgressCountsWorkspaceFiles(t *testing.T) {
-	testcap.Program(t, "git")
+	testsupport.Program(t, "git")
 	repo, ws := t.TempDir(), t.TempDir()
-	git := func(args ...string) string {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q")
+	files := map[string]string{}
 	for i := range 5 {
-		if err := os.WriteFile(filepath.Join(repo, "f"+string(rune('a'+i))), []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files["f"+string(rune('a'+i))] = "x"
 	}
-	git("add", "-A")
-	git("commit", "-qm", "five")
-	base := git("rev-parse", "HEAD")
+	base := testsupport.RepoAt(t, repo, files)
 	for _, n := range []string{"fa", "fb", ".git/HEAD"} { // .git is not counted
 		_ = os.MkdirAll(filepath.Dir(filepath.Join(ws, n)), 0o755)
 		if err := os.WriteFile(filepath.Join(ws, n), []byte("x"), 0o644); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/jsonschema"
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/testbin"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // Every field an output type can print is declared by its schema: each
@@ -300,7 +300,7 @@ func TestFollowJSONErrorIsOneLine(t *testing.T) {
 // doctor --json against its schema (it starts real sandboxes).
 func TestDoctorJSONMatchesSchema(t *testing.T) {
 	h := newTestHome(t)
-	h.executable = testbin.Agentrun(t)
+	h.executable = testsupport.Agentrun(t)
 	h.env["PATH"] = os.Getenv("PATH")
 	_, out, _ := h.exec("doctor", "--json")
 	validDoc(t, "doctor.schema.json", "doctor", out)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentrun/agentrun/internal/testcap"
-
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/run"

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/coord/coordtest"
 	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/run"
-	"github.com/agentrun/agentrun/internal/testcap"
-	"golang.org/x/sys/unix"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 var ctx = context.Background()
@@ -298,13 +299,13 @@ func TestAdoptChecksTheFile(t *testing.T) {
 // it), with a token although it cannot be recorded.
 func TestAcquireOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	testcap.Tmpfs(t, dir, "1m")
+	testsupport.Tmpfs(t, dir, "1m")
 	c := flock.New(dir)
 	id := run.NewID()
 	if err := os.MkdirAll(filepath.Join(dir, "runs", id), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	testcap.FillDisk(t, filepath.Join(dir, "fill"))
+	testsupport.FillDisk(t, filepath.Join(dir, "fill"))
 	l, err := c.Acquire(context.Background(), id, 0)
 	if err != nil {
 		t.Fatalf("acquire on a full disk: %v", err)

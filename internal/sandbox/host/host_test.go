@@ -33,7 +33,7 @@ func BenchmarkConformance(b *testing.B) {
 }
 
 func BenchmarkConformanceSubprocess(b *testing.B) {
-	be := host.NewWithOptions(host.Options{Subprocess: true, Executable: testbin.Agentrun(b)})
+	be := host.NewWithOptions(host.Options{Subprocess: true, Executable: testsupport.Agentrun(b)})
 	sandboxtest.Bench(b, be, sandboxtest.Options{})
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -61,8 +62,8 @@ func benchRepo(b *testing.B) (repo, base string) {
 			write(b, filepath.Join(repo, "pkg"+strconv.Itoa(d), "f"+strconv.Itoa(f)+".go"), content, 0o644)
 		}
 	}
-	Git(b, repo, "init", "-q")
-	Git(b, repo, "add", "-A")
-	Git(b, repo, "commit", "-q", "-m", "100 files")
-	return repo, Git(b, repo, "rev-parse", "HEAD")
+	testsupport.Git(b, repo, "init", "-q")
+	testsupport.Git(b, repo, "add", "-A")
+	testsupport.Git(b, repo, "commit", "-q", "-m", "100 files")
+	return repo, testsupport.Git(b, repo, "rev-parse", "HEAD")
 }
