@@ -46,8 +46,9 @@
 //	                               the sandbox starts), or opened again on resume
 //	            step_egress.go     the allowlist proxy (network allowlist only)
 //	            step_gateway.go    the model gateway (runs with gateway routes only)
-//	            step_sandbox.go    the sandbox, on the workspace, with the proxy's and the
-//	                               gateway's sockets; started once the workspace is complete
+//	            step_sandbox.go    the sandbox on the workspace directory, with the proxy's
+//	                               and the gateway's sockets; ready once the workspace is
+//	                               complete
 //	running     step_attempt.go    agent attempt n
 //	checking    step_checks.go     the verify checks after attempt n
 //	            (resources stopped: sandbox, gateway, proxy, workspace)
