@@ -18,9 +18,9 @@
 //	queued ───────────────────────────────────────────────> cancelled
 //	  │ slot free, FIFO by Seq
 //	  v
-//	preparing ── workspace, egress proxy, sandbox ──┐
-//	  │                                             │ error: failed/sandbox_error
-//	  v                                             v
+//	preparing ── workspace, egress proxy, gateway, sandbox ──┐
+//	  │                                                      │ error: failed/sandbox_error
+//	  v                                                      v
 //	running (attempt n: agent) ──> checking (each check) ──> exporting ──> succeeded
 //	  ^                                 │ a check failed          │ nothing changed: failed/no_changes
 //	  └──── attempts left: n+1 ─────────┘                         │ error: failed/export_failed
@@ -31,6 +31,29 @@
 //	                 ── panic ──> failed/internal_error
 //
 // A run without checks goes from running straight to exporting.
+//
+// Each step of the run is a unit of its own, in its own file, given only
+// what it needs (the run record, the layout, the seam it drives, a
+// function that journals an event). The resource steps hold something
+// while the run lives; they have Start and Stop, and the supervisor stops
+// the ones that started in reverse order, once: before the run's end state
+// is stored, or before the export reads the workspace. The action steps
+// have Run, with an explicit result; the supervisor (execute.go) moves the
+// run's state around them and records their results with the next state
+// change. In the order the supervisor drives them:
+//
+//	preparing   step_workspace.go  the workspace: made from the base commit (filled while
+//	                               the sandbox starts), or opened again on resume
+//	            step_egress.go     the allowlist proxy (network allowlist only)
+//	            step_gateway.go    the model gateway (runs with gateway routes only)
+//	            step_sandbox.go    the sandbox on the workspace directory, with the proxy's
+//	                               and the gateway's sockets; ready once the workspace is
+//	                               complete
+//	running     step_attempt.go    agent attempt n
+//	checking    step_checks.go     the verify checks after attempt n
+//	            (resources stopped: sandbox, gateway, proxy, workspace)
+//	exporting   step_export.go     scan, commit on agentrun/<id>, patch; the branch moves
+//	                               only if the move to succeeded holds
 //
 // interrupted and failed runs are resumed by `agentrun resume`: queued
 // again, a new supervisor, the same workspace, new attempts.

@@ -7,7 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Causes of the run context ending.
@@ -78,10 +81,11 @@ func (s *Supervisor) execute(parent context.Context) error {
 		defer stop()
 	}
 
-	rc := &runState{r: r}
-	s.release = func() { s.cleanup(rc) }
+	var rs resources
+	s.release = rs.stop
 	defer s.releaseResources()
-	if err := s.prepare(ctx, rc); err != nil {
+	p, err := s.prepare(ctx, r, &rs)
+	if err != nil {
 		if ctx.Err() != nil {
 			s.stopped(ctx, "")
 			return nil
@@ -90,14 +94,294 @@ func (s *Supervisor) execute(parent context.Context) error {
 		s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
 		return err
 	}
-	ok, err := s.attempts(ctx, rc)
+	ok, err := s.attempts(ctx, p)
 	if err != nil || !ok {
 		return err
 	}
 	// Nothing runs in the sandbox any more: stop it before the workspace
 	// is read, so no process left behind can change it during the scan.
 	s.releaseResources()
-	return s.export(ctx, rc)
+	return s.export(ctx, p)
+}
+
+// resource is a step that holds something for the run while it lives:
+// the workspace, the egress proxy, the model gateway, the sandbox
+// (step_*.go). Start makes it available. Stop lets it go: it is
+// idempotent, safe on a step that never started (or whose Start failed
+// half way), and never touches what the workspace holds.
+type resource interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context)
+}
+
+// resources are the resource steps the run started, in order.
+type resources struct{ started []resource }
+
+// start starts step; whether it fails or not, stop stops it.
+func (rs *resources) start(ctx context.Context, step resource) error {
+	rs.started = append(rs.started, step)
+	return step.Start(ctx)
+}
+
+// stop stops the started steps in reverse order: the sandbox first (so
+// nothing runs any more), the servers it reached next, the workspace
+// last. It is Supervisor.release: it runs once, before the run's end
+// state is stored and before the export scans the workspace.
+func (rs *resources) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := len(rs.started) - 1; i >= 0; i-- {
+		rs.started[i].Stop(ctx)
+	}
+}
+
+// prepared is what the attempts and the export are given of the started
+// resource steps.
+type prepared struct {
+	run      *run.Run
+	ws       workspace.Workspace
+	resumed  bool // an earlier attempt's agent had the workspace
+	sb       sandbox.Sandbox
+	enforced map[string]string // what sb enforces, recorded with the first attempt
+	gw       *gatewayStep      // meters the attempts, stops them at the budget
+	// ident is the author for the export, read from the repository's
+	// configuration while the agent works (nil: the run names one).
+	ident <-chan [2]string
+}
+
+// prepare starts the resource steps (preparing): the workspace, the
+// egress proxy, the model gateway, then the sandbox with their sockets.
+// A new workspace is filled while the sandbox starts on its (empty)
+// directory: the sandbox step returns only once it is complete, and
+// nothing runs in the sandbox before, so the agent has the workspace only
+// once it is complete. Whatever happens, rs stops what was started.
+func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*prepared, error) {
+	l := s.Layout
+	ws := &workspaceStep{Provider: s.Workspaces, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID), Event: s.event}
+	eg := &egressStep{Record: r, Layout: l, StartProxy: s.StartEgress, Event: s.event}
+	gw := &gatewayStep{Record: r, Layout: l, Getenv: s.getenv, Capacity: s.Capacity, Event: s.event}
+	for _, step := range []resource{ws, eg, gw} {
+		if err := rs.start(ctx, step); err != nil {
+			return nil, err
+		}
+	}
+	sb := &sandboxStep{Record: r, Layout: l, Backend: s.Backends[r.Sandbox.Backend],
+		ProxySocket: eg.Socket(), GatewaySocket: gw.Socket(), Ready: ws.Wait, Event: s.event}
+	if err := rs.start(ctx, sb); err != nil {
+		return nil, err
+	}
+	gw.announce(sb.Sandbox().GatewayAddr())
+	return &prepared{run: r, ws: ws.Workspace(), resumed: ws.Resumed(), sb: sb.Sandbox(), enforced: sb.Enforced(),
+		gw: gw, ident: authorIdentity(ctx, r)}, nil
+}
+
+// errBudget ends an attempt whose model budget is spent.
+var errBudget = errors.New("the run's model budget is spent")
+
+// budgetGrace is how long an agent told that the budget is spent may take
+// to end on its own before it is stopped.
+const budgetGrace = 2 * time.Second
+
+// next is what comes after an attempt and its checks.
+type next int
+
+const (
+	nextAttempt next = iota // another attempt, told how this one ended
+	nextExport              // the checks passed: export
+	nextNothing             // the run has ended (or cannot go on)
+)
+
+// attempts runs agent attempts and checks until the checks pass or the
+// attempts are used up (running, checking). ok means: go on to export.
+func (s *Supervisor) attempts(ctx context.Context, p *prepared) (ok bool, err error) {
+	r := p.run
+	first := len(r.Attempts) + 1
+	prev := previousEnding(r, p.resumed, s.Handoff.Ended, s.Handoff.Note)
+	budget := max(r.MaxAttempts, 1)
+	ag, err := s.NewAgent(r, s.getenv, func(msg string) { s.event(run.NewEvent(run.EventWarning, msg, nil)) }, p.gw.host())
+	if err != nil {
+		s.finish(run.StateFailed, run.ReasonAgentFailed, err.Error())
+		return false, err
+	}
+	for i := range budget {
+		then, note, err := s.attempt(ctx, p, ag, first+i, buildPrompt(r.Task, prev), p.resumed && i == 0, i == budget-1)
+		if then != nextAttempt {
+			return then == nextExport, err
+		}
+		prev = note
+	}
+	return false, nil
+}
+
+// attempt moves the run to running with attempt n recorded, runs the
+// attempt step, then the checks. For another attempt it returns what the
+// agent is told of this one.
+func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n int, prompt string, resumed, last bool) (next, string, error) {
+	// The agent starts only from the running state: a cancel that wins
+	// this compare-and-set means it never starts.
+	started := time.Now().UTC()
+	if _, err := s.cas(ctx, []run.State{run.StatePreparing, run.StateRunning, run.StateChecking},
+		run.StateRunning, run.ReasonNone, fmt.Sprintf("attempt %d", n), func(r *run.Run) {
+			r.Attempts = append(r.Attempts, run.Attempt{N: n, StartedAt: started, Resumed: resumed})
+			if p.enforced != nil {
+				r.Provenance.Enforced = p.enforced
+			}
+		}); err != nil {
+		return nextNothing, "", s.casFailed(ctx, err)
+	}
+	r := p.run
+	step := &attemptStep{Record: r, Layout: s.Layout, Agent: ag, Sandbox: p.sb, Gateway: p.gw,
+		N: n, Prompt: prompt, Resumed: resumed, Env: s.agentEnv(r), Event: s.event}
+	actx, stopAttempt := context.WithCancelCause(ctx)
+	// Past the budget the gateway answers the agent with an error; an
+	// agent that does not end on its own is stopped after a grace.
+	p.gw.setBudgetStop(func() { time.AfterFunc(budgetGrace, func() { stopAttempt(errBudget) }) })
+	res, err := step.Run(actx)
+	p.gw.setBudgetStop(nil)
+	stopAttempt(nil)
+	if res.Outcome != nil {
+		s.later(res.record) // with the next state change
+	}
+	if why := p.gw.exceeded(); why != "" && ctx.Err() == nil {
+		s.finish(run.StateFailed, run.ReasonBudgetExceeded,
+			why+"; the workspace is kept: continue with 'agentrun resume "+r.ID+" --max-cost N' (or --max-tokens N)")
+		return nextNothing, "", nil
+	}
+	if s.diskExceeded(ctx, p.sb) {
+		return nextNothing, "", nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return nextNothing, "", nil
+		}
+		s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
+		return nextNothing, "", err
+	}
+	if ctx.Err() != nil {
+		s.stopped(ctx, "")
+		return nextNothing, "", nil
+	}
+	if out := res.Outcome; out.Reason != run.ReasonCompleted {
+		if last || out.Final {
+			// (Final: another attempt would meet the same model error.)
+			s.finish(run.StateFailed, out.Reason, describeOutcome(out))
+			return nextNothing, "", nil
+		}
+		return nextAttempt, fmt.Sprintf("The previous attempt (%d) did not finish: %s.", n, describeOutcome(out)), nil
+	}
+	if len(r.Checks) == 0 {
+		return nextExport, "", nil // nothing to check: straight on to export
+	}
+	return s.check(ctx, p, n, last)
+}
+
+// check moves the run to checking and runs the checks step after attempt
+// n. For another attempt it returns what failed.
+func (s *Supervisor) check(ctx context.Context, p *prepared, n int, last bool) (next, string, error) {
+	r := p.run
+	if _, err := s.cas(ctx, []run.State{run.StateRunning}, run.StateChecking, run.ReasonNone, "", nil); err != nil {
+		return nextNothing, "", s.casFailed(ctx, err)
+	}
+	res, err := (&checksStep{Record: r, Layout: s.Layout, Sandbox: p.sb, N: n, Event: s.event}).Run(ctx)
+	if err == nil && len(res.Results) > 0 {
+		s.later(res.record) // with the next state change
+	}
+	if ctx.Err() != nil {
+		s.stopped(ctx, "")
+		return nextNothing, "", nil
+	}
+	if s.diskExceeded(ctx, p.sb) {
+		return nextNothing, "", nil
+	}
+	if err != nil {
+		s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
+		return nextNothing, "", err
+	}
+	failed := failedChecks(s.Layout, r.ID, n, res.Results)
+	if failed == "" {
+		return nextExport, "", nil
+	}
+	if last {
+		s.finish(run.StateFailed, run.ReasonChecksFailed, checksSummary(res.Results))
+		return nextNothing, "", nil
+	}
+	return nextAttempt, failed, nil
+}
+
+// export moves the run to exporting and runs the export step, whose
+// record of the result is the move to succeeded.
+func (s *Supervisor) export(ctx context.Context, p *prepared) error {
+	r := p.run
+	if _, err := s.cas(ctx, []run.State{run.StateChecking, run.StateRunning}, run.StateExporting, run.ReasonNone, "", nil); err != nil {
+		return s.casFailed(ctx, err)
+	}
+	step := &exportStep{Record: r, Layout: s.Layout, Workspace: p.ws, Export: s.Export,
+		Force: len(r.Attempts) > 0 && p.resumed, Ident: p.ident, Event: s.event,
+		Finish: func(ctx context.Context, res *run.ExportResult) error {
+			_, err := s.cas(ctx, []run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "", func(r *run.Run) {
+				r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res
+			})
+			return err
+		}}
+	res, err := step.Run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.stopped(ctx, "")
+			return nil
+		}
+		s.finish(run.StateFailed, run.ReasonExportFailed, err.Error())
+		return err
+	}
+	if res.NoChanges {
+		s.finishNoChanges(res.Refused)
+	}
+	return nil
+}
+
+func (s *Supervisor) finishNoChanges(refused []run.Refusal) {
+	msg := "the agent finished and the checks passed, but nothing changed"
+	if len(refused) > 0 {
+		msg = fmt.Sprintf("no exportable changes (%d refused)", len(refused))
+		s.later(func(r *run.Run) { r.Result = &run.ExportResult{Branch: r.Branch, Refused: refused} })
+	}
+	s.transition([]run.State{run.StateExporting}, run.StateFailed, run.ReasonNoChanges, msg)
+}
+
+// casFailed ends the run after a state compare-and-set that did not hold:
+// one lost to a cancel (or made while the run's context ended) stops the
+// run as the cause says; any other error is returned.
+func (s *Supervisor) casFailed(ctx context.Context, err error) error {
+	if errors.Is(err, run.ErrConflict) || ctx.Err() != nil {
+		s.stopped(ctx, "")
+		return nil
+	}
+	return err
+}
+
+// diskExceeded ends the run disk_exceeded when its sandbox killed itself
+// past the disk bound it samples.
+func (s *Supervisor) diskExceeded(ctx context.Context, sb sandbox.Sandbox) bool {
+	err := sandbox.Exceeded(sb)
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	s.finish(run.StateFailed, run.ReasonDiskExceeded, err.Error()+"; raise the bound of a new run with --disk or --disk-inodes (config keys disk, disk_inodes)")
+	return true
+}
+
+func (s *Supervisor) getenv(k string) string { return s.Handoff.Env[k] }
+
+// agentEnv is KEY=VALUE for the variables the run names that are set in
+// the handed-off environment.
+func (s *Supervisor) agentEnv(r *run.Run) []string {
+	var env []string
+	for _, k := range r.Agent.Env {
+		if v, ok := s.Handoff.Env[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // watchCancel ends ctx when the run is cancelled or leaves the states this

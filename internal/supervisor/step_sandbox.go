@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// stopGrace bounds a sandbox's polite stop before it is killed.
+const stopGrace = 50 * time.Millisecond
+
+// sandboxStep is the run's sandbox, where the agent and the checks run, on
+// the run's workspace directory.
+//
+// Start starts the sandbox on the workspace directory (which may still be
+// being filled), with network only through ProxySocket (none without one)
+// and the model gateway bridged from GatewaySocket, then waits for Ready:
+// it returns once the sandbox runs on a complete workspace, and journals
+// "sandbox started" with what the sandbox enforces. A backend that did not
+// bridge the gateway it was given is an error. Stop destroys the sandbox
+// (every process in it, and what the backend made; never the workspace)
+// and journals "sandbox stopped"; it is safe twice and before Start, and
+// runs after a Start that failed half way.
+type sandboxStep struct {
+	// Record (the run record) gives the sandbox settings (backend, limits, paths).
+	Record *run.Run
+	Layout layout.Layout
+	// Backend starts the sandbox (nil: the run's backend is not in this
+	// build).
+	Backend       sandbox.Backend
+	ProxySocket   string
+	GatewaySocket string
+	// Ready waits for the workspace to be complete and says how long
+	// making it took (nil: it is complete).
+	Ready func() (time.Duration, error)
+	Event func(run.Event)
+
+	sb       sandbox.Sandbox
+	enforced map[string]string
+	stopped  bool
+}
+
+// Start implements resource.
+func (s *sandboxStep) Start(ctx context.Context) error {
+	r, l := s.Record, s.Layout
+	wsDir, err := filepath.Abs(l.Workspace(r.ID))
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	home := l.SandboxHome(r.ID)
+	if err := os.MkdirAll(filepath.Join(home, "tmp"), 0o700); err != nil {
+		return fmt.Errorf("sandbox home: %w", err)
+	}
+	spec := sandbox.Spec{
+		RunID:         r.ID,
+		Workspace:     wsDir,
+		Home:          home,
+		StateDir:      l.SandboxState(r.ID),
+		Env:           baseEnv(home),
+		Network:       sandbox.NetworkNone,
+		LoopbackTCP:   r.Sandbox.LoopbackTCP,
+		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
+		Limits:        sandbox.Limits(r.Sandbox.Limits),
+		GatewaySocket: s.GatewaySocket,
+	}
+	if s.ProxySocket != "" {
+		spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, s.ProxySocket
+	}
+	if s.Backend == nil {
+		return fmt.Errorf("sandbox backend %q is not available in this build", r.Sandbox.Backend)
+	}
+	// No Preflight here: submit ran it, and Start fails with the same
+	// catalog error if the machine changed since.
+	t1 := time.Now()
+	sb, err := s.Backend.Start(ctx, spec)
+	if err != nil {
+		return err
+	}
+	s.sb = sb
+	startTime := time.Since(t1)
+	var wsTime time.Duration
+	if s.Ready != nil {
+		if wsTime, err = s.Ready(); err != nil {
+			return err
+		}
+	}
+	name := s.Backend.Name()
+	s.enforced = sb.Enforced()
+	s.Event(run.NewEvent(run.EventSandbox, "sandbox started ("+name+")", map[string]any{"backend": name,
+		"enforced": s.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": startTime.String()}))
+	if s.GatewaySocket != "" && sb.GatewayAddr() == "" {
+		return fmt.Errorf("the %s sandbox did not bridge the model gateway", name)
+	}
+	return nil
+}
+
+// Stop implements resource.
+func (s *sandboxStep) Stop(ctx context.Context) {
+	if s.sb == nil || s.stopped {
+		return
+	}
+	s.stopped = true
+	// The agent's and the checks' process groups are already gone (Exec
+	// returns only after killing them): what is left is the backend's
+	// own, so the grace for a polite stop is short.
+	sctx, cancel := context.WithTimeout(ctx, stopGrace)
+	err := s.sb.Destroy(sctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: destroy sandbox: %v\n", s.Record.ID, err)
+	}
+	s.Event(run.NewEvent(run.EventSandbox, "sandbox stopped", nil))
+}
+
+// Sandbox is the running sandbox (nil before Start).
+func (s *sandboxStep) Sandbox() sandbox.Sandbox { return s.sb }
+
+// Enforced is what the sandbox enforces, as the "sandbox started" event
+// said (nil before then).
+func (s *sandboxStep) Enforced() map[string]string { return s.enforced }
+
+// baseEnv is the complete base environment inside the sandbox: nothing of
+// the supervisor's own environment except PATH.
+func baseEnv(home string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + filepath.Join(home, "tmp")}
+}
