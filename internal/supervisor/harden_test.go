@@ -3,12 +3,12 @@ package supervisor
 import (
 	"context"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -92,7 +92,7 @@ func TestCancelDuringExportNeverLeavesAnUnrecordedBranch(t *testing.T) {
 		if gerr != nil {
 			t.Fatal(gerr)
 		}
-		out, _ := exec.Command("git", "-C", r.Repo, "for-each-ref", "--format=%(objectname)", "refs/heads/"+r.Branch).Output()
+		out, _ := testsupport.GitCmd(t, r.Repo, "for-each-ref", "--format=%(objectname)", "refs/heads/"+r.Branch).Output()
 		tip := strings.TrimSpace(string(out))
 		switch {
 		case tip != got.Commit:
@@ -107,7 +107,7 @@ func TestCancelDuringExportNeverLeavesAnUnrecordedBranch(t *testing.T) {
 		default:
 			t.Fatalf("run %d: ended %s/%s: %s", i, got.State, got.Reason, got.Message)
 		}
-		if tmp, _ := exec.Command("git", "-C", r.Repo, "for-each-ref", "refs/agentrun-tmp/").Output(); len(tmp) > 0 {
+		if tmp, _ := testsupport.GitCmd(t, r.Repo, "for-each-ref", "refs/agentrun-tmp/").Output(); len(tmp) > 0 {
 			t.Fatalf("run %d: temporary refs left: %s", i, tmp)
 		}
 	}

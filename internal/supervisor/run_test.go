@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/submit"
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
@@ -22,15 +21,7 @@ import (
 
 // gitRepo makes a real repository with one commit.
 func gitRepo(t *testing.T) string {
-	t.Helper()
-	testcap.Program(t, "git")
-	dir := t.TempDir()
-	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "init"}} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	dir, _ := testsupport.Repo(t, nil)
 	return dir
 }
 

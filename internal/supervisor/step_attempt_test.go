@@ -13,7 +13,7 @@ import (
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // commandAgent is the --agent-cmd agent running cmd.
@@ -30,7 +30,7 @@ func commandAgent(t *testing.T, cmd string) agent.Agent {
 // fresh workspace.
 func attemptIn(t *testing.T, cmd string) (*attemptStep, *journal) {
 	t.Helper()
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	startWorkspace(t, r, l)
 	j := &journal{}
@@ -111,12 +111,12 @@ func TestAttemptStepEndings(t *testing.T) {
 // what the gateway counted during it (not what the run spent before), and
 // its result adds that to the run's.
 func TestAttemptStepMeteredByGateway(t *testing.T) {
-	testcap.Program(t, "curl")
+	testsupport.Program(t, "curl")
 	srv := modelserver.New(t, gatewayTestKey, "m", modelserver.Text("hello"))
 	r, gw, _ := gatewayRun(t, srv)
 	spent := run.Usage{PromptTokens: 1000, CompletionTokens: 100, Requests: 5}
 	r.Usage = spent.Clone()
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r.Repo, r.Base = repo, base
 	l := gw.Layout
 	startWorkspace(t, r, l)

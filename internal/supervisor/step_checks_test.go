@@ -9,13 +9,14 @@ import (
 
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // checksIn is a checks step after attempt 2 in a host sandbox on a fresh
 // workspace (no attempt ran: the step makes its own log directory).
 func checksIn(t *testing.T, checks ...run.CheckSpec) (*checksStep, *sandboxStep, *journal) {
 	t.Helper()
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	r.Checks = checks
 	startWorkspace(t, r, l)

@@ -16,7 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
-	"github.com/agentrun/agentrun/internal/sockettest"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // connect asks the proxy on socket for a tunnel to addr and returns the
@@ -46,7 +46,7 @@ func connect(t *testing.T, socket, addr string) (int, net.Conn) {
 // is refused, and each decision is journaled. Stop removes the socket and
 // is safe twice.
 func TestEgressStep(t *testing.T) {
-	echo := "127.0.0.1:" + strconv.Itoa(sockettest.EchoTCP(t))
+	echo := "127.0.0.1:" + strconv.Itoa(testsupport.EchoTCP(t))
 	r, l := stepRun(t, t.TempDir(), "")
 	r.Sandbox.Network, r.Sandbox.Allow = string(sandbox.NetworkAllowlist), []string{echo}
 	j := &journal{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -17,7 +18,7 @@ import (
 // its Finish records the result into *finished and fails with finishErr.
 func exportIn(t *testing.T, finishErr error) (*exportStep, *[]*run.ExportResult, *journal) {
 	t.Helper()
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	ws := startWorkspace(t, r, l)
 	j := &journal{}
@@ -35,7 +36,7 @@ func exportIn(t *testing.T, finishErr error) (*exportStep, *[]*run.ExportResult,
 // branchTip is the commit the run's branch points at ("" when absent).
 func branchTip(t *testing.T, e *exportStep) string {
 	t.Helper()
-	return git(t, e.Record.Repo, "for-each-ref", "--format=%(objectname)", "refs/heads/"+e.Record.Branch)
+	return testsupport.Git(t, e.Record.Repo, "for-each-ref", "--format=%(objectname)", "refs/heads/"+e.Record.Branch)
 }
 
 func write(t *testing.T, path, content string) {
@@ -64,7 +65,7 @@ func TestExportStep(t *testing.T) {
 	if tip := branchTip(t, e); tip != res.Result.Commit {
 		t.Fatalf("branch at %q, result %q", tip, res.Result.Commit)
 	}
-	if msg := git(t, r.Repo, "log", "-1", "--format=%an <%ae>%n%B", res.Result.Commit); msg != "T <t@example.com>\n"+strings.TrimSpace(CommitMessage(r.Task, r.ID)) {
+	if msg := testsupport.Git(t, r.Repo, "log", "-1", "--format=%an <%ae>%n%B", res.Result.Commit); msg != "T <t@example.com>\n"+strings.TrimSpace(CommitMessage(r.Task, r.ID)) {
 		t.Fatalf("commit %q", msg)
 	}
 	if b, err := os.ReadFile(e.Layout.Patch(r.ID)); err != nil || !strings.Contains(string(b), "+new") {
@@ -139,8 +140,8 @@ func TestExportStepNothingToExport(t *testing.T) {
 func TestExportStepAuthorFromRepository(t *testing.T) {
 	e, _, _ := exportIn(t, nil)
 	r := e.Record
-	git(t, r.Repo, "config", "user.name", "Repo Author")
-	git(t, r.Repo, "config", "user.email", "repo@example.com")
+	testsupport.Git(t, r.Repo, "config", "user.name", "Repo Author")
+	testsupport.Git(t, r.Repo, "config", "user.email", "repo@example.com")
 	r.Export.AuthorName, r.Export.AuthorEmail = "", ""
 	e.Ident = authorIdentity(context.Background(), r)
 	write(t, filepath.Join(e.Workspace.Dir(), "b.txt"), "new\n")
@@ -148,7 +149,7 @@ func TestExportStepAuthorFromRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if who := git(t, r.Repo, "log", "-1", "--format=%an <%ae>", res.Result.Commit); who != "Repo Author <repo@example.com>" {
+	if who := testsupport.Git(t, r.Repo, "log", "-1", "--format=%an <%ae>", res.Result.Commit); who != "Repo Author <repo@example.com>" {
 		t.Fatalf("author %q", who)
 	}
 	r.Export.AuthorName, r.Export.AuthorEmail = "A", "a@example.com"

@@ -15,7 +15,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // sh runs a shell command in the sandbox and returns its output.
@@ -37,7 +37,7 @@ func sh(t *testing.T, sb sandbox.Sandbox, cmd string) (string, error) {
 // sandbox's HOME. Stop destroys it once (one "sandbox stopped"), leaving
 // the workspace as it is.
 func TestSandboxStep(t *testing.T) {
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	ws := startWorkspace(t, r, l)
 	j := &journal{}
@@ -132,7 +132,7 @@ func TestSandboxStepStopWithoutStart(t *testing.T) {
 // only through the proxy (its decisions journaled by the egress step) and
 // the model through the gateway, with the placeholder.
 func TestSandboxStepReachesProxyAndGateway(t *testing.T) {
-	testcap.Program(t, "curl")
+	testsupport.Program(t, "curl")
 	srv := modelserver.New(t, gatewayTestKey, "m", modelserver.Text("hello"))
 	r, gw, _ := gatewayRun(t, srv)
 	l := gw.Layout

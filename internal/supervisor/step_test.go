@@ -3,18 +3,13 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
-	"github.com/agentrun/agentrun/internal/sockettest"
-	"github.com/agentrun/agentrun/internal/testcap"
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -73,38 +68,6 @@ func hasKeys(t *testing.T, m map[string]any, keys ...string) {
 	}
 }
 
-// git runs git in dir with an identity of its own and returns its output.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	testcap.Program(t, "git")
-	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=T", "-c", "user.email=t@example.com", "-c", "core.hooksPath=/dev/null"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// repoWith makes a real repository holding files in one commit and
-// returns it and the commit.
-func repoWith(t *testing.T, files map[string]string) (dir, commit string) {
-	t.Helper()
-	dir = t.TempDir()
-	git(t, dir, "init", "-q")
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-q", "--allow-empty", "-m", "base")
-	return dir, git(t, dir, "rev-parse", "HEAD")
-}
-
 // stepRun is a run record of repo at base with its data directory: the
 // layout's home is short, so that the run's sockets fit in its sandbox
 // state directory.
@@ -114,7 +77,7 @@ func stepRun(t *testing.T, repo, base string) (*run.Run, layout.Layout) {
 	r := &run.Run{ID: id, Repo: repo, Base: base, Branch: run.BranchName(id), Task: "write a file\n\ndetails",
 		Sandbox: run.SandboxConfig{Backend: host.Name},
 		Export:  run.ExportConfig{MaxFiles: 100, MaxBytes: 1 << 20, AuthorName: "T", AuthorEmail: "t@example.com"}}
-	return r, layout.Layout{Home: sockettest.ShortDir(t)}
+	return r, layout.Layout{Home: testsupport.ShortDir(t)}
 }
 
 // startWorkspace makes r's workspace with the workspace step.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -20,7 +21,7 @@ func newWorkspaceStep(r *run.Run, dir, state string, p workspace.Provider) (*wor
 // background; Wait returns once the base commit's files are there; Stop is
 // safe twice and leaves the workspace as it is.
 func TestWorkspaceStep(t *testing.T) {
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n", "src/b.go": "package b\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n", "src/b.go": "package b\n"})
 	r, l := stepRun(t, repo, base)
 	ctx := context.Background()
 	dir := l.Workspace(r.ID)
@@ -70,7 +71,7 @@ func TestWorkspaceStepStopWithoutStart(t *testing.T) {
 // TestWorkspaceStepReopens: a workspace an attempt has had is opened as it
 // is (resume), with the agent's changes.
 func TestWorkspaceStepReopens(t *testing.T) {
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	ws := startWorkspace(t, r, l)
 	if err := os.WriteFile(filepath.Join(ws.Dir(), "a.txt"), []byte("changed\n"), 0o644); err != nil {
@@ -101,7 +102,7 @@ func TestWorkspaceStepReopens(t *testing.T) {
 // had is made again, with a warning; one that an attempt had is an error,
 // and left as it is.
 func TestWorkspaceStepHalfMade(t *testing.T) {
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	for _, attempted := range []bool{false, true} {
 		r, l := stepRun(t, repo, base)
 		dir := l.Workspace(r.ID)
@@ -146,7 +147,7 @@ type createOnly struct{ workspace.Provider }
 // TestWorkspaceStepCreates: a provider that cannot fill an existing
 // directory makes the workspace within Start.
 func TestWorkspaceStepCreates(t *testing.T) {
-	repo, base := repoWith(t, map[string]string{"a.txt": "a\n"})
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
 	s, _ := newWorkspaceStep(r, l.Workspace(r.ID), l.WorkspaceState(r.ID), createOnly{workspace.NewCheckout()})
 	if err := s.Start(context.Background()); err != nil {
