@@ -1,15 +1,16 @@
 // Package supervisor executes one run through the seams (workspace,
-// sandbox, egress, agent attempts, checks, export), holds the concurrency
-// slots, handles cancel, and recovers runs whose supervisor died.
+// sandbox, egress, gateway, agent attempts, checks, export), starts and
+// resumes runs, handles cancel, and recovers runs whose supervisor died.
 //
 // One detached supervisor process works on one run (Lite mode). The CLI
-// starts it with Spawn: Spawn takes the run's supervisor.lock (an exclusive
-// flock) BEFORE starting the child and hands the locked file to it, so
-// there is no moment where a queued run looks dead. The supervisor holds
-// that lock for its whole life; a run that is active while nobody holds its
-// lock has lost its supervisor (kill -9, reboot) and Reconcile marks it
-// interrupted. flock dies with its holder, so this survives reboots and pid
-// reuse.
+// starts it with Start or Resume: they take the run's lease from the
+// coordinator (internal/coord) BEFORE starting the child and hand it over
+// (coord.Handover: with the flock coordinator, the locked supervisor.lock
+// as fd 3), so there is no moment where a queued run looks dead. The
+// supervisor holds the lease for its whole life; a run that is active
+// while nobody holds its lease has lost its supervisor (kill -9, reboot)
+// and Reconcile marks it interrupted. The queue (FIFO by Seq) and the
+// concurrency slots are the coordinator's too.
 //
 // The run's state machine as this package drives it (each arrow is a
 // store Transition, journaled before it takes effect):
@@ -58,8 +59,9 @@
 // interrupted and failed runs are resumed by `agentrun resume`: queued
 // again, a new supervisor, the same workspace, new attempts.
 //
-// The supervisor never branches on which store, sandbox backend or agent
-// it has: they are chosen in one place (deps.go) from the run record.
+// The supervisor never branches on which store, coordinator, sandbox
+// backend or agent it has: the wiring (internal/wire) fills its Deps, and
+// it looks up the run's backend by the name the run records.
 //
 // It must never: run git (or anything) in the workspace on the host after
 // the agent has had it; write an environment variable's value to any file;
