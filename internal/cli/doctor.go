@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -116,7 +117,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 		}
 		push(checkKey(app.Deps.Agents, rs, app.Getenv))
 	}
-	for _, name := range sortedNames(settings.File.ModelServers) {
+	for _, name := range slices.Sorted(maps.Keys(settings.File.ModelServers)) {
 		m := settings.File.ModelServers[name]
 		wg.Go(func() { push(checkModelServer(ctx, name, m, app.Getenv)) })
 	}
@@ -186,7 +187,7 @@ func (app *App) printDoctor(out doctorOutput) error {
 // enforcedLine names what is enforced and what is not.
 func enforcedLine(m map[string]string) string {
 	var on, off []string
-	for _, k := range sortedNames(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if m[k] == "enforced" || strings.HasPrefix(m[k], "enforced") {
 			on = append(on, k)
 		} else {
@@ -198,15 +199,6 @@ func enforcedLine(m map[string]string) string {
 		s += "; not: " + strings.Join(off, ", ")
 	}
 	return s
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	var n []string
-	for k := range m {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
 }
 
 func checkDataHome(home string) doctorCheck {

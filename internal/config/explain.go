@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -82,7 +83,7 @@ func Explain(getenv func(string) string) ([]Setting, error) {
 		}
 		out = append(out, Setting{Key: st.key, Value: st.value(s), Source: src, Env: st.env})
 	}
-	for _, name := range sortedKeys(s.File.ModelServers) {
+	for _, name := range slices.Sorted(maps.Keys(s.File.ModelServers)) {
 		m := s.File.ModelServers[name]
 		p := "model_servers." + name + "."
 		out = append(out, Setting{Key: p + "url", Value: m.URL, Source: "config file"})
@@ -91,7 +92,7 @@ func Explain(getenv func(string) string) ([]Setting, error) {
 		}
 		out = append(out, keySetting(p, m.KeySource)...)
 	}
-	for _, name := range sortedKeys(s.File.Providers) {
+	for _, name := range slices.Sorted(maps.Keys(s.File.Providers)) {
 		pr := s.File.Providers[name]
 		p := "providers." + name + "."
 		if pr.URL != "" {
@@ -99,7 +100,7 @@ func Explain(getenv func(string) string) ([]Setting, error) {
 		}
 		out = append(out, keySetting(p, pr.KeySource)...)
 	}
-	for _, name := range sortedKeys(s.File.Prices) {
+	for _, name := range slices.Sorted(maps.Keys(s.File.Prices)) {
 		pr := s.File.Prices[name]
 		v := fmt.Sprintf("input %g, output %g", pr.Input, pr.Output)
 		if pr.CachedInput != nil {
@@ -123,15 +124,6 @@ func keySetting(prefix string, k KeySource) []Setting {
 		return []Setting{{Key: prefix + "api_key_command", Value: k.APIKeyCommand, Source: "config file"}}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var k []string
-	for n := range m {
-		k = append(k, n)
-	}
-	slices.Sort(k)
-	return k
 }
 
 // knownKeys lists the config file's keys, tables as "table.*.key".

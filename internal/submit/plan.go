@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -176,7 +177,7 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string) (b
 	}
 	b, ok := backends[name]
 	if !ok {
-		return nil, info, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(sortedKeys(backends), ", "))
+		return nil, info, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
 	}
 	// The backend's preflight (which may probe the kernel) and the
 	// repository inspection (git processes) run side by side.
@@ -368,15 +369,6 @@ func mergeNames(a, b []string) []string {
 	out := slices.Concat(a, b)
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	var k []string
-	for n := range m {
-		k = append(k, n)
-	}
-	slices.Sort(k)
-	return k
 }
 
 func short(commit string) string {
