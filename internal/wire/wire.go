@@ -9,6 +9,8 @@ package wire
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -83,11 +85,22 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 // profile or command (which runs in the sandbox).
 func NewAgent(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {
 	if r.Agent.Name == agent.BuiltinName {
-		return loop.ForRun(r, loop.Options{Getenv: getenv, Warn: warn, Providers: Providers()}, gw)
+		return loop.ForRun(r, loop.Options{Getenv: getenv, Warn: warn, Providers: Providers(),
+			WindowCache: &loop.WindowCache{Dir: cacheDir()}}, gw)
 	}
 	return external.New(r.Agent)
 }
 
 func startEgress(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
 	return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
+}
+
+// cacheDir is agentrun's directory in the user's cache ("" when there is
+// none: nothing is cached).
+func cacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil || dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "agentrun")
 }

@@ -24,6 +24,13 @@ func ForRun(r *run.Run, opts Options, gw *agent.Gateway) (agent.Agent, error) {
 			spec.BaseURL = "http://gateway/" + kind.Route + kind.URLPath
 		}
 		opts.HTTPClient = unixClient(gw.Socket)
+		if opts.WindowCache != nil && opts.WindowCache.Server == "" {
+			// Behind the gateway the base URL is the same for every server:
+			// the cache is keyed by the route's upstream.
+			c := *opts.WindowCache
+			c.Server = routeUpstream(r, kind.Route)
+			opts.WindowCache = &c
+		}
 		getenv := opts.Getenv
 		opts.Getenv = func(k string) string {
 			for _, e := range kind.KeyEnv {
@@ -33,6 +40,11 @@ func ForRun(r *run.Run, opts Options, gw *agent.Gateway) (agent.Agent, error) {
 			}
 			return getenv(k)
 		}
+	}
+	if opts.WindowCache != nil && opts.WindowCache.Server == "" && gw == nil {
+		c := *opts.WindowCache
+		c.Server = spec.BaseURL
+		opts.WindowCache = &c
 	}
 	return New(spec, opts)
 }
@@ -47,4 +59,18 @@ func unixClient(socket string) *http.Client {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
 	}}
+}
+
+// routeUpstream is the URL the run's gateway route sends to ("" when the
+// run has no such route).
+func routeUpstream(r *run.Run, route string) string {
+	if r.Gateway == nil {
+		return ""
+	}
+	for _, rs := range r.Gateway.Routes {
+		if rs.Name == route {
+			return rs.URL
+		}
+	}
+	return ""
 }

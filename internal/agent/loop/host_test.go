@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/agent/provider/fakemodel"
 	"github.com/agentrun/agentrun/internal/agent/transcript"
@@ -222,5 +224,62 @@ func TestRenderTranscript(t *testing.T) {
 	}
 	if err := transcript.Render(strings.NewReader("{not json\n"), &out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestContextWindowCached: runs in a row ask the model server about the
+// model's context window once; another model, another server or an
+// expired answer is asked again; an answer of "nothing" is remembered too.
+func TestContextWindowCached(t *testing.T) {
+	var probes atomic.Int32
+	llama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		probes.Add(1)
+		switch {
+		case q.URL.Path == "/props":
+			w.Write([]byte(`{"default_generation_settings":{"n_ctx":16384}}`))
+		case q.URL.Path == "/v1/models":
+			w.Write([]byte(`{"object":"list","data":[]}`))
+		default:
+			http.NotFound(w, q)
+		}
+	}))
+	defer llama.Close()
+	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		probes.Add(1)
+		http.NotFound(w, q)
+	}))
+	defer mute.Close()
+	now := time.Now()
+	dir := t.TempDir()
+	resolve := func(server, model string) (int, string, int32) {
+		t.Helper()
+		before := probes.Load()
+		a, err := newAgent(run.AgentSpec{Model: model, BaseURL: server + "/v1"}, Options{Providers: testProviders,
+			Getenv: func(string) string { return "" }, Warn: func(string) {},
+			WindowCache: &WindowCache{Dir: dir, Server: server, Now: func() time.Time { return now }}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, src := a.resolveWindow(context.Background())
+		return n, src, probes.Load() - before
+	}
+	if n, src, p := resolve(llama.URL, "qwen.gguf"); n != 16384 || src != "server" || p == 0 {
+		t.Fatalf("first run: %d (%s) after %d probes", n, src, p)
+	}
+	if n, src, p := resolve(llama.URL, "qwen.gguf"); n != 16384 || src != "server" || p != 0 {
+		t.Fatalf("second run: %d (%s) after %d probes, want the remembered answer and none", n, src, p)
+	}
+	if _, _, p := resolve(llama.URL, "other.gguf"); p == 0 {
+		t.Fatal("another model was not asked about")
+	}
+	if n, src, p := resolve(mute.URL, "qwen3-coder"); n != 262144 || src != "table" || p == 0 {
+		t.Fatalf("a server that says nothing: %d (%s) after %d probes", n, src, p)
+	}
+	if _, src, p := resolve(mute.URL, "qwen3-coder"); src != "table" || p != 0 {
+		t.Fatalf("its silence was not remembered: %s after %d probes", src, p)
+	}
+	now = now.Add(windowTTL + time.Second)
+	if _, _, p := resolve(llama.URL, "qwen.gguf"); p == 0 {
+		t.Fatal("an expired answer was used")
 	}
 }

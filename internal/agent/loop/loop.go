@@ -45,6 +45,9 @@ type Options struct {
 	Warn func(string)
 	// Providers are the model providers to pick spec.Provider from.
 	Providers provider.Registry
+	// WindowCache, when set, remembers the server's context windows
+	// between runs.
+	WindowCache *WindowCache
 	// Retry bounds the provider's retries (zero: provider.DefaultRetry).
 	Retry provider.Retry
 	// StallTurns overrides DefaultStallTurns (tests; zero: default).

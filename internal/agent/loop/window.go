@@ -55,8 +55,10 @@ func TableWindow(model string) int {
 	return 0
 }
 
-// resolveWindow: flag, then environment, then the server, then the table,
-// then the default with a warning. It returns the window and its source.
+// resolveWindow: flag, then environment, then the server (what it said
+// within windowTTL, remembered by the WindowCache, else asked now), then
+// the table, then the default with a warning. It returns the window and
+// its source.
 func (a *Agent) resolveWindow(ctx context.Context) (int, string) {
 	if a.spec.ContextWindow > 0 {
 		return a.spec.ContextWindow, "flag"
@@ -67,8 +69,16 @@ func (a *Agent) resolveWindow(ctx context.Context) (int, string) {
 		}
 		a.warn(EnvContextWindow + "=" + v + " is not a positive whole number; ignored")
 	}
-	if cw, ok := a.prov.(provider.ContextWindower); ok {
-		if n := cw.ContextWindow(ctx, a.spec.Model); n > 0 {
+	if n, ok := a.opts.WindowCache.get(a.spec.Model); ok {
+		if n > 0 {
+			return n, "server"
+		}
+	} else if cw, ok := a.prov.(provider.ContextWindower); ok {
+		n := cw.ContextWindow(ctx, a.spec.Model)
+		if ctx.Err() == nil {
+			a.opts.WindowCache.put(a.spec.Model, n)
+		}
+		if n > 0 {
 			return n, "server"
 		}
 	}
