@@ -351,7 +351,7 @@ func (cl *client) roundTrip(ctx context.Context, op string, args any, stdout, st
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(args)
+	raw, err := marshalBody(args)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", op, err)
 	}
@@ -457,7 +457,7 @@ func call1[T any](cl *client, ctx context.Context, op string, args any) (*T, err
 		return nil, err
 	}
 	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := unmarshalBody(raw, &v); err != nil {
 		return nil, fmt.Errorf("decode %s result: %w", op, err)
 	}
 	return &v, nil

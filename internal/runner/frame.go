@@ -9,7 +9,7 @@ import (
 )
 
 // MaxFrameSize caps one frame's payload. A write_file of DefaultWriteCap
-// bytes (base64 in JSON) fits; anything larger is a protocol error that
+// bytes fits (with room: the contents once travelled as base64); anything larger is a protocol error that
 // closes the connection.
 const MaxFrameSize = 32 << 20
 

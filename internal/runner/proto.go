@@ -7,8 +7,9 @@ import (
 )
 
 // ProtocolVersion is the version of the frame protocol. The server sends it
-// in its hello; a client refuses a server with another version.
-const ProtocolVersion = 1
+// in its hello; a client refuses a server with another version. (2: file
+// contents travel raw, see body.go.)
+const ProtocolVersion = 2
 
 // Op names on the wire.
 const (

@@ -328,7 +328,7 @@ func (s *server) do(ctx context.Context, e *execution, req *request) *response {
 		}
 		return resp
 	}
-	b, err := json.Marshal(res)
+	b, err := marshalBody(res)
 	if err != nil {
 		resp.Fail = "encode result: " + err.Error()
 		return resp
@@ -350,7 +350,7 @@ func decodeArgs(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := unmarshalBody(raw, v); err != nil {
 		return &OpError{Code: CodeBadRequest, Message: "bad arguments: " + err.Error()}
 	}
 	return nil
