@@ -134,6 +134,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newDoctorCmd(),
 		app.newManCmd(),
 		app.newConfigCmd(),
+		app.newMCPCmd(),
 	} {
 		c.Long = c.Long + "\n" + exitStatus
 		if c.Args == nil {
