@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs the profile tests run, each at a pinned
-# version under its own prefix outside /usr ($AGENTRUN_TEST_CLIS/<profile>,
-# default /opt/agentrun-ci), so the tests also prove that a CLI installed
-# anywhere is made visible inside the sandbox. Idempotent: a prefix that
-# already holds the pinned version is kept.
+# Installs the real agent CLIs the profile tests run, and the real MCP
+# client the MCP server's tests drive (the MCP inspector's CLI), each at a
+# pinned version under its own prefix outside /usr
+# ($AGENTRUN_TEST_CLIS/<profile>, default /opt/agentrun-ci), so the tests
+# also prove that a CLI installed anywhere is made visible inside the
+# sandbox. Idempotent: a prefix that already holds the pinned version is
+# kept.
 #
 # crush is not here: its npm package downloads its binary from outside the
 # registries at install time, and the Go module proxy does not serve it.
+# The inspector is its v1 CLI: v2 needs Node.js 22, newer than the
+# machines' 20 (and Debian's 18).
 set -euo pipefail
 root=${AGENTRUN_TEST_CLIS:-/opt/agentrun-ci}
 
@@ -17,6 +21,7 @@ agents=(
 	"gemini   @google/gemini-cli@0.61.0         gemini"
 	"qwen     @qwen-code/qwen-code@0.24.4       qwen"
 	"opencode opencode-ai@1.18.33               opencode"
+	"mcp-inspector @modelcontextprotocol/inspector-cli@1.0.3 mcp-inspector-cli"
 )
 
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
