@@ -74,6 +74,8 @@ func (s *Supervisor) prepare(ctx context.Context, rc *runState) error {
 		LoopbackTCP:   r.Sandbox.LoopbackTCP,
 		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
 		Limits:        sandbox.Limits(r.Sandbox.Limits),
+		Image:         r.Sandbox.Image,
+		Repo:          r.Repo,
 	}
 	if r.Sandbox.Network == string(sandbox.NetworkAllowlist) {
 		if s.StartEgress == nil {

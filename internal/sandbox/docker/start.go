@@ -104,14 +104,19 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		bind(filepath.Join(spec.StateDir, "sock"), innerSock, false),
 	}
 	tmpfs := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", lim.tmp)}
-	if spec.Home != "" {
-		if fi, err := os.Stat(spec.Home); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("home %s is not a directory", spec.Home)
+	home := spec.Home
+	if home == "" {
+		// A private HOME in the state dir (removed by Destroy): a tmpfs
+		// would be root's, and engines differ in how to give it away.
+		home = filepath.Join(spec.StateDir, "home")
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, fmt.Errorf("make the sandbox's home: %w", err)
 		}
-		mounts = append(mounts, bind(spec.Home, homeDir, false))
-	} else {
-		tmpfs[homeDir] = fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0700,uid=%d,gid=%d", lim.tmp, os.Getuid(), os.Getgid())
 	}
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("home %s is not a directory", home)
+	}
+	mounts = append(mounts, bind(home, homeDir, false))
 	ro, err := b.readOnlyPaths(spec.ReadOnlyPaths)
 	if err != nil {
 		return nil, err
