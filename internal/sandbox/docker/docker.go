@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +51,9 @@ type Options struct {
 // Backend is the docker backend. Use New; it is a sandbox.Backend.
 type Backend struct {
 	opts Options
+
+	mu   sync.Mutex
+	info map[string]engineInfo // by engine host: what Start needs of it
 }
 
 // New returns the docker backend. It connects to nothing until used.

@@ -308,6 +308,29 @@ type engineInfo struct {
 	seccomp        string // the engine's seccomp profile, "" when none
 }
 
+// engineInfo is the engine's info, asked once per engine and backend (an
+// engine's Info gathers its storage's state, which takes a while; what is
+// kept of it does not change while it runs).
+func (b *Backend) engineInfo(ctx context.Context, cl *client.Client) (engineInfo, error) {
+	b.mu.Lock()
+	e, ok := b.info[cl.DaemonHost()]
+	b.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := readEngineInfo(ctx, cl)
+	if err != nil {
+		return e, err
+	}
+	b.mu.Lock()
+	if b.info == nil {
+		b.info = map[string]engineInfo{}
+	}
+	b.info[cl.DaemonHost()] = e
+	b.mu.Unlock()
+	return e, nil
+}
+
 func readEngineInfo(ctx context.Context, cl *client.Client) (engineInfo, error) {
 	res, err := cl.Info(ctx, client.InfoOptions{})
 	if err != nil {
@@ -372,7 +395,7 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 	if !isLocal(cl.DaemonHost()) {
 		return nil, fmt.Errorf("the engine at %s is not on this machine: the workspace and the runner's socket are bind mounts of host paths", cl.DaemonHost())
 	}
-	eng, err := readEngineInfo(ctx, cl)
+	eng, err := b.engineInfo(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +440,9 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		case <-dctx.Done():
 		}
 	}()
-	rc, err := runner.Dial(dctx, dialablePath(dir, p.sock), runner.DialOptions{Wait: readyTimeout})
+	sock := dialablePath(dir, p.sock)
+	waitForSocket(dctx, sock, readyTimeout)
+	rc, err := runner.Dial(dctx, sock, runner.DialOptions{Wait: readyTimeout})
 	if err != nil {
 		if why := s.logs(ctx); why != "" {
 			return nil, fmt.Errorf("the sandbox's runner did not start: %s", why)
@@ -485,5 +510,18 @@ func (s *sbox) watch() {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// waitForSocket polls, often, until path is a socket, ctx ends or d
+// passes: the runner makes it a few hundred milliseconds after the
+// start, and the dial's own backoff would find it up to 100 ms late.
+func waitForSocket(ctx context.Context, path string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
