@@ -176,3 +176,19 @@ type Image struct {
 	// came from a registry.
 	Digests []string
 }
+
+// Sweeper is implemented by a backend whose sandboxes can outlive their
+// supervisor (a container engine keeps a container when the supervisor
+// is killed).
+type Sweeper interface {
+	// Sweep removes the sandboxes this backend made whose run is not
+	// active, and nothing else, and returns what it removed. With no
+	// engine to reach it removes nothing and returns no error.
+	Sweep(ctx context.Context, active func(runID string) bool) ([]Swept, error)
+}
+
+// Swept is one sandbox a Sweeper removed.
+type Swept struct {
+	ID    string `json:"id"` // the backend's name for it (a container id)
+	RunID string `json:"run_id"`
+}

@@ -78,6 +78,7 @@ var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.ImageResolver = (*Backend)(nil)
 	_ sandbox.LimitWarner   = (*Backend)(nil)
+	_ sandbox.Sweeper       = (*Backend)(nil)
 )
 
 // EngineHost is the engine the backend talks to: host if set, else
