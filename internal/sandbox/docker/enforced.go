@@ -27,8 +27,7 @@ func enforced(in container.InspectResponse, eng engineInfo) map[string]string {
 	if cfg == nil {
 		cfg = &container.Config{}
 	}
-	host := func(mode string) bool { return mode == "host" }
-	if !host(string(hc.PidMode)) && !host(string(hc.IpcMode)) && !host(string(hc.UTSMode)) && !hc.Privileged {
+	if !hc.PidMode.IsHost() && !hc.IpcMode.IsHost() && !hc.UTSMode.IsHost() && !hc.Privileged {
 		m["namespaces"] = "enforced: the container's own pid, mount, network, ipc and uts namespaces"
 	} else {
 		m["namespaces"] = fmt.Sprintf("unavailable: pid %q, ipc %q, uts %q, privileged %v", hc.PidMode, hc.IpcMode, hc.UTSMode, hc.Privileged)
@@ -36,7 +35,7 @@ func enforced(in container.InspectResponse, eng engineInfo) map[string]string {
 	switch {
 	case eng.rootless:
 		m["userns"] = "enforced: a rootless engine"
-	case string(hc.UsernsMode) != "" && !host(string(hc.UsernsMode)):
+	case hc.UsernsMode != "" && !hc.UsernsMode.IsHost():
 		m["userns"] = "enforced: " + string(hc.UsernsMode)
 	default:
 		m["userns"] = "unavailable: a rootful engine, the container's uids are the host's"

@@ -98,51 +98,11 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		return nil, fmt.Errorf("workspace %s is not a directory", spec.Workspace)
 	}
 	lim := resolveLimits(spec.Limits, eng.memTotal, eng.ncpu)
-	mounts := []mount.Mount{
-		bind(spec.Workspace, WorkDir, false),
-		bind(exe, innerExe, true),
-		bind(filepath.Join(spec.StateDir, "sock"), innerSock, false),
-	}
-	tmpfs := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", lim.tmp)}
-	home := spec.Home
-	if home == "" {
-		// A private HOME in the state dir (removed by Destroy): a tmpfs
-		// would be root's, and engines differ in how to give it away.
-		home = filepath.Join(spec.StateDir, "home")
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			return nil, fmt.Errorf("make the sandbox's home: %w", err)
-		}
-	}
-	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("home %s is not a directory", home)
-	}
-	mounts = append(mounts, bind(home, homeDir, false))
-	ro, err := b.readOnlyPaths(spec.ReadOnlyPaths)
+	mounts, c, err := b.mounts(spec, exe)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range ro {
-		mounts = append(mounts, bind(p, p, true))
-	}
-	var c config
-	switch spec.Network {
-	case sandbox.NetworkNone, "":
-	case sandbox.NetworkAllowlist:
-		if err := isSocket("egress proxy", spec.ProxySocket); err != nil {
-			return nil, err
-		}
-		mounts = append(mounts, bind(spec.ProxySocket, innerProxy, true))
-		c.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
-	default:
-		return nil, fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
-	}
-	if spec.GatewaySocket != "" {
-		if err := isSocket("model gateway", spec.GatewaySocket); err != nil {
-			return nil, err
-		}
-		mounts = append(mounts, bind(spec.GatewaySocket, innerGate, true))
-		c.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
-	}
+	tmpfs := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", lim.tmp)}
 	c.Env = sandboxEnv(spec.Env, c.ProxyListen != "")
 	cfgJSON, err := json.Marshal(c)
 	if err != nil {
@@ -195,6 +155,57 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		cfg:    c,
 		sock:   filepath.Join(spec.StateDir, "sock", runnerSock),
 	}, nil
+}
+
+// mounts are the container's bind mounts (workspace, runner binary and
+// socket dir, HOME, read-only paths, proxy and gateway sockets) and the
+// inside's config for the bridges.
+func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, error) {
+	var c config
+	mounts := []mount.Mount{
+		bind(spec.Workspace, WorkDir, false),
+		bind(exe, innerExe, true),
+		bind(filepath.Join(spec.StateDir, "sock"), innerSock, false),
+	}
+	home := spec.Home
+	if home == "" {
+		// A private HOME in the state dir (removed by Destroy): a tmpfs
+		// would be root's, and engines differ in how to give it away.
+		home = filepath.Join(spec.StateDir, "home")
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			return nil, c, fmt.Errorf("make the sandbox's home: %w", err)
+		}
+	}
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		return nil, c, fmt.Errorf("home %s is not a directory", home)
+	}
+	mounts = append(mounts, bind(home, homeDir, false))
+	ro, err := b.readOnlyPaths(spec.ReadOnlyPaths)
+	if err != nil {
+		return nil, c, err
+	}
+	for _, p := range ro {
+		mounts = append(mounts, bind(p, p, true))
+	}
+	switch spec.Network {
+	case sandbox.NetworkNone, "":
+	case sandbox.NetworkAllowlist:
+		if err := isSocket("egress proxy", spec.ProxySocket); err != nil {
+			return nil, c, err
+		}
+		mounts = append(mounts, bind(spec.ProxySocket, innerProxy, true))
+		c.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
+	default:
+		return nil, c, fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
+	}
+	if spec.GatewaySocket != "" {
+		if err := isSocket("model gateway", spec.GatewaySocket); err != nil {
+			return nil, c, err
+		}
+		mounts = append(mounts, bind(spec.GatewaySocket, innerGate, true))
+		c.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
+	}
+	return mounts, c, nil
 }
 
 func bind(src, dst string, ro bool) mount.Mount {
