@@ -92,6 +92,7 @@ var implementations = []string{
 	"internal/sandbox/all",
 	"internal/sandbox/host",
 	"internal/sandbox/native",
+	"internal/sandbox/docker",
 	"internal/agent/external",
 	"internal/agent/loop",
 	"internal/agent/provider/all",

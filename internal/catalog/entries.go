@@ -43,6 +43,13 @@ var (
 	UnknownSandbox   = Entry{"unknown_sandbox", "unknown sandbox backend", "choose one of the backends named ('agentrun doctor' says which can run here)", ExitUsage}
 	SandboxPreflight = Entry{"sandbox_preflight", "the sandbox backend cannot run here", "follow the cause; agentrun never falls back to less isolation", ExitUsage}
 	SandboxStart     = Entry{"sandbox_start", "the sandbox did not start", "see the run's events with 'agentrun logs --events ID'", ExitRunFailed}
+	// The docker backend: the engine and the image (preflight, no fallback).
+	EngineDown       = Entry{"engine_down", "the container engine is not reachable", "start Docker or the Podman API (podman system service), or point DOCKER_HOST at a running engine", ExitUsage}
+	EnginePermission = Entry{"engine_permission", "permission denied on the container engine's socket", "join the group that owns the socket (docker), use rootless Podman's own socket, or point DOCKER_HOST at an engine you may use", ExitUsage}
+	NoImage          = Entry{"no_image", "the sandbox needs an image", "pass ‹image› REF@sha256:DIGEST (or a local image id), or set image in the config file", ExitUsage}
+	ImageMissing     = Entry{"image_missing", "the image is not on the container engine", "pull or load it first (docker pull REF@sha256:DIGEST, podman load); agentrun never pulls during a run", ExitUsage}
+	ImageNotPinned   = Entry{"image_not_pinned", "the image is not pinned by a digest", "name it REF@sha256:DIGEST or by its local image id, or pin the tag in the config file: [images] \"REF:TAG\" = \"sha256:DIGEST\"", ExitUsage}
+	ImageMismatch    = Entry{"image_digest_mismatch", "the image does not match its pinned digest", "pull the pinned image again, or update the pin in the config file after checking the new image", ExitUsage}
 
 	// Model providers (built-in agent).
 	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp), or point --model-server (--base-url for builtin) at one that listens", ExitUsage}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -58,6 +59,10 @@ it, or moved it) is kept, and for a single ID that is the branch_ahead error,
 unless --force. With an ID, --force also removes a run whose record is damaged.
 Without --delete-branch the branches stay, and clean says so.
 
+Every clean also removes the sandboxes that supervisors which died left
+behind (the docker backend's containers, by their labels) whose run is gone
+or no longer active; nothing else of the engine is touched.
+
 --branches lists the agentrun/* branches of the repository (--repo DIR, default
 the current one) whose run is gone; with --delete-branch it deletes them (a
 branch some worktree has checked out is kept).
@@ -65,7 +70,8 @@ branch some worktree has checked out is kept).
 Under --json: {"removed": [{"id", "status", "branch", "branch_deleted",
 "branch_kept", "branch_kept_reason"}], "kept": [{"id", "status", "code", "why"}]}
 (branch_deleted and branch_kept are booleans); --branches adds "orphans":
-[{"branch", "commit", "deleted", "kept_reason"}].
+[{"branch", "commit", "deleted", "kept_reason"}]; leftover sandboxes removed
+are "sandboxes": [{"backend", "id", "run_id"}].
 `,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -113,6 +119,15 @@ type cleanOutput struct {
 	Kept    []cleanKept    `json:"kept"`
 	// Orphans are agentrun/* branches whose run is gone (--branches).
 	Orphans []cleanOrphan `json:"orphans,omitempty"`
+	// Sandboxes are sandboxes left by dead supervisors that were removed
+	// (a backend's containers whose run is gone or no longer active).
+	Sandboxes []cleanSwept `json:"sandboxes,omitempty"`
+}
+
+// cleanSwept is one leftover sandbox removed.
+type cleanSwept struct {
+	Backend string `json:"backend"`
+	sandbox.Swept
 }
 
 // cleanOrphan is a branch agentrun/<id> with no run <id>.
@@ -172,6 +187,9 @@ func runClean(ctx context.Context, o *cleanOptions, app *App) error {
 			}
 		}
 	}
+	if out.Sandboxes, err = app.sweepSandboxes(ctx, env); err != nil {
+		return err
+	}
 	if app.JSON {
 		return writeJSON(app.Stdout, out)
 	}
@@ -191,6 +209,9 @@ func runClean(ctx context.Context, o *cleanOptions, app *App) error {
 	}
 	for _, k := range out.Kept {
 		t.add(paint(col, sgrYellow, "kept"), k.ID, string(k.Status), k.Why)
+	}
+	for _, s := range out.Sandboxes {
+		t.add(paint(col, sgrGreen, "removed"), s.RunID, "", "its leftover "+s.Backend+" sandbox "+shortName(s.ID))
 	}
 	if len(t.rows) == 0 {
 		fmt.Fprintln(app.Stdout, "nothing to clean")
@@ -427,4 +448,41 @@ func (app *App) cleanBranches(ctx context.Context, env *Env, o *cleanOptions, ou
 		fmt.Fprintln(app.Stdout, "\ndelete them with: agentrun clean --branches --delete-branch")
 	}
 	return nil
+}
+
+// sweepSandboxes removes, with every backend that can leave sandboxes
+// behind, those of runs that are gone or not active (interrupted, ended):
+// their supervisor died before it could destroy them.
+func (app *App) sweepSandboxes(ctx context.Context, env *Env) ([]cleanSwept, error) {
+	active := func(id string) bool {
+		r, err := env.Store.Get(ctx, id)
+		if err != nil {
+			// Gone, or a record we cannot read: only a run that is surely
+			// gone loses its sandbox.
+			return !errors.Is(err, run.ErrNotFound)
+		}
+		return !r.State.Terminal()
+	}
+	var out []cleanSwept
+	for _, b := range app.Deps.Backends(app.Executable) {
+		sw, ok := b.(sandbox.Sweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.Sweep(ctx, active)
+		for _, s := range removed {
+			out = append(out, cleanSwept{Backend: b.Name(), Swept: s})
+		}
+		if err != nil {
+			return out, fmt.Errorf("remove the leftover %s sandboxes: %w", b.Name(), err)
+		}
+	}
+	return out, nil
+}
+
+func shortName(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }

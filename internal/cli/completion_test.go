@@ -29,7 +29,7 @@ func TestCompletion(t *testing.T) {
 		want string
 	}{
 		{[]string{"submit", "--agent", ""}, "claude\ncodex\ncrush\ngemini\nopencode\nqwen\nbuiltin\n"},
-		{[]string{"submit", "--sandbox", ""}, "native\nhost\n"},
+		{[]string{"submit", "--sandbox", ""}, "native\ndocker\nhost\n"},
 		{[]string{"submit", "--network", ""}, "none\nallowlist\n"},
 		{[]string{"verdict", newer.ID, ""}, "accept\nreject\n"},
 		{[]string{"list", "--status", ""}, "queued\n"},

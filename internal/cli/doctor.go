@@ -105,7 +105,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 	for _, b := range app.Deps.Backends(app.Executable) {
 		name := b.Name()
 		wg.Go(func() {
-			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == app.Deps.DefaultBackend)))
+			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == app.Deps.DefaultBackend), settings.Image, settings.File.Images))
 		})
 	}
 	for _, name := range gateway.RouteNames {
@@ -229,7 +229,9 @@ func checkDataHome(home string) doctorCheck {
 	return c
 }
 
-func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool) doctorCheck {
+// checkBackend preflights b and starts a sandbox with it; a backend that
+// runs images starts the configured one (without one, it says so).
+func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool, image string, pins map[string]string) doctorCheck {
 	c := doctorCheck{Name: "sandbox." + b.Name()}
 	role := ""
 	if isDefault {
@@ -246,20 +248,36 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool) doctor
 		}
 		return c
 	}
+	spec := sandbox.Spec{RunID: "doctor", Network: sandbox.NetworkNone}
+	if ir, ok := b.(sandbox.ImageResolver); ok {
+		if image == "" {
+			c.Status, c.Detail, c.Fix = "warn", "the engine answers"+role+"; no image is configured to start a sandbox from", "set image in the config file (REF@sha256:DIGEST), or pass --image to submit"
+			return c
+		}
+		img, err := ir.ResolveImage(ctx, image, pins)
+		if err != nil {
+			c.Status, c.Detail = status, "cannot run here"+role+": "+err.Error()
+			if ce, ok := catalog.As(err); ok {
+				c.Detail, c.Fix = "cannot run here"+role+": "+ce.Cause, ce.Fix
+			}
+			return c
+		}
+		spec.Image = img.ID
+	}
 	tmp, err := os.MkdirTemp("", "agentrun-doctor-")
 	if err != nil {
 		c.Status, c.Detail = status, err.Error()
 		return c
 	}
 	defer os.RemoveAll(tmp)
-	ws := filepath.Join(tmp, "ws")
-	if err := os.Mkdir(ws, 0o700); err != nil {
+	spec.Workspace, spec.StateDir = filepath.Join(tmp, "ws"), filepath.Join(tmp, "state")
+	if err := os.Mkdir(spec.Workspace, 0o700); err != nil {
 		c.Status, c.Detail = status, err.Error()
 		return c
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sb, err := b.Start(sctx, sandbox.Spec{RunID: "doctor", Workspace: ws, StateDir: filepath.Join(tmp, "state"), Network: sandbox.NetworkNone})
+	sb, err := b.Start(sctx, spec)
 	if err != nil {
 		c.Status, c.Detail = status, "a sandbox did not start"+role+": "+err.Error()
 		return c

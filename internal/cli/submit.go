@@ -54,6 +54,7 @@ type submitOptions struct {
 	MaxTokens    int64
 	MaxCost      float64
 	ReadOnly     []string
+	Image        string
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -159,6 +160,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringVar(&o.Image, "image", "", "image of the docker sandbox: REF@sha256:DIGEST or a local image id (a tag only if pinned in [images] of the config); never pulled")
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
 	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
 	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
@@ -312,6 +314,7 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 		Sandbox: cmp.Or(o.Sandbox, s.Sandbox), Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
 		Version: Version, Getenv: getenv, Models: models, ReadOnly: o.ReadOnly,
+		Image: cmp.Or(o.Image, s.Image), ImagePins: s.File.Images, ImageNamed: o.Image != "",
 		Limits: run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
 	}
 	if o.set("attempts") {

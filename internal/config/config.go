@@ -66,6 +66,12 @@ type Config struct {
 	Providers map[string]Provider `toml:"providers"`
 	// Prices override the built-in price table, by model name.
 	Prices map[string]run.Price `toml:"prices"`
+	// Image is the default --image of backends that run images (docker):
+	// REF@sha256:DIGEST, an image id, or a tag pinned in Images.
+	Image string `toml:"image"`
+	// Images pin tags to digests ("node:22" = "sha256:..."): a tag is
+	// taken as an image only when pinned here.
+	Images map[string]string `toml:"images"`
 }
 
 // KeySource names where a key comes from; at most one field is set.
@@ -106,6 +112,8 @@ type Settings struct {
 	MaxTokens   int64
 	MaxCost     float64
 	ModelServer string
+	// Image is the image of backends that run images ("" = none named).
+	Image string
 	// File is the file's content (model servers, providers, prices).
 	File Config
 	// Path is the config file consulted (it may not exist).
@@ -151,13 +159,29 @@ func Read(path string) (Config, error) {
 			return c, catalog.BadConfig.New("%s: %s = %d: want at least 1", path, k.key, k.v).WithFix("set %s to 1 or more in %s, or remove it for the default", k.key, path)
 		}
 	}
+	for tag, d := range c.Images {
+		if !isDigest(d) {
+			return c, catalog.BadConfig.New("%s: images.%q = %q: want a digest, sha256: and 64 hex digits", path, tag, d).
+				WithFix("pin the tag to its digest (docker image inspect --format '{{.Id}}' %s), or remove the entry from %s", tag, path)
+		}
+	}
 	return c, nil
+}
+
+// isDigest reports whether d is sha256: and 64 lowercase hex digits.
+func isDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	return strings.Trim(h, "0123456789abcdef") == ""
 }
 
 // Load resolves Settings from the config file and the environment.
 // Environment variables: AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
 // AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
-// AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES.
+// AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES,
+// AGENTRUN_IMAGE.
 func Load(getenv func(string) string) (Settings, error) {
 	s := Settings{Path: Path(getenv)}
 	c, err := Read(s.Path)
@@ -192,6 +216,7 @@ func Load(getenv func(string) string) (Settings, error) {
 	}
 	s.File = c
 	s.MaxTokens, s.MaxCost, s.ModelServer = c.MaxTokens, c.MaxCost, c.ModelServer
+	s.Image = c.Image
 	// environment over file
 	for _, v := range []struct {
 		name string
@@ -236,6 +261,9 @@ func Load(getenv func(string) string) (Settings, error) {
 	}
 	if e := getenv("AGENTRUN_SANDBOX"); e != "" {
 		s.Sandbox = e
+	}
+	if e := getenv("AGENTRUN_IMAGE"); e != "" {
+		s.Image = e
 	}
 	if e := getenv("AGENTRUN_AUTHOR_NAME"); e != "" {
 		s.AuthorName = e

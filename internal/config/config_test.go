@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,7 @@ func TestBadConfig(t *testing.T) {
 		"unknown":  "max_paralel = 2",
 		"duration": "timeout = \"soon\"",
 		"negative": "attempts = -1",
+		"pin":      "[images]\n\"node:22\" = \"latest\"",
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -94,4 +96,28 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("invalid settings from %q: %v", body, s)
 		}
 	})
+}
+
+func TestImage(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"XDG_CONFIG_HOME": dir}
+	p := filepath.Join(dir, "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := "sha256:" + strings.Repeat("ab", 32)
+	if err := os.WriteFile(p, []byte("image = \"node:22\"\n[images]\n\"node:22\" = \""+d+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Image != "node:22" || s.File.Images["node:22"] != d {
+		t.Fatalf("image %q, pins %v", s.Image, s.File.Images)
+	}
+	env["AGENTRUN_IMAGE"] = "other@" + d
+	if s, err = Load(envOf(env)); err != nil || s.Image != "other@"+d {
+		t.Fatalf("environment over file: %q %v", s.Image, err)
+	}
 }

@@ -53,6 +53,7 @@ var settings = []setting{
 	{"max_tokens", "AGENTRUN_MAX_TOKENS", func(s Settings) string { return strconv.FormatInt(s.MaxTokens, 10) }},
 	{"max_cost", "AGENTRUN_MAX_COST", func(s Settings) string { return strconv.FormatFloat(s.MaxCost, 'f', -1, 64) }},
 	{"model_server", "AGENTRUN_MODEL_SERVER", func(s Settings) string { return s.ModelServer }},
+	{"image", "AGENTRUN_IMAGE", func(s Settings) string { return s.Image }},
 }
 
 // Explain lists every scalar setting with its effective value and source,
@@ -99,6 +100,9 @@ func Explain(getenv func(string) string) ([]Setting, error) {
 			out = append(out, Setting{Key: p + "url", Value: pr.URL, Source: "config file"})
 		}
 		out = append(out, keySetting(p, pr.KeySource)...)
+	}
+	for _, tag := range slices.Sorted(maps.Keys(s.File.Images)) {
+		out = append(out, Setting{Key: "images." + strconv.Quote(tag), Value: s.File.Images[tag], Source: "config file"})
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.File.Prices)) {
 		pr := s.File.Prices[name]

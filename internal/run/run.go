@@ -164,6 +164,9 @@ type SandboxConfig struct {
 	Limits      Limits `json:"limits"`
 	// ReadOnlyPaths are extra host paths bound read-only (e.g. /usr/local/go).
 	ReadOnlyPaths []string `json:"read_only_paths,omitempty"`
+	// Image is the image id (sha256:...) the sandbox starts from, with a
+	// backend that runs images (docker); resume starts the same one.
+	Image string `json:"image,omitempty"`
 }
 
 // Limits are resource limits for everything in the sandbox. Zero means the
@@ -314,6 +317,12 @@ type Provenance struct {
 	AgentCommand string            `json:"agent_command"`
 	PolicyDigest string            `json:"policy_digest"`      // sha256:<hex> of policy canonical bytes
 	Enforced     map[string]string `json:"enforced,omitempty"` // limit/isolation -> "enforced" | "unavailable: why"
+	// Image is the sandbox's image as the user named it (REF@sha256:...,
+	// an id, or a pinned tag), ImageID the engine's id of it and
+	// ImageDigests its repository digests (backends that run images).
+	Image        string   `json:"image,omitempty"`
+	ImageID      string   `json:"image_id,omitempty"`
+	ImageDigests []string `json:"image_digests,omitempty"`
 }
 
 // ExportResult is what export produced.

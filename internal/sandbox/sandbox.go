@@ -19,6 +19,9 @@ const (
 // Spec describes one sandbox.
 type Spec struct {
 	RunID string
+	// Repo is the user's repository the run works on (a label for the
+	// backends that label what they make; nothing is read from it).
+	Repo string
 	// Workspace is the host path of the agent's tree. It is the only
 	// host path the sandbox may write (besides its private Home and tmp).
 	Workspace string
@@ -46,6 +49,10 @@ type Spec struct {
 	// ReadOnlyPaths are extra host paths made visible read-only.
 	ReadOnlyPaths []string
 	Limits        Limits
+	// Image is the image a backend that runs images (an ImageResolver)
+	// starts the sandbox from: what its ResolveImage returned as ID,
+	// immutable. Other backends ignore it.
+	Image string
 }
 
 // Limits bound the sandbox; zero means the backend's default.
@@ -61,7 +68,7 @@ type Limits struct {
 	DiskInodes int64
 }
 
-// Backend is the sandbox backend seam. Implementations: host, native.
+// Backend is the sandbox backend seam. Implementations: host, native, docker.
 // Register them in sandbox/all. Every one passes sandboxtest.
 type Backend interface {
 	// Name is the --sandbox name.
@@ -145,4 +152,43 @@ func Exceeded(sb Sandbox) error {
 		return ls.LimitExceeded()
 	}
 	return nil
+}
+
+// ImageResolver is implemented by a backend that starts its sandboxes from
+// an image (docker). Such a backend needs Spec.Image.
+type ImageResolver interface {
+	// ResolveImage checks, before a run, that ref names an image the
+	// backend has, pinned: REF@sha256:DIGEST, a full image id, or a tag
+	// that pins (tag -> "sha256:DIGEST", from the user's config) maps to
+	// a digest the image matches. It never pulls. Its errors are catalog
+	// errors: no image, not pinned, missing, a digest mismatch.
+	ResolveImage(ctx context.Context, ref string, pins map[string]string) (Image, error)
+}
+
+// Image is a resolved image.
+type Image struct {
+	// Ref is the image as the user named it.
+	Ref string
+	// ID is what Spec.Image takes: the engine's image id (sha256:...),
+	// which names this image's content and nothing else.
+	ID string
+	// Digests are the image's repository digests (NAME@sha256:...), if it
+	// came from a registry.
+	Digests []string
+}
+
+// Sweeper is implemented by a backend whose sandboxes can outlive their
+// supervisor (a container engine keeps a container when the supervisor
+// is killed).
+type Sweeper interface {
+	// Sweep removes the sandboxes this backend made whose run is not
+	// active, and nothing else, and returns what it removed. With no
+	// engine to reach it removes nothing and returns no error.
+	Sweep(ctx context.Context, active func(runID string) bool) ([]Swept, error)
+}
+
+// Swept is one sandbox a Sweeper removed.
+type Swept struct {
+	ID    string `json:"id"` // the backend's name for it (a container id)
+	RunID string `json:"run_id"`
 }

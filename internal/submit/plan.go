@@ -67,6 +67,13 @@ type Request struct {
 	Models ModelRequest
 	// ReadOnly are extra host paths made visible read-only (--ro).
 	ReadOnly []string
+	// Image is the image of a backend that runs images (docker), as the
+	// user named it; ImagePins pin tags to digests (the config's
+	// [images]). ImageNamed: the request itself names it (not a default
+	// of the config), so a backend without images refuses it.
+	Image      string
+	ImagePins  map[string]string
+	ImageNamed bool
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -121,6 +128,11 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	r.Sandbox.Backend = name
+	img, err := planImage(ctx, b, name, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Sandbox.Image = img.ID
 	if lw, ok := b.(sandbox.LimitWarner); ok {
 		if w := lw.LimitWarnings(ctx, sandbox.Limits(r.Sandbox.Limits)); len(w) > 0 {
 			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
@@ -144,6 +156,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	r.Provenance = run.Provenance{
 		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
+		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests,
 	}
 	return r, warnings, nil
 }
@@ -376,4 +389,19 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// planImage resolves the request's image with a backend that runs images;
+// a backend without images refuses one named by the request itself (a
+// config default is for the backends that take it).
+func planImage(ctx context.Context, b sandbox.Backend, name string, req Request) (sandbox.Image, error) {
+	ir, ok := b.(sandbox.ImageResolver)
+	if !ok {
+		if req.ImageNamed {
+			return sandbox.Image{}, catalog.UnsupportedFlag.New("%s names an image; the %s sandbox runs none", f("image"), name).
+				WithFix("drop %s, or choose a backend that runs images (%s docker)", f("image"), f("sandbox"))
+		}
+		return sandbox.Image{}, nil
+	}
+	return ir.ResolveImage(ctx, req.Image, req.ImagePins)
 }

@@ -34,6 +34,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		{"allow with none", func(r *Request) { r.Network, r.Allow = "none", []string{"example.com"} }, catalog.ConflictFlags},
 		{"bad allow", func(r *Request) { r.Allow = []string{"http://x/"} }, catalog.BadAllow},
 		{"unknown sandbox", func(r *Request) { r.Sandbox = "nosuch" }, catalog.UnknownSandbox},
+		{"image without images", func(r *Request) { r.Image, r.ImageNamed = "sha256:x", true }, catalog.UnsupportedFlag},
 		{"not a repo", func(r *Request) {}, catalog.NotGitRepo},
 		{"missing repo", func(r *Request) { r.Repo = filepath.Join(r.Repo, "nope") }, catalog.RepoMissing},
 	} {

@@ -67,6 +67,8 @@ func (s *sandboxStep) Start(ctx context.Context) error {
 		LoopbackTCP:   r.Sandbox.LoopbackTCP,
 		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
 		Limits:        sandbox.Limits(r.Sandbox.Limits),
+		Image:         r.Sandbox.Image,
+		Repo:          r.Repo,
 		GatewaySocket: s.GatewaySocket,
 	}
 	if s.ProxySocket != "" {

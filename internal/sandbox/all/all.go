@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/docker"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
 )
@@ -23,6 +24,7 @@ type Options struct {
 func List(opts Options) []sandbox.Backend {
 	return []sandbox.Backend{
 		native.New(native.Options{Executable: opts.Executable, ReadOnlyPaths: opts.ReadOnlyPaths}),
+		docker.New(docker.Options{Executable: opts.Executable, ReadOnlyPaths: opts.ReadOnlyPaths}),
 		host.New(),
 	}
 }

@@ -13,7 +13,7 @@ func TestRegistry(t *testing.T) {
 		}
 		seen[b.Name()] = true
 	}
-	for _, want := range []string{"host", "native"} {
+	for _, want := range []string{"host", "native", "docker"} {
 		if !seen[want] {
 			t.Fatalf("backend %s not listed: %v", want, seen)
 		}
