@@ -56,6 +56,7 @@ func FullRun(id string) *run.Run {
 			Backend: "native", Network: "allowlist", Allow: []string{"proxy.golang.org:443"}, LoopbackTCP: true,
 			Limits:        run.Limits{MemoryBytes: 1 << 30, Pids: 512, CPUs: 1.5, FileSizeBytes: 1 << 28, OpenFiles: 1024, DiskBytes: 16 << 30, DiskInodes: 1000000},
 			ReadOnlyPaths: []string{"/usr/local/go"},
+			Image:         "sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 		},
 		Export: run.ExportConfig{MaxFiles: 1000, MaxBytes: 10 << 20, AuthorName: "agentrun", AuthorEmail: "agentrun@localhost"},
 		Attempts: []run.Attempt{{
@@ -77,6 +78,9 @@ func FullRun(id string) *run.Run {
 			Version: "v0.1.0", Host: "devbox", Mode: "lite", Sandbox: "native",
 			BaseCommit: "0123456789abcdef0123456789abcdef01234567", AgentCommand: "claude -p",
 			PolicyDigest: "sha256:00ff", Enforced: map[string]string{"memory": "enforced", "pids": "unavailable: no cgroup"},
+			Image:        "localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
+			ImageID:      "sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
+			ImageDigests: []string{"localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924"},
 		},
 		Result: &run.ExportResult{
 			Commit: "89abcdef0123456789abcdef0123456789abcdef", Branch: run.BranchName(id),
