@@ -34,6 +34,7 @@ func nativeScorer(t *testing.T) *Scorer {
 // acceptance fails on its base and passes on its solution, in the native
 // sandbox the bench judges in.
 func TestOurFixtures(t *testing.T) {
+	t.Parallel()
 	fs, err := Discover(fixtures.FS, ".", "", "builtin")
 	if err != nil {
 		t.Fatal(err)

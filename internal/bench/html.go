@@ -104,7 +104,7 @@ func makePlot(id, title, xlabel string, models []Group, colours map[string]strin
 	step := niceStep(hi / maxPlotTicks)
 	top := step * math.Ceil(hi/step)
 	if top == 0 {
-		top = step * maxPlotTicks
+		step, top = 0.2, 1 // nothing to scale by: a unit axis
 	}
 	xpos := func(v float64) float64 { return marginL + innerW*v/top }
 	ypos := func(rate float64) float64 { return marginT + innerH*(1-rate) }
@@ -162,6 +162,8 @@ func secs(ms float64) string {
 	switch {
 	case ms == 0:
 		return "0s"
+	case ms < 1000:
+		return fmt.Sprintf("%.0fms", ms)
 	case ms < 10000:
 		return fmt.Sprintf("%.1fs", ms/1000)
 	case ms < 120000:

@@ -8,7 +8,9 @@ import (
 // Summary is a results file in numbers: per agent/model, per fixture, and
 // per pair of them.
 type Summary struct {
-	File  string `json:"file,omitempty"`
+	File string `json:"file,omitempty"`
+	// HTML is the page written from it, when one was.
+	HTML  string `json:"html,omitempty"`
 	Bench string `json:"bench"`
 	// K is the k of pass@k.
 	K      int     `json:"k"`
@@ -55,7 +57,7 @@ func Summarize(h Header, results []Result, k int) Summary {
 			k = max(k, n)
 		}
 	}
-	s := Summary{Bench: h.Bench, K: k, Runs: len(results)}
+	s := Summary{Bench: h.Bench, K: k, Runs: len(results), Models: []Group{}, Tasks: []Group{}, Cells: []Group{}}
 	cells := groupBy(results, Result.Key)
 	cellGroups := map[string]Group{}
 	for _, key := range orderOf(results, Result.Key) {
@@ -226,7 +228,7 @@ func Compare(a, b Summary) Comparison {
 }
 
 func diffGroups(as, bs []Group) []GroupDiff {
-	var out []GroupDiff
+	out := []GroupDiff{}
 	index := map[string]int{}
 	for _, g := range as {
 		index[g.Name] = len(out)
