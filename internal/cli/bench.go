@@ -309,6 +309,9 @@ func (app *App) benchFixtures(ctx context.Context, o *fixtureOptions) ([]*bench.
 		if err != nil {
 			return nil, err
 		}
+		if err := confineRepos(fs, filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 		all = fs
 	}
 	seen := map[string]string{}
@@ -319,6 +322,31 @@ func (app *App) benchFixtures(ctx context.Context, o *fixtureOptions) ([]*bench.
 		seen[f.Name] = f.Source
 	}
 	return bench.Select(all, o.Tasks)
+}
+
+// confineRepos refuses a fixture read from a repository's bench/ that
+// names a repository outside it: what a repository holds never points
+// agentrun at other host paths (--fixtures DIR, the user's own choice,
+// may).
+func confineRepos(fs []*bench.Fixture, top string) error {
+	root, err := filepath.EvalSymlinks(top)
+	if err != nil {
+		return catalog.BadFixture.Wrap(err, "%v", err)
+	}
+	for _, f := range fs {
+		if f.Repo == "" {
+			continue
+		}
+		p, err := filepath.EvalSymlinks(f.Repo)
+		if err != nil {
+			return catalog.BadFixture.Wrap(err, "fixture %s: repo %s: %v", f.Name, f.Repo, err)
+		}
+		if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return catalog.BadFixture.New("fixture %s (%s): repo %s is outside the repository; a repository's bench/ may name only that repository", f.Name, f.Source, f.Repo).
+				WithFix("keep the fixture with --fixtures DIR if you mean that repository")
+		}
+	}
+	return nil
 }
 
 func (app *App) builtinFixtures(tasks []string) ([]*bench.Fixture, error) {

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/bench"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestBenchValidate(t *testing.T) {
@@ -132,6 +134,26 @@ func TestBenchSummarizeCompareList(t *testing.T) {
 		d := validDoc(t, "error.schema.json", strings.Join(c.args, " "), out)
 		if e, _ := d["error"].(map[string]any); code != 2 || e["code"] != c.code {
 			t.Errorf("%v: exit %d, want %s: %s", c.args, code, c.code, out)
+		}
+	}
+}
+
+// A fixture of a repository's bench/ may name that repository as its
+// own, never another host path.
+func TestBenchRepoFixturesStayInTheRepository(t *testing.T) {
+	h := newTestHome(t)
+	other, _ := testsupport.Repo(t, map[string]string{"x": "x\n"})
+	for _, c := range []struct {
+		repo string
+		ok   bool
+	}{{"../..", true}, {"../../sub", true}, {other, false}, {"../../..", false}} {
+		dir, _ := testsupport.Repo(t, map[string]string{
+			"sub/y": "y\n", "bench/f/task.md": "Do it.\n", "bench/f/accept.sh": "true\n",
+			"bench/f/fixture.toml": "repo = " + strconv.Quote(c.repo) + "\n",
+		})
+		code, out, _ := h.exec("bench", "list", "--repo", dir, "--json")
+		if c.ok && (code != 0 || !strings.Contains(out, `"f"`)) || !c.ok && (code != 2 || !strings.Contains(out, "bad_fixture")) {
+			t.Errorf("repo = %q: exit %d\n%s", c.repo, code, out)
 		}
 	}
 }
