@@ -14,9 +14,9 @@
 //	fixture.toml   optional: language, protected = ["PATH", ...],
 //	               [expect] "PATH" = "sha256:HEX" | "absent", timeout,
 //	               accept_timeout, attempts, [checks] NAME = "COMMAND"
-//	solution/      optional, never shown to an agent: files (or
-//	solution.txtar) that make the acceptance pass, and solution.delete,
-//	               paths they remove; `agentrun bench check` uses them
+//	solution/      optional, never shown to an agent: files that make the
+//	               acceptance pass (or solution.txtar), and solution.delete,
+//	               the paths they remove; `agentrun bench check` uses them
 //
 // A run of the bench (Bench.Run) is every agent/model × fixture × repeat.
 // Each job is submitted (Submitter: submit's planning, the detached

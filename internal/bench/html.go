@@ -26,14 +26,14 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 
 // Plot geometry, in SVG user units.
 const (
-	plotW, plotH            = 560.0, 340.0
-	marginL, marginR        = 64.0, 24.0
-	marginT, marginB        = 20.0, 48.0
-	innerW, innerH          = plotW - marginL - marginR, plotH - marginT - marginB
-	maxPlotTicks            = 5
-	noCostNote              = "no run had a known cost (a model without a price, such as a local one, counts 0)"
-	generatedTimeFormatHTML = "2006-01-02 15:04 MST"
+	plotW, plotH     = 560.0, 340.0
+	marginL, marginR = 64.0, 24.0
+	marginT, marginB = 20.0, 48.0
+	innerW, innerH   = plotW - marginL - marginR, plotH - marginT - marginB
+	maxPlotTicks     = 5
 )
+
+const noCostNote = "no run had a known cost (a model without a price, such as a local one, counts 0)"
 
 // palette colours the agents/models, in order (distinct in print and for
 // the common colour blindnesses).
@@ -79,7 +79,7 @@ type point struct {
 // per run and against median wall time, a point per agent/model, and the
 // per-model and per-task tables.
 func WriteHTML(w io.Writer, s Summary, generated time.Time) error {
-	d := pageData{Title: "agentrun bench " + s.Bench, Summary: s, Generated: generated.Format(generatedTimeFormatHTML), Colours: map[string]string{}}
+	d := pageData{Title: "agentrun bench " + s.Bench, Summary: s, Generated: generated.Format("2006-01-02 15:04 MST"), Colours: map[string]string{}}
 	for i, m := range s.Models {
 		d.Colours[m.Name] = palette[i%len(palette)]
 	}
