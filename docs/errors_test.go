@@ -88,6 +88,9 @@ var causes = map[string]string{
 	"no_log":                "`logs` was asked for an attempt the run does not have, or a check that did not run in it.",
 	"no_target":             "`clean` was given neither a run id nor `--finished`.",
 	"interrupted":           "The command itself was interrupted (Ctrl-C or SIGTERM) while it waited. A run it was waiting for keeps running; follow it again with `agentrun logs -f ID`.",
+	"bad_fixture":           "A bench fixture (`--fixtures DIR`, the repository's `bench/`) has no task text or acceptance command, a `fixture.toml` that does not parse or names an unknown key, a path that leaves the fixture, or a `repo` that is not a repository with commits.",
+	"no_fixtures":           "`bench` found no fixture (a directory holding `task.md`) where it looked, or `--task` names one that is not there.",
+	"bad_results":           "`bench summarize` or `bench compare` was given a file that does not exist, or is not the JSON lines `bench` writes: a header line, then one line per run.",
 }
 
 // extra are codes made outside the catalog (internal/cli/render.go).

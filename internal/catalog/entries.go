@@ -78,6 +78,11 @@ var (
 	// Submit input limits.
 	TaskTooLarge = Entry{"task_too_large", "the task is too large", "give at most 1 MiB of task text; put longer material in a file of the repository and name it in the task", ExitUsage}
 
+	// Bench.
+	BadFixture = Entry{"bad_fixture", "a bench fixture cannot be used", "fix the fixture named: a directory with task.md, accept.sh (or accept in fixture.toml) and repo/ (see 'agentrun bench --help')", ExitUsage}
+	NoFixtures = Entry{"no_fixtures", "no bench fixtures to run", "name a directory of fixtures with --fixtures DIR, or --task names that exist ('agentrun bench list' shows them)", ExitUsage}
+	BadResults = Entry{"bad_results", "cannot read the bench results", "name a results file written by 'agentrun bench' (JSON lines: a header, then one line per run)", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

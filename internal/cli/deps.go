@@ -7,6 +7,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/submit"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Deps are the implementations the CLI works with. The wiring
@@ -26,6 +27,9 @@ type Deps struct {
 	Agents agent.Catalog
 	// Providers are the built-in agent's model providers.
 	Providers provider.Registry
+	// Workspaces checks results out for the bench's acceptance (the
+	// supervisor's workspace provider).
+	Workspaces workspace.Provider
 }
 
 // backends are the sandbox backends by name.

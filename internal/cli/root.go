@@ -135,8 +135,11 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newManCmd(),
 		app.newConfigCmd(),
 		app.newMCPCmd(),
+		app.newBenchCmd(),
 	} {
-		c.Long = c.Long + "\n" + exitStatus
+		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)
+			c.Long = c.Long + "\n" + exitStatus
+		}
 		if c.Args == nil {
 			c.Args = cobra.ArbitraryArgs
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/agent/transcript"
+	"github.com/agentrun/agentrun/internal/bench"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/jsonschema"
@@ -56,6 +57,12 @@ func TestJSONSchemasDeclareEveryField(t *testing.T) {
 		{"version.schema.json", filled[versionInfo]()},
 		{"doctor.schema.json", filled[doctorOutput]()},
 		{"config.schema.json", filled[configOutput]()},
+		{"bench.schema.json", filled[bench.Summary]()},
+		{"bench-results.schema.json", filled[bench.Header]()},
+		{"bench-results.schema.json", filled[bench.Result]()},
+		{"bench-compare.schema.json", filled[bench.Comparison]()},
+		{"bench-list.schema.json", []byte(`{"fixtures":[` + string(filled[fixtureLine]()) + `]}`)},
+		{"bench-check.schema.json", []byte(`{"checks":[` + string(filled[bench.Check]()) + `]}`)},
 	} {
 		if err := s.Validate(c.schema, c.doc, jsonschema.Options{Shape: true}); err != nil {
 			t.Errorf("%v\nfilled in: %s", err, c.doc)

@@ -51,6 +51,9 @@ func Agents() agent.Catalog { return external.Infos() }
 // Providers are the built-in agent's model providers.
 func Providers() provider.Registry { return providers.Providers() }
 
+// Workspaces make the agents' trees from base commits: plain checkouts.
+func Workspaces() workspace.Provider { return workspace.NewCheckout() }
+
 // Supervisor builds the seams a detached supervisor drives for a run of
 // data directory home.
 func Supervisor(home string) (supervisor.Deps, error) {
@@ -71,7 +74,7 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 		Store:       st,
 		Coord:       Coordinator(l.Home),
 		Layout:      l,
-		Workspaces:  workspace.NewCheckout(),
+		Workspaces:  Workspaces(),
 		Export:      workspace.Export,
 		Backends:    backends,
 		NewAgent:    NewAgent,
