@@ -89,6 +89,7 @@ func (p *pkg) imports() []string {
 var implementations = []string{
 	"internal/store/files",
 	"internal/coord/flock",
+	"internal/sqldb",
 	"internal/sandbox/all",
 	"internal/sandbox/host",
 	"internal/sandbox/native",
