@@ -88,6 +88,7 @@ func (p *pkg) imports() []string {
 // wiring (internal/wire, cmd/agentrun).
 var implementations = []string{
 	"internal/store/files",
+	"internal/store/sqlstore",
 	"internal/coord/flock",
 	"internal/sqldb",
 	"internal/sandbox/all",
