@@ -13,9 +13,13 @@
 // accept.
 //
 // Concurrency: on SQLite every write goes through one connection per
-// process, in transactions that take the write lock at BEGIN (IMMEDIATE),
-// and busy_timeout makes other processes sharing the file wait for it;
-// reads use a small pool beside it (WAL mode). On PostgreSQL transactions
+// process and file, shared by every DB open on the file, in transactions
+// that take the write lock at BEGIN (IMMEDIATE), and busy_timeout makes
+// other processes sharing the file wait for it; reads use a small pool
+// beside it (WAL mode). So a write made while the same goroutine holds a
+// write transaction on the same file (from inside InTx's fn) waits for the
+// connection that transaction holds: on SQLite, write transactions must
+// not nest. On PostgreSQL transactions
 // run at READ COMMITTED and serialise on row locks; a transaction the
 // server aborts as a deadlock victim or for a serialization failure is
 // run again.

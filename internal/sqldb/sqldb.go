@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,6 +53,27 @@ type DB struct {
 	Dialect Dialect
 	read    *sql.DB
 	write   *sql.DB // the read pool itself on PostgreSQL
+	file    string  // SQLite: the key of the shared writer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// writers are the SQLite write connections of this process, one per
+// database file, shared by every DB open on it. Two connections of one
+// process writing the same file would meet only in SQLite's busy handler,
+// which sleeps and polls: under steady contention a writer can wait past
+// busy_timeout while others keep taking the lock between its polls. One
+// shared connection makes them queue in database/sql instead, and leaves
+// the busy handler to other processes.
+var writers = struct {
+	sync.Mutex
+	m map[string]*sharedWriter
+}{m: map[string]*sharedWriter{}}
+
+type sharedWriter struct {
+	db   *sql.DB
+	refs int
 }
 
 // Open connects to the database named by rawURL and brings its schema to
@@ -100,7 +123,8 @@ func Connect(ctx context.Context, rawURL string) (*DB, error) {
 }
 
 // openSQLite opens the file at path with two pools: one connection for
-// every write, whose transactions begin IMMEDIATE (they take the write
+// every write (shared with every DB of this process on the same file; see
+// writers), whose transactions begin IMMEDIATE (they take the write
 // lock at BEGIN, so a read-then-write transaction never fails half way on
 // a lock it cannot upgrade), and a few for reads. In one process writers
 // then queue for the one connection instead of polling the file lock;
@@ -125,15 +149,30 @@ func openSQLite(path string) (*DB, error) {
 	read.SetMaxIdleConns(readConns)
 	read.SetConnMaxLifetime(0)
 	q.Set("_txlock", "immediate")
-	write, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		read.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	key := path
+	if abs, err := filepath.Abs(path); err == nil {
+		key = abs
 	}
-	write.SetMaxOpenConns(1)
-	write.SetMaxIdleConns(1)
-	write.SetConnMaxLifetime(0)
-	return &DB{Dialect: SQLite, read: read, write: write}, nil
+	if real, err := filepath.EvalSymlinks(key); err == nil {
+		key = real
+	}
+	writers.Lock()
+	defer writers.Unlock()
+	w := writers.m[key]
+	if w == nil {
+		write, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+		if err != nil {
+			read.Close()
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		write.SetMaxOpenConns(1)
+		write.SetMaxIdleConns(1)
+		write.SetConnMaxLifetime(0)
+		w = &sharedWriter{db: write}
+		writers.m[key] = w
+	}
+	w.refs++
+	return &DB{Dialect: SQLite, read: read, write: w.db, file: key}, nil
 }
 
 // redact drops the password from a URL for error messages.
@@ -145,13 +184,24 @@ func redact(raw string) string {
 	return u.Redacted()
 }
 
-// Close closes the pools. Idempotent.
+// Close closes the pools (a shared SQLite writer once its last DB
+// closes). Idempotent.
 func (db *DB) Close() error {
-	err := db.read.Close()
-	if db.write != db.read {
-		err = errors.Join(err, db.write.Close())
-	}
-	return err
+	db.closeOnce.Do(func() {
+		db.closeErr = db.read.Close()
+		if db.file == "" {
+			return
+		}
+		writers.Lock()
+		defer writers.Unlock()
+		if w := writers.m[db.file]; w != nil {
+			if w.refs--; w.refs == 0 {
+				delete(writers.m, db.file)
+				db.closeErr = errors.Join(db.closeErr, w.db.Close())
+			}
+		}
+	})
+	return db.closeErr
 }
 
 // Read is the pool for statements that only read.
@@ -187,6 +237,11 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		}
 	}
 }
+
+// Tx is InTx without the retries: one attempt, whose error, a
+// Retryable one too, is returned to a caller that would rather try again
+// later than run fn twice now.
+func (db *DB) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error { return db.tryTx(ctx, fn) }
 
 func (db *DB) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
