@@ -90,6 +90,7 @@ var implementations = []string{
 	"internal/store/files",
 	"internal/store/sqlstore",
 	"internal/coord/flock",
+	"internal/coord/sqlcoord",
 	"internal/sqldb",
 	"internal/sandbox/all",
 	"internal/sandbox/host",
