@@ -52,9 +52,15 @@ port = $port
 max_connections = 200
 EOF
 fi
-if ! as_owner "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+ready() { as_owner "$bin/pg_isready" -q -h "$dir" -p "$port"; }
+if ! ready; then
+	# A server killed without a clean stop (the end of a CI run) leaves its
+	# pid file, and for a moment its children, behind: stop whatever is
+	# left of it first.
+	as_owner "$bin/pg_ctl" -D "$data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
 	echo "== starting postgresql in $data" >&2
 	as_owner "$bin/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >&2
+	ready
 fi
 
 psql_su() { as_owner psql -h "$dir" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 -qtAX "$@"; }
