@@ -24,6 +24,13 @@
 // server aborts as a deadlock victim or for a serialization failure is
 // run again.
 //
+// Why these parts: modernc.org/sqlite is SQLite's C translated to Go, so
+// it builds with CGO_ENABLED=0 for every target the binary has (Linux and
+// macOS) and runs without a WebAssembly runtime (ncruces/go-sqlite3 embeds
+// one). The migrations are hand-written (migrate.go, a page): golang-migrate
+// would bring a driver module per database and a version table of its own
+// semantics, for what is here a loop over embedded files.
+//
 // What it must never do: run against a schema newer than it knows (Migrate
 // refuses), or put a password from a URL in an error.
 package sqldb

@@ -60,13 +60,14 @@ func (c *Coordinator) Dequeue(ctx context.Context, id string, seq int64) error {
 // transaction: the lease's row is checked and locked (on SQLite the
 // transaction holds the write lock from its BEGIN: every TrySlot and
 // Enqueue wait for it), admit is asked, the queue is looked at for an
-// older waiter, the lowest free slot row below max is locked (SKIP
-// LOCKED: a slot another TrySlot is taking counts as taken), and written.
-// The queue comes before the slot (the flock coordinator looks the other
-// way round) so that runs that must wait anyway never lock a slot row
-// that the run whose turn it is would then skip. A transaction PostgreSQL aborts (a deadlock) takes
-// nothing and counts as "not now": the caller tries again, and admit is
-// never asked twice in one call.
+// older waiter, and the lowest free slot row below max is taken in one
+// statement (its pick FOR UPDATE SKIP LOCKED: a slot another TrySlot is
+// taking counts as taken). The queue comes before the slot (the flock
+// coordinator looks the other way round) so that runs that must wait
+// anyway never lock a slot row that the run whose turn it is would then
+// skip. A transaction PostgreSQL aborts (a deadlock) takes nothing and
+// counts as "not now": the caller tries again, and admit is never asked
+// twice in one call.
 func (c *Coordinator) TrySlot(ctx context.Context, cl coord.Lease, seq int64, max int, admit func(context.Context) error) (coord.Slot, error) {
 	l, err := c.own(cl)
 	if err != nil {
@@ -104,17 +105,14 @@ func (c *Coordinator) TrySlot(ctx context.Context, cl coord.Lease, seq int64, ma
 			return err // an older run goes first; the sweep is kept
 		}
 		var k int
-		err = tx.QueryRowContext(ctx, `SELECT k FROM coord_slots WHERE k < $1 AND (holder IS NULL OR expires_at <= `+now+`)
-			ORDER BY k LIMIT 1`+c.db.ForUpdateSkipLocked(), n).Scan(&k)
+		var gen int64
+		err = tx.QueryRowContext(ctx, `UPDATE coord_slots SET gen = gen + 1, holder = $2, run_id = $3, expires_at = `+now+` + $4
+			WHERE k = (SELECT k FROM coord_slots WHERE k < $1 AND (holder IS NULL OR expires_at <= `+now+`)
+				ORDER BY k LIMIT 1`+c.db.ForUpdateSkipLocked()+`)
+			RETURNING k, gen`, n, c.holder, l.id, c.ttlMicros()).Scan(&k, &gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // none free: not now
 		}
-		if err != nil {
-			return err
-		}
-		var gen int64
-		err = tx.QueryRowContext(ctx, `UPDATE coord_slots SET gen = gen + 1, holder = $2, run_id = $3, expires_at = `+now+` + $4
-			WHERE k = $1 RETURNING gen`, k, c.holder, l.id, c.ttlMicros()).Scan(&gen)
 		if err != nil {
 			return err
 		}
