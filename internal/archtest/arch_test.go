@@ -88,7 +88,10 @@ func (p *pkg) imports() []string {
 // wiring (internal/wire, cmd/agentrun).
 var implementations = []string{
 	"internal/store/files",
+	"internal/store/sqlstore",
 	"internal/coord/flock",
+	"internal/coord/sqlcoord",
+	"internal/sqldb",
 	"internal/sandbox/all",
 	"internal/sandbox/host",
 	"internal/sandbox/native",

@@ -1,0 +1,3 @@
+DROP TABLE coord_slots;
+DROP TABLE coord_queue;
+DROP TABLE coord_leases;
