@@ -8,8 +8,8 @@
 //	  runs/<id>/run.lock            flock for read-modify-write of run.json
 //	  runs/<id>/supervisor.lock     flock held by the live supervisor; its fencing token
 //	  runs/<id>/supervisor.log      the supervisor's own stderr
-//	  runs/<id>/workspace/          the agent's tree
-//	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree)
+//	  runs/<id>/workspace/          the agent's tree (with an overlay: its upper layer, the changes)
+//	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree; an overlay's work directory)
 //	  runs/<id>/home/               HOME inside the sandbox
 //	  runs/<id>/sandbox/            sandbox backend state (sockets)
 //	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
@@ -20,6 +20,7 @@
 //	  queue/<seq>-<id>              runs waiting for a slot, oldest first
 //	  queue.lock, slots/<k>.lock    the queue's order and the concurrency limit
 //	  capacity/                     model servers' shared request slots
+//	  cache/layers/                 overlay workspaces' lower layers, one per base commit (workspace.LayerCache)
 //
 // The supervisor.lock, queue and slot files are the flock coordinator's
 // (coord/flock); run.json, events.jsonl, run.lock and seq the files
@@ -76,6 +77,10 @@ func (l Layout) QueueLock() string { return filepath.Join(l.Home, "queue.lock") 
 
 // Queue is the directory of runs waiting for a slot.
 func (l Layout) Queue() string { return filepath.Join(l.Home, "queue") }
+
+// LayerCache is the directory of the overlay workspaces' shared lower
+// layers.
+func (l Layout) LayerCache() string { return filepath.Join(l.Home, "cache", "layers") }
 
 // Capacity is the directory of the model servers' shared request slots.
 func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }
