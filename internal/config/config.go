@@ -34,6 +34,9 @@ const (
 	DefaultTimeout     = time.Hour
 	DefaultMaxFiles    = 10000
 	DefaultMaxBytes    = 100 << 20
+	// DefaultCacheBudget bounds the overlay workspaces' layer cache: gc
+	// removes unused layers, least recently used first, past it.
+	DefaultCacheBudget = 20 << 30
 )
 
 // ProviderNames are the [providers.NAME] entries config.toml may have:
@@ -54,6 +57,8 @@ type Config struct {
 	// (workspace, HOME, /tmp); unset: the backend's default.
 	Disk       string `toml:"disk"`
 	DiskInodes int64  `toml:"disk_inodes"`
+	// CacheBudget ("20G") bounds the layer cache of overlay workspaces.
+	CacheBudget string `toml:"cache_budget"`
 	// Model budgets per run (0 = none).
 	MaxTokens int64   `toml:"max_tokens"`
 	MaxCost   float64 `toml:"max_cost"`
@@ -103,6 +108,7 @@ type Settings struct {
 	MaxBytes    int64
 	DiskBytes   int64 // 0: the backend's default
 	DiskInodes  int64
+	CacheBudget int64
 	MaxTokens   int64
 	MaxCost     float64
 	ModelServer string
@@ -157,7 +163,8 @@ func Read(path string) (Config, error) {
 // Load resolves Settings from the config file and the environment.
 // Environment variables: AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
 // AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
-// AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES.
+// AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES,
+// AGENTRUN_CACHE_BUDGET.
 func Load(getenv func(string) string) (Settings, error) {
 	s := Settings{Path: Path(getenv)}
 	c, err := Read(s.Path)
@@ -184,6 +191,12 @@ func Load(getenv func(string) string) (Settings, error) {
 		}
 	}
 	s.DiskInodes = c.DiskInodes
+	s.CacheBudget = DefaultCacheBudget
+	if c.CacheBudget != "" {
+		if s.CacheBudget, err = run.ParseSize(c.CacheBudget); err != nil || s.CacheBudget < 1 {
+			return s, catalog.BadConfig.New("%s: cache_budget = %q: want a size like 20G", s.Path, c.CacheBudget)
+		}
+	}
 	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.DiskInodes < 0 {
 		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
 	}
@@ -230,6 +243,11 @@ func Load(getenv func(string) string) (Settings, error) {
 			return s, catalog.BadConfig.New("AGENTRUN_MAX_COST=%q: want US dollars, like 2.50 (0 = no limit)", e)
 		}
 		s.MaxCost = f
+	}
+	if e := getenv("AGENTRUN_CACHE_BUDGET"); e != "" {
+		if s.CacheBudget, err = run.ParseSize(e); err != nil || s.CacheBudget < 1 {
+			return s, catalog.BadConfig.New("AGENTRUN_CACHE_BUDGET=%q: want a size like 20G", e)
+		}
 	}
 	if e := getenv("AGENTRUN_MODEL_SERVER"); e != "" {
 		s.ModelServer = e

@@ -10,6 +10,7 @@
 //	  runs/<id>/supervisor.log      the supervisor's own stderr
 //	  runs/<id>/workspace/          the agent's tree (with an overlay: its upper layer, the changes)
 //	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree; an overlay's work directory)
+//	  runs/<id>/workspace-removed   when agentrun gc removed the workspace (and HOME)
 //	  runs/<id>/home/               HOME inside the sandbox
 //	  runs/<id>/sandbox/            sandbox backend state (sockets)
 //	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
@@ -49,6 +50,12 @@ func (l Layout) WorkspaceState(id string) string { return filepath.Join(l.RunDir
 func (l Layout) SandboxHome(id string) string    { return filepath.Join(l.RunDir(id), "home") }
 func (l Layout) SandboxState(id string) string   { return filepath.Join(l.RunDir(id), "sandbox") }
 func (l Layout) Patch(id string) string          { return filepath.Join(l.RunDir(id), "result.patch") }
+
+// WorkspaceRemoved marks a run whose workspace agentrun gc removed.
+func (l Layout) WorkspaceRemoved(id string) string {
+	return filepath.Join(l.RunDir(id), "workspace-removed")
+}
+
 func (l Layout) AttemptDir(id string, n int) string {
 	return filepath.Join(l.RunDir(id), "attempts", strconv.Itoa(n))
 }

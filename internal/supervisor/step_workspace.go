@@ -37,6 +37,9 @@ type workspaceStep struct {
 	// Probe says whether the run's sandbox can mount an overlay's layers
 	// made under scratch (nil: its backend cannot).
 	Probe func(ctx context.Context, scratch string) error
+	// Removed is the marker agentrun gc leaves when it removed the
+	// workspace: such a run is not made again from the base.
+	Removed string
 	// Record (the run record) gives the repository and base commit; its attempts say whether
 	// an agent has had the workspace already.
 	Record        *run.Run
@@ -122,6 +125,9 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 			s.mode = modeCopy
 		}
 	}()
+	if _, err := os.Lstat(s.Removed); s.Removed != "" && err == nil {
+		return nil, errors.New("workspace: agentrun gc removed this run's workspace; submit the task again")
+	}
 	if _, statErr := os.Lstat(dir); statErr == nil {
 		done, err := s.reopen(ctx)
 		if err != nil || done {

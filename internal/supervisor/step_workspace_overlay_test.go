@@ -128,3 +128,27 @@ func TestWorkspaceStepOverlayHalfMade(t *testing.T) {
 		t.Fatalf("mode %q, resumed %v", s.Mode(), s.Resumed())
 	}
 }
+
+// TestWorkspaceStepRemovedByGC: a run whose workspace gc removed is not
+// given a fresh one.
+func TestWorkspaceStepRemovedByGC(t *testing.T) {
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	r, l := stepRun(t, repo, base)
+	r.Attempts = []run.Attempt{{N: 1}}
+	if err := os.MkdirAll(l.RunDir(r.ID), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.WorkspaceRemoved(r.ID), []byte("now\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newWorkspaceStep(r, l.Workspace(r.ID), l.WorkspaceState(r.ID), workspace.NewCheckout())
+	s.Removed = l.WorkspaceRemoved(r.ID)
+	err := s.Start(context.Background())
+	s.Stop(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "agentrun gc removed") {
+		t.Fatalf("Start: %v", err)
+	}
+	if _, err := os.Stat(l.Workspace(r.ID)); !os.IsNotExist(err) {
+		t.Fatalf("a workspace was made: %v", err)
+	}
+}

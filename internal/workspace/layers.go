@@ -289,7 +289,11 @@ func addRef(l layer, stateDir string) error {
 // liveRefs counts l's live refs: each names a state directory that still
 // says it uses l. It drops the refs that are not live (a workspace that
 // was removed, or made again on another commit).
-func liveRefs(l layer) (int, error) {
+func liveRefs(l layer) (int, error) { return countRefs(l, nil) }
+
+// countRefs is liveRefs, counting the refs of the state directories in
+// gone as not live (and leaving them).
+func countRefs(l layer, gone map[string]bool) (int, error) {
 	dir := filepath.Join(l.dir, layerRefs)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -303,6 +307,9 @@ func liveRefs(l layer) (int, error) {
 			continue
 		}
 		stateDir := strings.TrimSuffix(string(b), "\n")
+		if gone[stateDir] {
+			continue
+		}
 		if ptr, err := readPointer(stateDir); err == nil && ptr.Layer == l.key {
 			live++
 			continue

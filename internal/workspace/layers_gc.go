@@ -27,7 +27,11 @@ type CachedLayer struct {
 
 // List returns the cache's layers, least recently used first. Refs that
 // are no longer live are dropped on the way.
-func (c *LayerCache) List() ([]CachedLayer, error) {
+func (c *LayerCache) List() ([]CachedLayer, error) { return c.list(nil) }
+
+// list is List, counting the refs of the state directories in gone as
+// not live (without dropping them).
+func (c *LayerCache) list(gone map[string]bool) ([]CachedLayer, error) {
 	ents, err := os.ReadDir(c.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -49,21 +53,33 @@ func (c *LayerCache) List() ([]CachedLayer, error) {
 		if fi, err := os.Stat(filepath.Join(l.dir, layerUsed)); err == nil {
 			cl.LastUsed = fi.ModTime().UTC()
 		}
-		cl.Workspaces, _ = liveRefs(l)
+		cl.Workspaces, _ = countRefs(l, gone)
 		out = append(out, cl)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.Before(out[j].LastUsed) })
 	return out, nil
 }
 
+// CollectOptions say what Collect removes.
+type CollectOptions struct {
+	// Budget is what the cache may hold; 0 or less: no unused layer is
+	// kept.
+	Budget int64
+	// DryRun removes nothing: Collect returns what it would remove.
+	DryRun bool
+	// Gone are state directories about to be removed (for a dry run that
+	// goes with one of their workspaces): their refs count as not live.
+	Gone map[string]bool
+}
+
 // Collect removes unused layers, the least recently used first, until the
-// cache holds no more than budget bytes (0 or less: every unused layer).
-// A layer in use, or locked because a workspace is being made on it, is
-// never removed. With dryRun it removes nothing and returns what it would
-// remove. total is what the cache holds afterwards (or would). It also
-// removes what failed makes and removals left in tmp/.
-func (c *LayerCache) Collect(ctx context.Context, budget int64, dryRun bool) (removed []CachedLayer, total int64, err error) {
-	layers, err := c.List()
+// cache holds no more than o.Budget bytes. A layer in use, or locked
+// because a workspace is being made on it, is never removed. total is
+// what the cache holds afterwards (or would). It also removes what failed
+// makes and removals left in tmp/.
+func (c *LayerCache) Collect(ctx context.Context, o CollectOptions) (removed []CachedLayer, total int64, err error) {
+	budget, dryRun := o.Budget, o.DryRun
+	layers, err := c.list(o.Gone)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -62,18 +62,18 @@ func TestLayerMadeOnceForConcurrentWorkspaces(t *testing.T) {
 	for i := range n - 1 {
 		removeWorkspace(t, root, i)
 	}
-	if removed, _, err := c.Collect(context.Background(), 0, false); err != nil || len(removed) != 0 {
+	if removed, _, err := c.Collect(context.Background(), CollectOptions{}); err != nil || len(removed) != 0 {
 		t.Fatalf("Collect removed %v (%v) while a workspace is on the layer", removed, err)
 	}
 	removeWorkspace(t, root, n-1)
-	removed, total, err := c.Collect(context.Background(), 0, true)
+	removed, total, err := c.Collect(context.Background(), CollectOptions{DryRun: true})
 	if err != nil || len(removed) != 1 || total != 0 {
 		t.Fatalf("dry run: %v, total %d, %v", removed, total, err)
 	}
 	if _, err := os.Stat(wss[0].Layers().Lower); err != nil {
 		t.Fatalf("the dry run removed the layer: %v", err)
 	}
-	if removed, _, err = c.Collect(context.Background(), 0, false); err != nil || len(removed) != 1 {
+	if removed, _, err = c.Collect(context.Background(), CollectOptions{}); err != nil || len(removed) != 1 {
 		t.Fatalf("Collect: %v, %v", removed, err)
 	}
 	if _, err := os.Stat(wss[0].Layers().Lower); !errors.Is(err, os.ErrNotExist) {
@@ -124,7 +124,7 @@ func TestLayerCollectLeastRecentlyUsedWithinBudget(t *testing.T) {
 	}
 	// A budget of two layers removes the least recently used one.
 	budget := layers[1].Bytes + layers[2].Bytes
-	removed, total, err := c.Collect(context.Background(), budget, false)
+	removed, total, err := c.Collect(context.Background(), CollectOptions{Budget: budget})
 	if err != nil || len(removed) != 1 || removed[0].Key != keys[1] || total != budget {
 		t.Fatalf("Collect(%d) removed %v, total %d, %v", budget, removed, total, err)
 	}
