@@ -19,7 +19,9 @@ import (
 func withWorkspace(t *testing.T, h *testHome, r *run.Run, repo, base string) {
 	t.Helper()
 	l := h.st.L
-	ws, err := workspace.NewOverlay(workspace.NewLayerCache(l.LayerCache())).Create(context.Background(), repo, base, l.Workspace(r.ID), l.WorkspaceState(r.ID))
+	c := workspace.NewLayerCache(l.LayerCache())
+	t.Cleanup(c.Wait)
+	ws, err := workspace.NewOverlay(c).Create(context.Background(), repo, base, l.Workspace(r.ID), l.WorkspaceState(r.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,9 +28,11 @@ func nativeProbe(t *testing.T) func(context.Context, string) error {
 	return lm.ProbeLayers
 }
 
-func overlayStep(r *run.Run, dir, state, cache string, probe func(context.Context, string) error) (*workspaceStep, *journal) {
+func overlayStep(t *testing.T, r *run.Run, dir, state, cache string, probe func(context.Context, string) error) (*workspaceStep, *journal) {
 	s, j := newWorkspaceStep(r, dir, state, workspace.NewCheckout())
-	s.Overlay, s.Probe = workspace.NewOverlay(workspace.NewLayerCache(cache)), probe
+	c := workspace.NewLayerCache(cache)
+	t.Cleanup(c.Wait) // before the temp directories go
+	s.Overlay, s.Probe = workspace.NewOverlay(c), probe
 	return s, j
 }
 
@@ -43,7 +45,7 @@ func TestWorkspaceStepOverlay(t *testing.T) {
 	r, l := stepRun(t, repo, base)
 	ctx := context.Background()
 	dir, state, cache := l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache()
-	s, j := overlayStep(r, dir, state, cache, probe)
+	s, j := overlayStep(t, r, dir, state, cache, probe)
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestWorkspaceStepOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Attempts = []run.Attempt{{N: 1}}
-	again, _ := overlayStep(r, dir, state, cache, probe)
+	again, _ := overlayStep(t, r, dir, state, cache, probe)
 	if err := again.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestWorkspaceStepOverlay(t *testing.T) {
 	}
 	// A sandbox that cannot mount it cannot go on with it.
 	r.Attempts = nil
-	noMount, _ := overlayStep(r, dir, state, cache, nil)
+	noMount, _ := overlayStep(t, r, dir, state, cache, nil)
 	if err := noMount.Start(ctx); err == nil || !strings.Contains(err.Error(), "cannot mount this run's overlay") {
 		t.Fatalf("reopened without a mount: %v", err)
 	}
@@ -87,7 +89,7 @@ func TestWorkspaceStepOverlay(t *testing.T) {
 func TestWorkspaceStepOverlayFallsBack(t *testing.T) {
 	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
-	s, j := overlayStep(r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), nil)
+	s, j := overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), nil)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestWorkspaceStepOverlayHalfMade(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, _ := overlayStep(r, dir, state, l.LayerCache(), probe)
+	s, _ := overlayStep(t, r, dir, state, l.LayerCache(), probe)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

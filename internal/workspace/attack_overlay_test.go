@@ -30,7 +30,9 @@ import (
 func newOverlay(t testing.TB, repo, base string) (Workspace, string, overlay.Layers) {
 	t.Helper()
 	root := t.TempDir()
-	ws, err := NewOverlay(NewLayerCache(filepath.Join(root, "cache"))).Create(context.Background(), repo, base, filepath.Join(root, "ws"), filepath.Join(root, "state"))
+	c := NewLayerCache(filepath.Join(root, "cache"))
+	t.Cleanup(c.Wait)
+	ws, err := NewOverlay(c).Create(context.Background(), repo, base, filepath.Join(root, "ws"), filepath.Join(root, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,16 @@ func TestCheckoutConformance(t *testing.T) {
 // their commit, and so a layer, made once under its lock.
 func TestOverlayConformance(t *testing.T) {
 	t.Parallel()
-	workspacetest.Run(t, workspace.NewOverlay(workspace.NewLayerCache(t.TempDir())))
+	c := workspace.NewLayerCache(t.TempDir())
+	t.Cleanup(c.Wait)
+	workspacetest.Run(t, workspace.NewOverlay(c))
 }
 
 func BenchmarkConformance(b *testing.B) {
 	b.Run("checkout", func(b *testing.B) { workspacetest.Bench(b, workspace.NewCheckout()) })
 	b.Run("overlay", func(b *testing.B) {
-		workspacetest.Bench(b, workspace.NewOverlay(workspace.NewLayerCache(b.TempDir())))
+		c := workspace.NewLayerCache(b.TempDir())
+		b.Cleanup(c.Wait)
+		workspacetest.Bench(b, workspace.NewOverlay(c))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +25,7 @@ import (
 //	<key>/info                 commit, object format, size, the boot it was made in
 //	<key>/synced               there once the layer is on disk for good (syncfs)
 //	<key>/used                 its modification time is the layer's last use
-//	<key>/refs/<ref>           one per workspace on the layer, naming its state directory
+//	<key>/refs/<ref>           one per workspace on the layer: a symlink to its state directory
 //	<key>.lock                 flock: shared while a workspace takes its ref, exclusive to make or remove the layer
 //	tmp/                       layers being made, and layers being removed
 //
@@ -34,7 +35,8 @@ import (
 // place. A ref is live while its state directory still says it uses the
 // layer; a layer without live refs is unused and may be collected.
 type LayerCache struct {
-	dir string
+	dir   string
+	syncs sync.WaitGroup // the background syncs of layers this process made
 }
 
 // NewLayerCache returns the cache rooted at dir (made when first used).
@@ -205,7 +207,7 @@ func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format str
 	}
 	done = true
 	syncDir(c.dir)
-	go func() {
+	c.syncs.Go(func() {
 		// Under the shared lock: the layer is not removed meanwhile.
 		lock, err := lockFile(context.Background(), c.lockPath(l.key), unix.LOCK_SH)
 		if err != nil {
@@ -215,9 +217,12 @@ func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format str
 		if _, err := os.Lstat(l.dir); err == nil {
 			_ = syncLayer(l)
 		}
-	}()
+	})
 	return nil
 }
+
+// Wait waits for the background syncs of the layers this cache made.
+func (c *LayerCache) Wait() { c.syncs.Wait() }
 
 // syncLayer writes the file system holding l to disk and marks l synced.
 func syncLayer(l layer) error {
@@ -281,9 +286,15 @@ func refName(stateDir string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// addRef records that the workspace of stateDir uses l.
+// addRef records that the workspace of stateDir uses l: a symlink to
+// stateDir (made at once, and not synced: a ref lost in a crash lets the
+// layer be collected, and opening the workspace makes it again).
 func addRef(l layer, stateDir string) error {
-	return writeFileAtomic(filepath.Join(l.dir, layerRefs, refName(stateDir)), []byte(stateDir+"\n"))
+	err := os.Symlink(stateDir, filepath.Join(l.dir, layerRefs, refName(stateDir)))
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	return err
 }
 
 // liveRefs counts l's live refs: each names a state directory that still
@@ -302,11 +313,10 @@ func countRefs(l layer, gone map[string]bool) (int, error) {
 	live := 0
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(p)
+		stateDir, err := os.Readlink(p)
 		if err != nil {
 			continue
 		}
-		stateDir := strings.TrimSuffix(string(b), "\n")
 		if gone[stateDir] {
 			continue
 		}

@@ -29,6 +29,7 @@ func TestLayerMadeOnceForConcurrentWorkspaces(t *testing.T) {
 	t.Parallel()
 	repo, base := newRepo(t)
 	c := NewLayerCache(filepath.Join(t.TempDir(), "layers"))
+	t.Cleanup(c.Wait)
 	root := t.TempDir()
 	const n = 8
 	var wg sync.WaitGroup
@@ -97,6 +98,7 @@ func removeWorkspace(t *testing.T, root string, n int) {
 func TestLayerCollectLeastRecentlyUsedWithinBudget(t *testing.T) {
 	t.Parallel()
 	c := NewLayerCache(filepath.Join(t.TempDir(), "layers"))
+	t.Cleanup(c.Wait)
 	root := t.TempDir()
 	var keys []string
 	for i := range 3 {
@@ -134,6 +136,7 @@ func TestLayerFromAnEarlierBootUnsyncedIsMadeAgain(t *testing.T) {
 	t.Parallel()
 	repo, base := newRepo(t)
 	c := NewLayerCache(filepath.Join(t.TempDir(), "layers"))
+	t.Cleanup(c.Wait)
 	root := t.TempDir()
 	ws, err := overlayAt(t, c, repo, base, root, 0)
 	if err != nil {
@@ -142,7 +145,7 @@ func TestLayerFromAnEarlierBootUnsyncedIsMadeAgain(t *testing.T) {
 	l := c.layer(filepath.Base(filepath.Dir(ws.Layers().Lower)))
 	unsync := func() {
 		t.Helper()
-		waitSynced(t, ws)
+		c.Wait()
 		if err := os.Remove(filepath.Join(l.dir, layerSynced)); err != nil {
 			t.Fatal(err)
 		}
@@ -179,13 +182,14 @@ func TestOverlayOpenRemakesAMissingLayer(t *testing.T) {
 	t.Parallel()
 	repo, base := newRepo(t)
 	c := NewLayerCache(filepath.Join(t.TempDir(), "layers"))
+	t.Cleanup(c.Wait)
 	root := t.TempDir()
 	ws, err := overlayAt(t, c, repo, base, root, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(ws.Dir(), "new.txt"), "new\n", 0o644)
-	waitSynced(t, ws)
+	c.Wait()
 	if err := os.RemoveAll(c.Dir()); err != nil {
 		t.Fatal(err)
 	}
@@ -204,16 +208,4 @@ func TestOverlayOpenRemakesAMissingLayer(t *testing.T) {
 	if _, err := NewOverlay(c).Open(context.Background(), ws.Dir(), t.TempDir()); !errors.Is(err, ErrNotOverlay) {
 		t.Fatalf("Open without a record: %v, want ErrNotOverlay", err)
 	}
-}
-
-// waitSynced waits for the background sync of ws's new layer.
-func waitSynced(t *testing.T, ws Layered) {
-	t.Helper()
-	marker := filepath.Join(filepath.Dir(ws.Layers().Lower), layerSynced)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(marker); err == nil {
-			return
-		}
-	}
-	t.Fatal("the new layer was not synced in 10 s")
 }

@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -55,33 +54,46 @@ type overlayProvider struct {
 }
 
 // pointerName is the overlay workspace's record in its state directory:
-// which layer it is on. Written last, it marks the workspace complete.
+// a symlink whose target is the key of its layer. Made last, it marks
+// the workspace complete. A short symlink's target is kept in its inode,
+// so the record is metadata only: it is on disk once any later fsync on
+// the file system is (the run record's, before the agent starts), which
+// costs Create no fsync of its own.
 const pointerName = "workspace-overlay"
+
+// repoName holds the repository the workspace was made from, for making
+// its layer again should the cache lose it (best effort: not synced).
+const repoName = "workspace-overlay-repo"
 
 // workName is the kernel's work directory, in the state directory (on the
 // same file system as the upper layer, as the kernel requires).
 const workName = "overlay-work"
 
-// pointer is the content of the pointer file.
+// pointer is what the pointer and the repo file say.
 type pointer struct {
-	Version int    `json:"version"`
-	Layer   string `json:"layer"`
-	Lower   string `json:"lower"`
-	Repo    string `json:"repo"`
-	Commit  string `json:"commit"`
-	Format  string `json:"format"`
+	Layer  string // the layer's key
+	Commit string
+	Format string
+	Repo   string // "" when not known
 }
 
 func readPointer(stateDir string) (*pointer, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, pointerName))
+	key, err := os.Readlink(filepath.Join(stateDir, pointerName))
 	if err != nil {
 		return nil, err
 	}
-	var p pointer
-	if err := json.Unmarshal(b, &p); err != nil || p.Version != 1 || p.Layer == "" || !filepath.IsAbs(p.Lower) || !isObjectID(p.Commit) {
+	commit, ok := strings.CutPrefix(key, layerVersion+"-")
+	if !ok || !isObjectID(commit) {
 		return nil, fmt.Errorf("damaged %s in %s", pointerName, stateDir)
 	}
-	return &p, nil
+	p := &pointer{Layer: key, Commit: commit, Format: "sha1"}
+	if len(commit) == 64 {
+		p.Format = "sha256"
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, repoName)); err == nil {
+		p.Repo = strings.TrimSuffix(string(b), "\n")
+	}
+	return p, nil
 }
 
 // Create implements Provider.
@@ -99,8 +111,9 @@ func (o *overlayProvider) Create(ctx context.Context, repo, commit, dir, stateDi
 	ws, err := o.create(ctx, repo, commit, format, dir, stateDir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		_ = os.Remove(filepath.Join(stateDir, pointerName))
-		_ = os.RemoveAll(filepath.Join(stateDir, workName))
+		for _, n := range []string{pointerName, repoName, workName} {
+			_ = os.RemoveAll(filepath.Join(stateDir, n))
+		}
 		return nil, fmt.Errorf("create workspace %s: %w", dir, err)
 	}
 	return ws, nil
@@ -117,16 +130,14 @@ func (o *overlayProvider) create(ctx context.Context, repo, commit, format, dir,
 	if err := os.Mkdir(work, 0o700); err != nil {
 		return nil, err
 	}
-	var ptr pointer
+	_ = os.WriteFile(filepath.Join(stateDir, repoName), []byte(repo+"\n"), 0o644)
 	l, made, err := o.cache.acquire(ctx, repo, commit, format, stateDir, func(l layer) error {
-		ptr = pointer{Version: 1, Layer: l.key, Lower: l.tree(), Repo: repo, Commit: commit, Format: format}
-		b, _ := json.Marshal(ptr)
-		return writeFileAtomic(filepath.Join(stateDir, pointerName), append(b, '\n'))
+		return os.Symlink(l.key, filepath.Join(stateDir, pointerName))
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWorkspace{dir: dir, stateDir: stateDir, layerDir: l.dir, ptr: ptr, made: made}, nil
+	return &overlayWorkspace{dir: dir, stateDir: stateDir, layer: l, made: made}, nil
 }
 
 // Open implements Provider. A lower layer that is gone from the cache
@@ -148,15 +159,17 @@ func (o *overlayProvider) Open(ctx context.Context, dir, stateDir string) (Works
 		return nil, fmt.Errorf("open workspace: %s is not a directory", dir)
 	}
 	l := o.cache.layer(ptr.Layer)
-	if ptr.Lower != l.tree() {
-		return nil, fmt.Errorf("open workspace %s: its layer %s is not in the cache %s", dir, ptr.Lower, o.cache.dir)
-	}
 	if _, err := os.Lstat(filepath.Join(l.dir, layerInfoName)); err != nil {
+		if ptr.Repo == "" {
+			return nil, fmt.Errorf("open workspace %s: its layer %s is gone, and the repository to make it again is not known", dir, l.dir)
+		}
 		if l, _, err = o.cache.acquire(ctx, ptr.Repo, ptr.Commit, ptr.Format, stateDir, func(layer) error { return nil }); err != nil {
 			return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 		}
+	} else if err := addRef(l, stateDir); err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err) // a ref lost in a crash, taken again
 	}
-	return &overlayWorkspace{dir: dir, stateDir: stateDir, layerDir: l.dir, ptr: *ptr}, nil
+	return &overlayWorkspace{dir: dir, stateDir: stateDir, layer: l}, nil
 }
 
 // checkCreate checks Create's arguments and returns the commit's object
@@ -184,8 +197,7 @@ func checkCreate(commit, dir, stateDir string) (format, absDir, absState string,
 // overlayWorkspace is a workspace made by the overlay Provider.
 type overlayWorkspace struct {
 	dir, stateDir string
-	layerDir      string // the layer (its tree is the lower layer)
-	ptr           pointer
+	layer         layer // its tree is the lower layer
 	made          bool
 
 	once sync.Once // reads m
@@ -197,7 +209,7 @@ func (w *overlayWorkspace) Dir() string { return w.dir }
 
 // Layers implements Layered.
 func (w *overlayWorkspace) Layers() overlay.Layers {
-	return overlay.Layers{Lower: w.ptr.Lower, Upper: w.dir, Work: filepath.Join(w.stateDir, workName)}
+	return overlay.Layers{Lower: w.layer.tree(), Upper: w.dir, Work: filepath.Join(w.stateDir, workName)}
 }
 
 // LayerMade implements Layered.
@@ -205,9 +217,9 @@ func (w *overlayWorkspace) LayerMade() bool { return w.made }
 
 // Scan implements Workspace: it reads the upper layer only.
 func (w *overlayWorkspace) Scan(ctx context.Context, lim Limits) (*ChangeSet, error) {
-	w.once.Do(func() { w.m, w.err = readManifest(w.layerDir) })
+	w.once.Do(func() { w.m, w.err = readManifest(w.layer.dir) })
 	if w.err != nil {
 		return nil, fmt.Errorf("scan %s: %w", w.dir, w.err)
 	}
-	return scanUpper(ctx, w.dir, w.ptr.Lower, w.m, lim)
+	return scanUpper(ctx, w.dir, w.layer.tree(), w.m, lim)
 }

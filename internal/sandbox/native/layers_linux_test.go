@@ -40,6 +40,7 @@ func TestOverlayWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := workspace.NewLayerCache(filepath.Join(root, "cache"))
+	t.Cleanup(cache.Wait)
 	ws, err := workspace.NewOverlay(cache).Create(context.Background(), repo, base, spec.Workspace, filepath.Join(root, "ws-state"))
 	if err != nil {
 		t.Fatal(err)
