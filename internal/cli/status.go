@@ -126,17 +126,8 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if err := f.write(app.Stdout); err != nil {
 		return err
 	}
-	for _, a := range r.Attempts {
-		fmt.Fprintln(app.Stdout, "  "+attemptLine(o.Now, &a))
-		if len(a.Checks) > 0 {
-			var t table
-			for _, c := range a.Checks {
-				t.add("    "+checkMark(col, c), oneLine(c.Name, 40), checkDetail(c))
-			}
-			if err := t.write(app.Stdout); err != nil {
-				return err
-			}
-		}
+	if err := writeAttempts(app.Stdout, col, o.Now, r.Attempts); err != nil {
+		return err
 	}
 	if len(r.Attempts) == 0 && len(r.Checks) > 0 {
 		names := make([]string, len(r.Checks))
@@ -150,6 +141,24 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	if next := nextStep(r); next != "" {
 		fmt.Fprintf(app.Stdout, "\nnext: %s\n", next)
+	}
+	return nil
+}
+
+// writeAttempts prints each attempt with its checks.
+func writeAttempts(w io.Writer, col bool, now time.Time, attempts []run.Attempt) error {
+	for _, a := range attempts {
+		fmt.Fprintln(w, "  "+attemptLine(now, &a))
+		if len(a.Checks) == 0 {
+			continue
+		}
+		var t table
+		for _, c := range a.Checks {
+			t.add("    "+checkMark(col, c), oneLine(c.Name, 40), checkDetail(c))
+		}
+		if err := t.write(w); err != nil {
+			return err
+		}
 	}
 	return nil
 }
