@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -26,7 +25,17 @@ func checkWorkspace(ctx context.Context, b sandbox.Backend, home string) doctorC
 		c.Status, c.Detail = "warn", "full copies of the repository: the "+b.Name()+" sandbox mounts no overlay"
 		return c
 	}
-	if err := lm.ProbeLayers(ctx, filepath.Dir(layout.Layout{Home: home}.LayerCache())); err != nil {
+	// A scratch directory of its own, on the data directory's file
+	// system: a real mount, not one remembered from an earlier probe.
+	cache := layout.Layout{Home: home}.Cache()
+	_ = os.MkdirAll(cache, 0o755)
+	scratch, err := os.MkdirTemp(cache, "doctor-")
+	if err != nil {
+		c.Status, c.Detail = "warn", "cannot try an overlay: "+err.Error()
+		return c
+	}
+	defer os.RemoveAll(scratch)
+	if err := lm.ProbeLayers(ctx, scratch); err != nil {
 		c.Status, c.Detail = "warn", "full copies of the repository: "+err.Error()
 		c.Fix = "overlay workspaces need Linux 5.11 or later with overlayfs, and unprivileged overlay mounts in user namespaces (or agentrun as root); runs work as they are, with a copy each"
 		return c

@@ -22,6 +22,7 @@
 //	  queue.lock, slots/<k>.lock    the queue's order and the concurrency limit
 //	  capacity/                     model servers' shared request slots
 //	  cache/layers/                 overlay workspaces' lower layers, one per base commit (workspace.LayerCache)
+//	  cache/layers-probe-ok         the native sandbox mounted an overlay here in this boot
 //
 // The supervisor.lock, queue and slot files are the flock coordinator's
 // (coord/flock); run.json, events.jsonl, run.lock and seq the files
@@ -85,9 +86,13 @@ func (l Layout) QueueLock() string { return filepath.Join(l.Home, "queue.lock") 
 // Queue is the directory of runs waiting for a slot.
 func (l Layout) Queue() string { return filepath.Join(l.Home, "queue") }
 
+// Cache holds what runs share: the overlay workspaces' layers, and what
+// the sandbox remembers of its probe of overlay mounts.
+func (l Layout) Cache() string { return filepath.Join(l.Home, "cache") }
+
 // LayerCache is the directory of the overlay workspaces' shared lower
 // layers.
-func (l Layout) LayerCache() string { return filepath.Join(l.Home, "cache", "layers") }
+func (l Layout) LayerCache() string { return filepath.Join(l.Cache(), "layers") }
 
 // Capacity is the directory of the model servers' shared request slots.
 func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }

@@ -68,7 +68,8 @@ type LayerMounter interface {
 	// new directory under scratch (on the file system the real layers
 	// will be on), the way a sandbox would, and writes through it. It
 	// returns nil when sandboxes started now can mount Spec.Layers, or
-	// why not; it removes what it made.
+	// why not; it removes what it made. A backend may remember a success
+	// in scratch for as long as it holds (the native one: the boot).
 	ProbeLayers(ctx context.Context, scratch string) error
 }
 

@@ -159,7 +159,7 @@ func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*p
 	l := s.Layout
 	backend := s.Backends[r.Sandbox.Backend]
 	ws := &workspaceStep{Provider: s.Workspaces, Overlay: s.Overlay, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID),
-		Removed: l.WorkspaceRemoved(r.ID), Event: s.event}
+		Removed: l.WorkspaceRemoved(r.ID), ProbeDir: l.Cache(), Event: s.event}
 	if lm, ok := backend.(sandbox.LayerMounter); ok {
 		ws.Probe = lm.ProbeLayers
 	}

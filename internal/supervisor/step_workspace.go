@@ -35,8 +35,10 @@ type workspaceStep struct {
 	// Overlay is the copy-on-write provider (nil: none in this build).
 	Overlay workspace.Provider
 	// Probe says whether the run's sandbox can mount an overlay's layers
-	// made under scratch (nil: its backend cannot).
-	Probe func(ctx context.Context, scratch string) error
+	// made under scratch (nil: its backend cannot), ProbeDir (on the data
+	// directory's file system, shared by the runs).
+	Probe    func(ctx context.Context, scratch string) error
+	ProbeDir string
 	// Removed is the marker agentrun gc leaves when it removed the
 	// workspace: such a run is not made again from the base.
 	Removed string
@@ -252,10 +254,14 @@ func (s *workspaceStep) probe(ctx context.Context) error {
 	if s.Probe == nil {
 		return errors.New("the sandbox backend cannot mount an overlay")
 	}
-	if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+	dir := s.ProbeDir
+	if dir == "" {
+		dir = s.StateDir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	return s.Probe(ctx, s.StateDir)
+	return s.Probe(ctx, dir)
 }
 
 // removeContents removes everything inside dir (os.RemoveAll never

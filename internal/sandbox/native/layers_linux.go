@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -47,10 +48,40 @@ const (
 // whole setup, as Preflight's) mounts an overlay of layers made under
 // scratch and edits through it; the host then checks what the kernel
 // wrote in the upper layer.
+//
+// A success is remembered in scratch for the rest of the boot (by the
+// same user, with the same kernel): the probe costs a sandbox start, and
+// a run would otherwise pay it every time.
 func (b *Backend) ProbeLayers(ctx context.Context, scratch string) error {
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
+	memo, stamp := filepath.Join(scratch, probeMemo), probeStamp()
+	if got, err := os.ReadFile(memo); err == nil && string(got) == stamp {
+		return nil
+	}
+	if err := b.probeLayers(ctx, scratch); err != nil {
+		return err
+	}
+	_ = os.WriteFile(memo, []byte(stamp), 0o644)
+	return nil
+}
+
+// probeMemo remembers a successful probe, in the probe's scratch
+// directory.
+const probeMemo = "layers-probe-ok"
+
+// probeStamp is what a remembered probe must match: this boot, this
+// user, this kernel.
+func probeStamp() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	return fmt.Sprintf("%s %d %s\n", strings.TrimSpace(string(boot)), os.Getuid(), unix.ByteSliceToString(u.Release[:]))
+}
+
+// probeLayers is ProbeLayers without the memo.
+func (b *Backend) probeLayers(ctx context.Context, scratch string) error {
 	dir, err := os.MkdirTemp(scratch, "layers-probe-")
 	if err != nil {
 		return err

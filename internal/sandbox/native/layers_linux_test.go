@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
 	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -18,8 +19,17 @@ func TestProbeLayers(t *testing.T) {
 	if err := b.ProbeLayers(context.Background(), scratch); err != nil {
 		requireCap(t, "overlay workspaces", err.Error())
 	}
-	if ents, _ := os.ReadDir(scratch); len(ents) != 0 {
-		t.Fatalf("the probe left %v", ents)
+	if ents, _ := os.ReadDir(scratch); len(ents) != 1 || ents[0].Name() != "layers-probe-ok" {
+		t.Fatalf("the probe left %v, want only its memo", ents)
+	}
+	// Remembered: a second probe starts no sandbox (a backend that could
+	// not start one says yes); another scratch directory probes again.
+	broken := native.New(native.Options{Executable: "/bin/false"}).(*native.Backend)
+	if err := broken.ProbeLayers(context.Background(), scratch); err != nil {
+		t.Fatalf("a remembered probe: %v", err)
+	}
+	if err := broken.ProbeLayers(context.Background(), t.TempDir()); err == nil {
+		t.Fatal("a probe that cannot start a sandbox succeeded")
 	}
 }
 
