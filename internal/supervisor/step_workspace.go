@@ -223,8 +223,15 @@ const (
 
 // overlayUsable makes the run's new workspace an overlay when the
 // sandbox can mount one, and says whether it did. When not, Mode says
-// why, and so does a warning event.
+// why, and so does a warning event when the sandbox could have mounted
+// one.
 func (s *workspaceStep) overlayUsable(ctx context.Context) bool {
+	if s.Probe == nil {
+		// A backend that mounts no overlay (host): the copy is its
+		// workspace, nothing to warn about.
+		s.mode = modeCopy + ": the " + s.Record.Sandbox.Backend + " sandbox mounts no overlay"
+		return false
+	}
 	why := ""
 	if err := s.probe(ctx); err != nil {
 		why = err.Error()

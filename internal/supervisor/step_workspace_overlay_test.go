@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,13 +84,26 @@ func TestWorkspaceStepOverlay(t *testing.T) {
 	}
 }
 
-// TestWorkspaceStepOverlayFallsBack: without a sandbox that mounts
-// layers, the workspace is the plain copy, and both the mode and a
-// warning say why.
+// TestWorkspaceStepOverlayFallsBack: with a sandbox that cannot mount
+// layers here, the workspace is the plain copy, and both the mode and a
+// warning say why; a backend that mounts none gets the copy without one.
 func TestWorkspaceStepOverlayFallsBack(t *testing.T) {
 	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
-	s, j := overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), nil)
+	none, j := overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), nil)
+	if err := none.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	none.Stop(context.Background())
+	if none.Mode() != "copy: the host sandbox mounts no overlay" || j.len() != 0 {
+		t.Fatalf("mode %q, events %+v", none.Mode(), j.evs)
+	}
+	r, l = stepRun(t, repo, base)
+	refuse := func(context.Context, string) error { return errors.New("no overlay on this file system") }
+	s, j := overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), refuse)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
