@@ -56,7 +56,9 @@ func (app *App) newDoctorCmd() *cobra.Command {
 		Long: `Check this machine: the data directory, the configuration, git, each sandbox
 backend (a real sandbox is started and destroyed, and what it enforces is
 listed: namespaces, Landlock, seccomp, cgroups, user namespaces), where each
-provider's key would come from, the model servers named in config.toml
+provider's key would come from, whether workspaces will be copy-on-write
+overlays (one is mounted for real) and what the overlays' layer cache holds
+against its budget, the model servers named in config.toml
 (reachable, the models they list), and the agent CLIs on your PATH with their
 versions against the versions agentrun was tested with. Every problem comes
 with its fix. Nothing is changed (the data directory is created if missing).
@@ -102,11 +104,19 @@ func (app *App) runDoctor(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var late []doctorCheck
 	push := func(c doctorCheck) { mu.Lock(); late = append(late, c); mu.Unlock() }
+	var defaultBackend sandbox.Backend
 	for _, b := range app.Deps.Backends(app.Executable) {
 		name := b.Name()
+		if name == settings.Sandbox || (settings.Sandbox == "" && name == app.Deps.DefaultBackend) {
+			defaultBackend = b
+		}
 		wg.Go(func() {
 			push(checkBackend(ctx, b, name == settings.Sandbox || (settings.Sandbox == "" && name == app.Deps.DefaultBackend), settings.Image, settings.File.Images))
 		})
+	}
+	if filepath.IsAbs(home) {
+		wg.Go(func() { push(checkWorkspace(ctx, defaultBackend, home)) })
+		push(checkLayerCache(home, settings.CacheBudget))
 	}
 	for _, name := range gateway.RouteNames {
 		rs, _ := gateway.Public(name)
@@ -223,7 +233,7 @@ func checkDataHome(home string) doctorCheck {
 	if free, ok := freeBytes(home); ok {
 		c.Detail += fmt.Sprintf(", %s free", humanBytes(int64(free)))
 		if free < 1<<30 {
-			c.Status, c.Fix = "warn", "free disk space: each run copies its repository; remove finished runs with 'agentrun clean --finished'"
+			c.Status, c.Fix = "warn", "free disk space: 'agentrun gc' removes finished runs' workspaces and unused cached layers, 'agentrun clean --finished' the runs themselves"
 		}
 	}
 	return c

@@ -67,7 +67,13 @@ func (app *App) newListCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list [--status S] [--repo DIR] [--agent A] [--verdict V] [--since T] [--limit N] [-q]",
 		Short: "List runs, newest first",
-		Long: `List runs, newest first: id, status, age, repository, branch and the start of the task.
+		Long: `List runs, newest first: id, status, age, disk use, repository, branch and the
+start of the task.
+
+Disk use is what the run's directory holds (records, logs, HOME and the
+workspace; an overlay workspace counts only the agent's changes), counted
+without following links and within bounds: a figure with ≥ is a floor, and
+? means the count was cut short to keep list quick. 'agentrun gc' frees it.
 
 A run whose record is damaged does not hide the others: it is named on stderr
 (and in the "broken" array under --json).
@@ -116,6 +122,9 @@ type listItem struct {
 	// Usage is the run's model use: tokens, requests, estimated cost,
 	// per model (absent when the run used no model).
 	Usage *run.Usage `json:"usage,omitempty"`
+	// Disk is what the run takes on disk (absent when counting it would
+	// have taken too long: see runDisk).
+	Disk *runDisk `json:"disk,omitempty"`
 }
 
 type listOutput struct {
@@ -152,6 +161,7 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		out.Broken = []run.Broken{}
 	}
 	var shown []*run.Run
+	disk := newDiskCounter(env.Layout)
 	for _, r := range runs {
 		r = app.reconcile(ctx, env, r)
 		if len(o.states) > 0 && !containsState(o.states, r.State) || !o.matches(r) {
@@ -161,7 +171,11 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 			break
 		}
 		shown = append(shown, r)
-		out.Runs = append(out.Runs, toListItem(r))
+		it := toListItem(r)
+		if !o.Quiet {
+			it.Disk = disk.of(r)
+		}
+		out.Runs = append(out.Runs, it)
 	}
 	if repoGone && len(shown) == 0 {
 		return catalog.RepoMissing.New("--repo %s is not a directory, and no run was made in it", o.Repo)
@@ -187,8 +201,8 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		return nil
 	}
 	col := app.colour()
-	t := table{header: []string{"ID", "STATUS", "AGE", "REPO", "BRANCH", "TASK"}, colour: col}
-	for _, r := range shown {
+	t := table{header: []string{"ID", "STATUS", "AGE", "DISK", "REPO", "BRANCH", "TASK"}, colour: col}
+	for i, r := range shown {
 		status := string(r.State)
 		if r.State.Terminal() && r.Reason != "" && r.Reason != run.ReasonCompleted {
 			status += " (" + string(r.Reason) + ")"
@@ -197,7 +211,7 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		if r.Commit != "" || r.Result != nil {
 			branch = r.Branch
 		}
-		t.add(r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt),
+		t.add(r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt), diskCell(out.Runs[i].Disk),
 			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50))
 	}
 	return t.write(app.Stdout)

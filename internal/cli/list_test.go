@@ -32,7 +32,7 @@ func TestListTableNewestFirst(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want header + 2 rows:\n%s", out)
 	}
-	for i, col := range []string{"ID", "STATUS", "AGE", "REPO", "BRANCH", "TASK"} {
+	for i, col := range []string{"ID", "STATUS", "AGE", "DISK", "REPO", "BRANCH", "TASK"} {
 		if f := strings.Fields(lines[0]); f[i] != col {
 			t.Fatalf("header %q", lines[0])
 		}

@@ -128,6 +128,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newDiffCmd(),
 		app.newResumeCmd(),
 		app.newCleanCmd(),
+		app.newGCCmd(),
 		app.newVerdictCmd(),
 		app.newEgressCmd(),
 		app.newVersionCmd(),

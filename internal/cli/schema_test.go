@@ -47,6 +47,8 @@ func TestJSONSchemasDeclareEveryField(t *testing.T) {
 		{"error.schema.json", []byte(`{"error":` + string(filled[catalog.Error]()) + `}`)},
 		{"list.schema.json", filled[listOutput]()},
 		{"status.schema.json", filled[run.Run]()},
+		{"status.schema.json", filled[statusOutput]()},
+		{"gc.schema.json", filled[gcOutput]()},
 		{"logs.schema.json", wrap("logs", []byte("["+string(filled[logPiece]())+"]"))},
 		{"logs-events.schema.json", wrap("events", []byte("["+string(filled[run.Event]())+"]"))},
 		{"cancel.schema.json", filled[cancelOutput]()},
@@ -140,6 +142,7 @@ func TestJSONOutputMatchesSchemas(t *testing.T) {
 			t.Errorf("%v: the stream does not end with the run: %v", args, lines)
 		}
 	}
+	validDoc(t, "gc.schema.json", "gc --dry-run", ok("gc", "--dry-run", "--json"))
 	code, out, _ := h.exec("clean", "--finished", "--json")
 	if d := validDoc(t, "clean.schema.json", "clean --finished", out); code != 0 || len(d["kept"].([]any)) != 2 {
 		t.Errorf("clean --finished: exit %d, want the damaged and the interrupted run kept: %s", code, out)

@@ -36,7 +36,7 @@ supervisor died is shown (and recorded) as interrupted; resume it with
 'agentrun resume ID'.
 
 Under --json the run record itself is printed (its fields are documented in
-the README).
+the README), with "disk": its disk use (see 'agentrun list --help').
 `,
 		Args: exactArgs(1, "status needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -44,6 +44,12 @@ the README).
 			return runStatus(c.Context(), &o, app)
 		},
 	}
+}
+
+// statusOutput is status --json: the run record, and its disk use.
+type statusOutput struct {
+	*run.Run
+	Disk *runDisk `json:"disk,omitempty"`
 }
 
 func runStatus(ctx context.Context, o *statusOptions, app *App) error {
@@ -54,8 +60,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if err != nil {
 		return err
 	}
+	disk := diskOf(env.Layout, r)
 	if app.JSON {
-		return writeJSON(app.Stdout, r)
+		return writeJSON(app.Stdout, statusOutput{Run: r, Disk: disk})
 	}
 	phases := ""
 	var active time.Duration
@@ -85,6 +92,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		f.add("model", gatewayLine(r))
 	}
 	f.add("sandbox", sandboxLine(app.Deps, r.Sandbox))
+	f.add("disk", diskLine(disk, r.Provenance.Enforced["workspace"]))
 	addTimes(&f, r, o.Now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))
@@ -118,17 +126,8 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if err := f.write(app.Stdout); err != nil {
 		return err
 	}
-	for _, a := range r.Attempts {
-		fmt.Fprintln(app.Stdout, "  "+attemptLine(o.Now, &a))
-		if len(a.Checks) > 0 {
-			var t table
-			for _, c := range a.Checks {
-				t.add("    "+checkMark(col, c), oneLine(c.Name, 40), checkDetail(c))
-			}
-			if err := t.write(app.Stdout); err != nil {
-				return err
-			}
-		}
+	if err := writeAttempts(app.Stdout, col, o.Now, r.Attempts); err != nil {
+		return err
 	}
 	if len(r.Attempts) == 0 && len(r.Checks) > 0 {
 		names := make([]string, len(r.Checks))
@@ -142,6 +141,24 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	if next := nextStep(r); next != "" {
 		fmt.Fprintf(app.Stdout, "\nnext: %s\n", next)
+	}
+	return nil
+}
+
+// writeAttempts prints each attempt with its checks.
+func writeAttempts(w io.Writer, col bool, now time.Time, attempts []run.Attempt) error {
+	for _, a := range attempts {
+		fmt.Fprintln(w, "  "+attemptLine(now, &a))
+		if len(a.Checks) == 0 {
+			continue
+		}
+		var t table
+		for _, c := range a.Checks {
+			t.add("    "+checkMark(col, c), oneLine(c.Name, 40), checkDetail(c))
+		}
+		if err := t.write(w); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -191,6 +208,9 @@ type enforcedGroup struct{ label, what string }
 func groupEnforced(m map[string]string) []enforcedGroup {
 	byStatus := map[string][]string{}
 	for k, v := range m {
+		if k == "workspace" {
+			continue // not isolation: status's disk line says it
+		}
 		byStatus[v] = append(byStatus[v], oneLine(k, 30))
 	}
 	statuses := make([]string, 0, len(byStatus))

@@ -34,6 +34,9 @@ const (
 	DefaultTimeout     = time.Hour
 	DefaultMaxFiles    = 10000
 	DefaultMaxBytes    = 100 << 20
+	// DefaultCacheBudget bounds the overlay workspaces' layer cache: gc
+	// removes unused layers, least recently used first, past it.
+	DefaultCacheBudget = 20 << 30
 )
 
 // ProviderNames are the [providers.NAME] entries config.toml may have:
@@ -54,6 +57,8 @@ type Config struct {
 	// (workspace, HOME, /tmp); unset: the backend's default.
 	Disk       string `toml:"disk"`
 	DiskInodes int64  `toml:"disk_inodes"`
+	// CacheBudget ("20G") bounds the layer cache of overlay workspaces.
+	CacheBudget string `toml:"cache_budget"`
 	// Model budgets per run (0 = none).
 	MaxTokens int64   `toml:"max_tokens"`
 	MaxCost   float64 `toml:"max_cost"`
@@ -109,6 +114,7 @@ type Settings struct {
 	MaxBytes    int64
 	DiskBytes   int64 // 0: the backend's default
 	DiskInodes  int64
+	CacheBudget int64
 	MaxTokens   int64
 	MaxCost     float64
 	ModelServer string
@@ -181,7 +187,7 @@ func isDigest(d string) bool {
 // Environment variables: AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
 // AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
 // AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES,
-// AGENTRUN_IMAGE.
+// AGENTRUN_IMAGE, AGENTRUN_CACHE_BUDGET.
 func Load(getenv func(string) string) (Settings, error) {
 	s := Settings{Path: Path(getenv)}
 	c, err := Read(s.Path)
@@ -208,6 +214,12 @@ func Load(getenv func(string) string) (Settings, error) {
 		}
 	}
 	s.DiskInodes = c.DiskInodes
+	s.CacheBudget = DefaultCacheBudget
+	if c.CacheBudget != "" {
+		if s.CacheBudget, err = run.ParseSize(c.CacheBudget); err != nil || s.CacheBudget < 1 {
+			return s, catalog.BadConfig.New("%s: cache_budget = %q: want a size like 20G", s.Path, c.CacheBudget)
+		}
+	}
 	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.DiskInodes < 0 {
 		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
 	}
@@ -217,7 +229,13 @@ func Load(getenv func(string) string) (Settings, error) {
 	s.File = c
 	s.MaxTokens, s.MaxCost, s.ModelServer = c.MaxTokens, c.MaxCost, c.ModelServer
 	s.Image = c.Image
-	// environment over file
+	err = s.fromEnvironment(getenv)
+	return s, err
+}
+
+// fromEnvironment puts the environment over the file.
+func (s *Settings) fromEnvironment(getenv func(string) string) error {
+	var err error
 	for _, v := range []struct {
 		name string
 		dst  *int
@@ -225,7 +243,7 @@ func Load(getenv func(string) string) (Settings, error) {
 		if e := getenv(v.name); e != "" {
 			n, err := strconv.Atoi(e)
 			if err != nil || n < 1 {
-				return s, catalog.BadConfig.New("%s=%q: want a whole number of at least 1", v.name, e)
+				return catalog.BadConfig.New("%s=%q: want a whole number of at least 1", v.name, e)
 			}
 			*v.dst = n
 		}
@@ -233,28 +251,33 @@ func Load(getenv func(string) string) (Settings, error) {
 	if e := getenv("AGENTRUN_MAX_BYTES"); e != "" {
 		n, err := strconv.ParseInt(e, 10, 64)
 		if err != nil || n < 1 {
-			return s, catalog.BadConfig.New("AGENTRUN_MAX_BYTES=%q: want a whole number of at least 1", e)
+			return catalog.BadConfig.New("AGENTRUN_MAX_BYTES=%q: want a whole number of at least 1", e)
 		}
 		s.MaxBytes = n
 	}
 	if e := getenv("AGENTRUN_TIMEOUT"); e != "" {
 		if s.Timeout, err = parseDuration(e, "AGENTRUN_TIMEOUT"); err != nil {
-			return s, err
+			return err
 		}
 	}
 	if e := getenv("AGENTRUN_MAX_TOKENS"); e != "" {
 		n, err := strconv.ParseInt(e, 10, 64)
 		if err != nil || n < 0 {
-			return s, catalog.BadConfig.New("AGENTRUN_MAX_TOKENS=%q: want a whole number (0 = no limit)", e)
+			return catalog.BadConfig.New("AGENTRUN_MAX_TOKENS=%q: want a whole number (0 = no limit)", e)
 		}
 		s.MaxTokens = n
 	}
 	if e := getenv("AGENTRUN_MAX_COST"); e != "" {
 		f, err := strconv.ParseFloat(e, 64)
 		if err != nil || f < 0 {
-			return s, catalog.BadConfig.New("AGENTRUN_MAX_COST=%q: want US dollars, like 2.50 (0 = no limit)", e)
+			return catalog.BadConfig.New("AGENTRUN_MAX_COST=%q: want US dollars, like 2.50 (0 = no limit)", e)
 		}
 		s.MaxCost = f
+	}
+	if e := getenv("AGENTRUN_CACHE_BUDGET"); e != "" {
+		if s.CacheBudget, err = run.ParseSize(e); err != nil || s.CacheBudget < 1 {
+			return catalog.BadConfig.New("AGENTRUN_CACHE_BUDGET=%q: want a size like 20G", e)
+		}
 	}
 	if e := getenv("AGENTRUN_MODEL_SERVER"); e != "" {
 		s.ModelServer = e
@@ -271,7 +294,7 @@ func Load(getenv func(string) string) (Settings, error) {
 	if e := getenv("AGENTRUN_AUTHOR_EMAIL"); e != "" {
 		s.AuthorEmail = e
 	}
-	return s, nil
+	return nil
 }
 
 func parseDuration(v, where string) (time.Duration, error) {

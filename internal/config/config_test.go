@@ -121,3 +121,37 @@ func TestImage(t *testing.T) {
 		t.Fatalf("environment over file: %q %v", s.Image, err)
 	}
 }
+
+func TestCacheBudget(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"XDG_CONFIG_HOME": dir}
+	if s, err := Load(envOf(env)); err != nil || s.CacheBudget != DefaultCacheBudget {
+		t.Fatalf("default: %d %v", s.CacheBudget, err)
+	}
+	p := filepath.Join(dir, "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]int64{`cache_budget = "2G"`: 2 << 30, `cache_budget = "none"`: -1, `cache_budget = "0"`: -1} {
+		if err := os.WriteFile(p, []byte(text+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(envOf(env))
+		if want < 0 {
+			if !catalog.Has(err, catalog.BadConfig) {
+				t.Errorf("%s: %v, want bad_config", text, err)
+			}
+			continue
+		}
+		if err != nil || s.CacheBudget != want {
+			t.Errorf("%s: %d %v", text, s.CacheBudget, err)
+		}
+	}
+	if err := os.WriteFile(p, []byte(`cache_budget = "2G"`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env["AGENTRUN_CACHE_BUDGET"] = "512M"
+	if s, err := Load(envOf(env)); err != nil || s.CacheBudget != 512<<20 {
+		t.Fatalf("environment: %d %v", s.CacheBudget, err)
+	}
+}

@@ -50,6 +50,7 @@ var settings = []setting{
 		}
 		return strconv.FormatInt(s.DiskInodes, 10)
 	}},
+	{"cache_budget", "AGENTRUN_CACHE_BUDGET", func(s Settings) string { return strconv.FormatInt(s.CacheBudget, 10) }},
 	{"max_tokens", "AGENTRUN_MAX_TOKENS", func(s Settings) string { return strconv.FormatInt(s.MaxTokens, 10) }},
 	{"max_cost", "AGENTRUN_MAX_COST", func(s Settings) string { return strconv.FormatFloat(s.MaxCost, 'f', -1, 64) }},
 	{"model_server", "AGENTRUN_MODEL_SERVER", func(s Settings) string { return s.ModelServer }},

@@ -8,8 +8,9 @@
 //	  runs/<id>/run.lock            flock for read-modify-write of run.json
 //	  runs/<id>/supervisor.lock     flock held by the live supervisor; its fencing token
 //	  runs/<id>/supervisor.log      the supervisor's own stderr
-//	  runs/<id>/workspace/          the agent's tree
-//	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree)
+//	  runs/<id>/workspace/          the agent's tree (with an overlay: its upper layer, the changes)
+//	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree; an overlay's work directory)
+//	  runs/<id>/workspace-removed   when agentrun gc removed the workspace (and HOME)
 //	  runs/<id>/home/               HOME inside the sandbox
 //	  runs/<id>/sandbox/            sandbox backend state (sockets)
 //	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
@@ -20,6 +21,8 @@
 //	  queue/<seq>-<id>              runs waiting for a slot, oldest first
 //	  queue.lock, slots/<k>.lock    the queue's order and the concurrency limit
 //	  capacity/                     model servers' shared request slots
+//	  cache/layers/                 overlay workspaces' lower layers, one per base commit (workspace.LayerCache)
+//	  cache/layers-probe-ok         the native sandbox mounted an overlay here in this boot
 //
 // The supervisor.lock, queue and slot files are the flock coordinator's
 // (coord/flock); run.json, events.jsonl, run.lock and seq the files
@@ -48,6 +51,12 @@ func (l Layout) WorkspaceState(id string) string { return filepath.Join(l.RunDir
 func (l Layout) SandboxHome(id string) string    { return filepath.Join(l.RunDir(id), "home") }
 func (l Layout) SandboxState(id string) string   { return filepath.Join(l.RunDir(id), "sandbox") }
 func (l Layout) Patch(id string) string          { return filepath.Join(l.RunDir(id), "result.patch") }
+
+// WorkspaceRemoved marks a run whose workspace agentrun gc removed.
+func (l Layout) WorkspaceRemoved(id string) string {
+	return filepath.Join(l.RunDir(id), "workspace-removed")
+}
+
 func (l Layout) AttemptDir(id string, n int) string {
 	return filepath.Join(l.RunDir(id), "attempts", strconv.Itoa(n))
 }
@@ -76,6 +85,14 @@ func (l Layout) QueueLock() string { return filepath.Join(l.Home, "queue.lock") 
 
 // Queue is the directory of runs waiting for a slot.
 func (l Layout) Queue() string { return filepath.Join(l.Home, "queue") }
+
+// Cache holds what runs share: the overlay workspaces' layers, and what
+// the sandbox remembers of its probe of overlay mounts.
+func (l Layout) Cache() string { return filepath.Join(l.Home, "cache") }
+
+// LayerCache is the directory of the overlay workspaces' shared lower
+// layers.
+func (l Layout) LayerCache() string { return filepath.Join(l.Cache(), "layers") }
 
 // Capacity is the directory of the model servers' shared request slots.
 func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }

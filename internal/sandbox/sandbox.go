@@ -53,6 +53,31 @@ type Spec struct {
 	// starts the sandbox from: what its ResolveImage returned as ID,
 	// immutable. Other backends ignore it.
 	Image string
+	// Layers, when set, give the workspace as an overlay: the backend
+	// mounts them as one tree where processes inside work (Workspace is
+	// then Layers.Upper, the host directory that receives the changes).
+	// Only a LayerMounter whose ProbeLayers succeeded is given them.
+	Layers *Layers
+}
+
+// Layers are the host directories of an overlay workspace: Lower, the
+// read-only base (never written, never visible but through the overlay),
+// Upper, where changes go, and Work, the kernel's (on Upper's file
+// system).
+type Layers struct {
+	Lower, Upper, Work string
+}
+
+// LayerMounter is implemented by a backend that can give its sandboxes
+// the workspace as an overlay of Spec.Layers.
+type LayerMounter interface {
+	// ProbeLayers mounts a throwaway overlay, whose layers it makes in a
+	// new directory under scratch (on the file system the real layers
+	// will be on), the way a sandbox would, and writes through it. It
+	// returns nil when sandboxes started now can mount Spec.Layers, or
+	// why not; it removes what it made. A backend may remember a success
+	// in scratch for as long as it holds (the native one: the boot).
+	ProbeLayers(ctx context.Context, scratch string) error
 }
 
 // Limits bound the sandbox; zero means the backend's default.

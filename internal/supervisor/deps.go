@@ -22,8 +22,11 @@ type Deps struct {
 	Coord      coord.Coordinator
 	Layout     layout.Layout
 	Workspaces workspace.Provider
-	Export     func(ctx context.Context, cs *workspace.ChangeSet, opts workspace.ExportOptions) (*run.ExportResult, error)
-	Backends   map[string]sandbox.Backend
+	// Overlay is the copy-on-write workspace provider, used where the
+	// run's sandbox can mount it (nil: always Workspaces).
+	Overlay  workspace.Provider
+	Export   func(ctx context.Context, cs *workspace.ChangeSet, opts workspace.ExportOptions) (*run.ExportResult, error)
+	Backends map[string]sandbox.Backend
 	// NewAgent makes the agent for the run; getenv reads the handed-off
 	// environment (secrets stay in the supervisor); warn journals a
 	// warning for the user; gw is the run's model gateway on the host

@@ -157,7 +157,12 @@ type prepared struct {
 // once it is complete. Whatever happens, rs stops what was started.
 func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*prepared, error) {
 	l := s.Layout
-	ws := &workspaceStep{Provider: s.Workspaces, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID), Event: s.event}
+	backend := s.Backends[r.Sandbox.Backend]
+	ws := &workspaceStep{Provider: s.Workspaces, Overlay: s.Overlay, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID),
+		Removed: l.WorkspaceRemoved(r.ID), ProbeDir: l.Cache(), Event: s.event}
+	if lm, ok := backend.(sandbox.LayerMounter); ok {
+		ws.Probe = lm.ProbeLayers
+	}
 	eg := &egressStep{Record: r, Layout: l, StartProxy: s.StartEgress, Event: s.event}
 	gw := &gatewayStep{Record: r, Layout: l, Getenv: s.getenv, Capacity: s.Capacity, Event: s.event}
 	for _, step := range []resource{ws, eg, gw} {
@@ -165,7 +170,7 @@ func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*p
 			return nil, err
 		}
 	}
-	sb := &sandboxStep{Record: r, Layout: l, Backend: s.Backends[r.Sandbox.Backend],
+	sb := &sandboxStep{Record: r, Layout: l, Backend: backend, Layers: ws.Layers(), WorkspaceMode: ws.Mode(),
 		ProxySocket: eg.Socket(), GatewaySocket: gw.Socket(), Ready: ws.Wait, Event: s.event}
 	if err := rs.start(ctx, sb); err != nil {
 		return nil, err

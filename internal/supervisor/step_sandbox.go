@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,7 +34,12 @@ type sandboxStep struct {
 	Layout layout.Layout
 	// Backend starts the sandbox (nil: the run's backend is not in this
 	// build).
-	Backend       sandbox.Backend
+	Backend sandbox.Backend
+	// Layers give the workspace as an overlay (nil: its directory).
+	Layers *sandbox.Layers
+	// WorkspaceMode is how the workspace was made, recorded beside what
+	// the sandbox enforces under "workspace" ("" records nothing).
+	WorkspaceMode string
 	ProxySocket   string
 	GatewaySocket string
 	// Ready waits for the workspace to be complete and says how long
@@ -70,6 +76,7 @@ func (s *sandboxStep) Start(ctx context.Context) error {
 		Image:         r.Sandbox.Image,
 		Repo:          r.Repo,
 		GatewaySocket: s.GatewaySocket,
+		Layers:        s.Layers,
 	}
 	if s.ProxySocket != "" {
 		spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, s.ProxySocket
@@ -94,6 +101,13 @@ func (s *sandboxStep) Start(ctx context.Context) error {
 	}
 	name := s.Backend.Name()
 	s.enforced = sb.Enforced()
+	if s.WorkspaceMode != "" {
+		s.enforced = maps.Clone(s.enforced)
+		if s.enforced == nil {
+			s.enforced = map[string]string{}
+		}
+		s.enforced["workspace"] = s.WorkspaceMode
+	}
 	s.Event(run.NewEvent(run.EventSandbox, "sandbox started ("+name+")", map[string]any{"backend": name,
 		"enforced": s.enforced, "network": spec.Network, "workspace_time": wsTime.String(), "start_time": startTime.String()}))
 	if s.GatewaySocket != "" && sb.GatewayAddr() == "" {

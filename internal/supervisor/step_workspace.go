@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -22,8 +23,25 @@ import (
 // then may anything run in it. Stop waits for the filling to end. Stop is
 // safe twice and before Start, and it never removes or changes what the
 // workspace holds: a run that fails or stops keeps it for resume.
+//
+// With Overlay set and a sandbox that can mount its layers (Probe), a new
+// workspace is an overlay (made at once, not filled in the background: on
+// a cached base commit that takes no longer than making the directory);
+// else, or when making it fails, the plain copy of Provider, and a warning
+// event says why. Mode says which was used ("overlay", or "copy" and why
+// not an overlay); the run's provenance records it.
 type workspaceStep struct {
 	Provider workspace.Provider
+	// Overlay is the copy-on-write provider (nil: none in this build).
+	Overlay workspace.Provider
+	// Probe says whether the run's sandbox can mount an overlay's layers
+	// made under scratch (nil: its backend cannot), ProbeDir (on the data
+	// directory's file system, shared by the runs).
+	Probe    func(ctx context.Context, scratch string) error
+	ProbeDir string
+	// Removed is the marker agentrun gc leaves when it removed the
+	// workspace: such a run is not made again from the base.
+	Removed string
 	// Record (the run record) gives the repository and base commit; its attempts say whether
 	// an agent has had the workspace already.
 	Record        *run.Run
@@ -36,6 +54,7 @@ type workspaceStep struct {
 	err     error
 	took    time.Duration
 	resumed bool
+	mode    string
 }
 
 // Start implements resource.
@@ -80,6 +99,21 @@ func (s *workspaceStep) Workspace() workspace.Workspace { return s.ws }
 // Resumed reports a workspace that an earlier attempt's agent had.
 func (s *workspaceStep) Resumed() bool { return s.resumed }
 
+// Mode is "overlay" or "copy" (with why it is not an overlay, when one
+// could have been), once Start returned.
+func (s *workspaceStep) Mode() string { return s.mode }
+
+// Layers are the overlay workspace's layers for the sandbox (nil: the
+// workspace is a plain directory), once Start returned.
+func (s *workspaceStep) Layers() *sandbox.Layers {
+	l, ok := s.ws.(workspace.Layered)
+	if !ok {
+		return nil
+	}
+	ls := l.Layers()
+	return &sandbox.Layers{Lower: ls.Lower, Upper: ls.Upper, Work: ls.Work}
+}
+
 // open opens the workspace a previous supervisor made, or creates it.
 // With a provider that can fill an existing directory, it only makes the
 // empty directory and returns fill, which completes it.
@@ -87,58 +121,154 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 	if s.Provider == nil {
 		return nil, errMissing("the workspace provider")
 	}
-	r, dir, state := s.Record, s.Dir, s.StateDir
-	filler, canFill := s.Provider.(workspace.Filler)
-	exists := false
+	r, dir := s.Record, s.Dir
+	defer func() {
+		if s.mode == "" {
+			s.mode = modeCopy
+		}
+	}()
+	if _, err := os.Lstat(s.Removed); s.Removed != "" && err == nil {
+		return nil, errors.New("workspace: agentrun gc removed this run's workspace; submit the task again")
+	}
 	if _, statErr := os.Lstat(dir); statErr == nil {
-		exists = true
-		// A directory left empty (a supervisor that died right after
-		// making it) is filled; anything else was made by Create.
-		if !canFill || !isEmptyDir(dir) {
-			s.ws, err = s.Provider.Open(ctx, dir, state)
-			s.resumed = len(r.Attempts) > 0
-			if err == nil {
-				return nil, nil
-			}
-			if !errors.Is(err, workspace.ErrNoManifest) || len(r.Attempts) > 0 {
-				return nil, fmt.Errorf("workspace: %w", err)
-			}
-			// No manifest and no attempt: the making of the workspace never
-			// finished (a supervisor killed while preparing) and no agent
-			// has had it. Make it again, from nothing.
-			s.Event(run.NewEvent(run.EventWarning, "the workspace was left half made; making it again", nil))
-			s.resumed = false
-			if err := removeContents(dir); err != nil {
-				return nil, fmt.Errorf("workspace: %w", err)
-			}
-			if !canFill {
-				if err := os.Remove(dir); err != nil {
-					return nil, fmt.Errorf("workspace: %w", err)
-				}
-			}
+		done, err := s.reopen(ctx)
+		if err != nil || done {
+			return nil, err
 		}
+	} else if s.Overlay != nil && s.overlayUsable(ctx) {
+		return nil, nil
 	}
-	if canFill && !exists {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("workspace: %w", err)
-		}
-	}
+	filler, canFill := s.Provider.(workspace.Filler)
 	if !canFill {
-		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, state); err != nil {
+		if _, err := os.Lstat(dir); err == nil {
+			if err := os.Remove(dir); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+		}
+		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		return nil, nil
 	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !(errors.Is(err, os.ErrExist) && isEmptyDir(dir)) {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
 	return func() (workspace.Workspace, error) {
-		ws, err := filler.Fill(ctx, r.Repo, r.Base, dir, state)
+		ws, err := filler.Fill(ctx, r.Repo, r.Base, dir, s.StateDir)
 		if err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		return ws, nil
 	}, nil
+}
+
+// reopen opens the existing workspace directory (done), or, when the
+// making of the workspace never finished and no agent has had it, empties
+// it to be made again (not done; the directory is left, empty).
+func (s *workspaceStep) reopen(ctx context.Context) (done bool, err error) {
+	r, dir, state := s.Record, s.Dir, s.StateDir
+	if s.Overlay != nil {
+		ws, err := s.Overlay.Open(ctx, dir, state)
+		if err == nil {
+			if err := s.probe(ctx); err != nil {
+				return false, fmt.Errorf("workspace: the sandbox cannot mount this run's overlay workspace: %w", err)
+			}
+			s.ws, s.resumed, s.mode = ws, len(r.Attempts) > 0, modeOverlay
+			return true, nil
+		}
+		if !errors.Is(err, workspace.ErrNotOverlay) {
+			return false, fmt.Errorf("workspace: %w", err)
+		}
+	}
+	// A directory left empty (a supervisor that died right after making
+	// it, or while making an overlay) is made again, or filled; anything
+	// else was made by Create.
+	if _, canFill := s.Provider.(workspace.Filler); canFill && isEmptyDir(dir) {
+		if s.Overlay != nil && len(r.Attempts) == 0 && s.overlayUsable(ctx) {
+			return true, nil
+		}
+		return false, nil
+	}
+	s.ws, err = s.Provider.Open(ctx, dir, state)
+	s.resumed = len(r.Attempts) > 0
+	if err == nil {
+		s.mode = modeCopy
+		return true, nil
+	}
+	if !errors.Is(err, workspace.ErrNoManifest) || len(r.Attempts) > 0 {
+		return false, fmt.Errorf("workspace: %w", err)
+	}
+	// No manifest and no attempt: the making of the workspace never
+	// finished (a supervisor killed while preparing) and no agent has had
+	// it. Make it again, from nothing.
+	s.Event(run.NewEvent(run.EventWarning, "the workspace was left half made; making it again", nil))
+	s.resumed = false
+	if err := removeContents(dir); err != nil {
+		return false, fmt.Errorf("workspace: %w", err)
+	}
+	if s.Overlay != nil && s.overlayUsable(ctx) {
+		return true, nil
+	}
+	return false, nil
+}
+
+// Workspace modes.
+const (
+	modeOverlay = "overlay"
+	modeCopy    = "copy"
+)
+
+// overlayUsable makes the run's new workspace an overlay when the
+// sandbox can mount one, and says whether it did. When not, Mode says
+// why, and so does a warning event when the sandbox could have mounted
+// one.
+func (s *workspaceStep) overlayUsable(ctx context.Context) bool {
+	if s.Probe == nil {
+		// A backend that mounts no overlay (host): the copy is its
+		// workspace, nothing to warn about.
+		s.mode = modeCopy + ": the " + s.Record.Sandbox.Backend + " sandbox mounts no overlay"
+		return false
+	}
+	why := ""
+	if err := s.probe(ctx); err != nil {
+		why = err.Error()
+	} else {
+		if _, err := os.Lstat(s.Dir); err == nil {
+			if err := os.Remove(s.Dir); err != nil {
+				why = err.Error()
+			}
+		}
+		if why == "" {
+			ws, err := s.Overlay.Create(ctx, s.Record.Repo, s.Record.Base, s.Dir, s.StateDir)
+			if err == nil {
+				s.ws, s.mode = ws, modeOverlay
+				return true
+			}
+			why = "making the overlay failed: " + err.Error()
+		}
+	}
+	s.mode = modeCopy + ": " + why
+	s.Event(run.NewEvent(run.EventWarning, "the workspace is a full copy of the repository, not an overlay: "+why, map[string]any{"workspace": s.mode}))
+	return false
+}
+
+// probe asks the sandbox whether it can mount an overlay's layers, made
+// beside the run's own (on their file system).
+func (s *workspaceStep) probe(ctx context.Context) error {
+	if s.Probe == nil {
+		return errors.New("the sandbox backend cannot mount an overlay")
+	}
+	dir := s.ProbeDir
+	if dir == "" {
+		dir = s.StateDir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return s.Probe(ctx, dir)
 }
 
 // removeContents removes everything inside dir (os.RemoveAll never
@@ -154,7 +284,7 @@ func removeContents(dir string) error {
 		return err
 	}
 	for _, n := range names {
-		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+		if err := workspace.RemoveTree(filepath.Join(dir, n)); err != nil {
 			return err
 		}
 	}

@@ -75,6 +75,7 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 		Coord:       Coordinator(l.Home),
 		Layout:      l,
 		Workspaces:  Workspaces(),
+		Overlay:     workspace.NewOverlay(workspace.NewLayerCache(l.LayerCache())),
 		Export:      workspace.Export,
 		Backends:    backends,
 		NewAgent:    NewAgent,

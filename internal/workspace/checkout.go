@@ -44,22 +44,9 @@ func (checkoutProvider) Fill(ctx context.Context, repo, commit, dir, stateDir st
 // makeWorkspace is Create (dir must not exist) or Fill (dir must be an
 // empty directory).
 func makeWorkspace(ctx context.Context, repo, commit, dir, stateDir string, fill bool) (Workspace, error) {
-	if !isObjectID(commit) {
-		return nil, fmt.Errorf("create workspace: %q is not a full commit id", commit)
-	}
-	format := "sha1"
-	if len(commit) == 64 {
-		format = "sha256"
-	}
-	var err error
-	if dir, err = filepath.Abs(dir); err != nil {
+	format, dir, stateDir, err := checkCreate(commit, dir, stateDir)
+	if err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
-	}
-	if stateDir, err = filepath.Abs(stateDir); err != nil {
-		return nil, fmt.Errorf("create workspace: %w", err)
-	}
-	if rel, err := filepath.Rel(dir, stateDir); err != nil || rel == "." || !strings.HasPrefix(rel, "..") {
-		return nil, fmt.Errorf("create workspace: state directory %s must be outside %s", stateDir, dir)
 	}
 	if fill {
 		if err := checkEmptyDir(dir); err != nil {

@@ -12,6 +12,20 @@ func TestCheckoutConformance(t *testing.T) {
 	workspacetest.Run(t, workspace.NewCheckout())
 }
 
+// One cache for the whole suite: fixtures made in the same second share
+// their commit, and so a layer, made once under its lock.
+func TestOverlayConformance(t *testing.T) {
+	t.Parallel()
+	c := workspace.NewLayerCache(t.TempDir())
+	t.Cleanup(c.Wait)
+	workspacetest.Run(t, workspace.NewOverlay(c))
+}
+
 func BenchmarkConformance(b *testing.B) {
-	workspacetest.Bench(b, workspace.NewCheckout())
+	b.Run("checkout", func(b *testing.B) { workspacetest.Bench(b, workspace.NewCheckout()) })
+	b.Run("overlay", func(b *testing.B) {
+		c := workspace.NewLayerCache(b.TempDir())
+		b.Cleanup(c.Wait)
+		workspacetest.Bench(b, workspace.NewOverlay(c))
+	})
 }

@@ -13,6 +13,15 @@
 //     directory, outside the tree. Its Fill (the Filler capability) does the
 //     same into an empty directory that already exists, so a sandbox can
 //     start on the directory meanwhile.
+//   - Provider (overlayws.go): NewOverlay makes a copy-on-write workspace:
+//     the lower layer is the checkout of the base commit, made once per
+//     commit in a LayerCache (layers.go, layers_gc.go: content-addressed,
+//     made in a temp directory and renamed, flocked, shared by every
+//     workspace on the commit, collected least recently used first when
+//     unused) and never written; the workspace's directory is the upper
+//     layer, which holds only what the agent changed. The tree the agent
+//     sees is the layers mounted as an overlay (package overlay), which
+//     the sandbox does in its own mount namespace (Layered).
 //   - Scan (scan.go): walks the workspace from a root file descriptor with
 //     openat(O_NOFOLLOW), compares with the manifest and reads every changed
 //     file with symlink-safe calls. Entries it will not export become
@@ -20,6 +29,9 @@
 //     excluded by the tree's .gitignore files or .git/info/exclude are not
 //     changes (ignore.go): a build's node_modules/ is neither exported nor
 //     counted against the limits; tracked paths are never ignored.
+//     An overlay workspace's scan (scan_overlay.go) walks the upper layer
+//     only, by the kernel's rules (whiteouts delete, opaque directories
+//     replace), with the same checks on every entry.
 //   - Export (export.go): writes blobs, tree, commit and branch with git
 //     plumbing in the user's repository, then the patch and the diffstat.
 //   - workspacetest: the conformance suite every Provider passes.
@@ -42,7 +54,8 @@
 // exported nor deleted.
 //
 // This package must never: run git with the workspace as its repository or
-// work tree after Create returns, follow a symlink inside the workspace,
+// work tree after Create returns (an overlay's upper layer and its
+// merged tree included), write to a lower layer after it is made, follow a symlink inside the workspace,
 // open a non-regular file from the workspace for reading, or read a path
 // outside the workspace on behalf of the export.
 package workspace

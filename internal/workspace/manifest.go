@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,6 +51,9 @@ type manifest struct {
 	commit  string
 	written stamp // a file time taken after every entry was stat'ed
 	entries []entry
+
+	once sync.Once // makes idx
+	idx  *manifestIndex
 }
 
 // racy reports an entry whose ctime is not before the manifest stamp: a

@@ -63,6 +63,9 @@ type scanner struct {
 	trackedDirs  map[string]bool // directories holding tracked entries
 	ignoreBudget int             // patterns still allowed
 	maxVisited   int             // entries the walk may look at
+	// noStat: the tree's stat data says nothing about the manifest's (an
+	// overlay's upper layer holds copies): every file found is read.
+	noStat bool
 
 	changes  []Change
 	refused  []run.Refusal
@@ -79,32 +82,7 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &scanner{
-		ctx:      ctx,
-		m:        m,
-		lim:      lim.withDefaults(),
-		byPath:   make(map[string]int, len(m.entries)),
-		seen:     make([]bool, len(m.entries)),
-		refusedP: map[string]bool{},
-		newHash:  sha1.New,
-
-		ignoreBudget: maxIgnorePatterns,
-	}
-	s.maxVisited = len(m.entries) + 10*s.lim.MaxFiles + 100000
-	if m.format == "sha256" {
-		s.newHash = sha256.New
-	}
-	s.trackedDirs = map[string]bool{}
-	for i := range m.entries {
-		p := m.entries[i].path
-		s.byPath[p] = i
-		for j := strings.LastIndexByte(p, '/'); j > 0; j = strings.LastIndexByte(p[:j], '/') {
-			if s.trackedDirs[p[:j]] {
-				break
-			}
-			s.trackedDirs[p[:j]] = true
-		}
-	}
+	s := newScanner(ctx, m, lim)
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", dir, err)
@@ -129,6 +107,59 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 	sort.Slice(s.changes, func(i, j int) bool { return s.changes[i].Path < s.changes[j].Path })
 	sort.Slice(s.refused, func(i, j int) bool { return s.refused[i].Path < s.refused[j].Path })
 	return &ChangeSet{Changes: s.changes, Refused: s.refused}, nil
+}
+
+// newScanner is a scan of a tree made from m, with limits lim.
+func newScanner(ctx context.Context, m *manifest, lim Limits) *scanner {
+	idx := m.index()
+	s := &scanner{
+		ctx:         ctx,
+		m:           m,
+		lim:         lim.withDefaults(),
+		byPath:      idx.byPath,
+		trackedDirs: idx.trackedDirs,
+		seen:        make([]bool, len(m.entries)),
+		refusedP:    map[string]bool{},
+		newHash:     sha1.New,
+
+		ignoreBudget: maxIgnorePatterns,
+	}
+	s.maxVisited = len(m.entries) + 10*s.lim.MaxFiles + 100000
+	if m.format == "sha256" {
+		s.newHash = sha256.New
+	}
+	return s
+}
+
+// manifestIndex is what a scan looks up in a manifest; a manifest makes
+// it once and every scan shares it, read-only.
+type manifestIndex struct {
+	byPath      map[string]int  // entry index by path
+	trackedDirs map[string]bool // directories holding tracked entries
+}
+
+// index returns m's index, made on first use.
+func (m *manifest) index() *manifestIndex {
+	m.once.Do(func() {
+		// Sorted by path (git's index order), so that the entries under
+		// a directory are one run of them.
+		if !slices.IsSortedFunc(m.entries, func(a, b entry) int { return strings.Compare(a.path, b.path) }) {
+			slices.SortFunc(m.entries, func(a, b entry) int { return strings.Compare(a.path, b.path) })
+		}
+		idx := &manifestIndex{byPath: make(map[string]int, len(m.entries)), trackedDirs: map[string]bool{}}
+		for i := range m.entries {
+			p := m.entries[i].path
+			idx.byPath[p] = i
+			for j := strings.LastIndexByte(p, '/'); j > 0; j = strings.LastIndexByte(p[:j], '/') {
+				if idx.trackedDirs[p[:j]] {
+					break
+				}
+				idx.trackedDirs[p[:j]] = true
+			}
+		}
+		m.idx = idx
+	})
+	return m.idx
 }
 
 // keptByRefusal reports a base path that is, or is under, a refused path.
@@ -320,6 +351,9 @@ func (s *scanner) submodule(fd int, name, p string) error {
 // unchanged reports stat data equal to the manifest entry's, outside the
 // racy window.
 func (s *scanner) unchanged(e *entry, st *unix.Stat_t, mode uint32) bool {
+	if s.noStat {
+		return false
+	}
 	var cur entry
 	fillStat(&cur, st)
 	return e.mode == mode && cur.size == e.size && cur.mtime == e.mtime && cur.ctime == e.ctime &&

@@ -7,7 +7,7 @@ import (
 )
 
 // Provider makes and opens workspaces. Implementations: the plain checkout
-// now; copy-on-write later.
+// (NewCheckout) and the copy-on-write overlay (NewOverlay).
 type Provider interface {
 	// Create makes dir (which must not exist) as a checkout of commit from
 	// the repository repo, and records in stateDir (outside dir) what it
@@ -28,6 +28,8 @@ type Filler interface {
 
 // Workspace is one agent tree.
 type Workspace interface {
+	// Dir is the directory Create made: the tree itself, or for an
+	// overlay (Layered) its upper layer, which holds what changed.
 	Dir() string
 	// Scan lists what changed since Create, without running anything in the
 	// workspace. Entries it will not export are in ChangeSet.Refused.

@@ -57,6 +57,10 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 	if spec.Workspace == "" || spec.StateDir == "" {
 		return nil, errors.New("host sandbox: spec needs Workspace and StateDir")
 	}
+	if spec.Layers != nil {
+		// Not a LayerMounter: the agent would find only the changes.
+		return nil, errors.New("host sandbox: cannot mount an overlay workspace")
+	}
 	ws, err := filepath.Abs(spec.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("host sandbox: %w", err)

@@ -1,6 +1,10 @@
 package native
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/agentrun/agentrun/internal/workspace/overlay"
+)
 
 // Paths as processes inside the sandbox see them.
 const (
@@ -44,11 +48,14 @@ type config struct {
 	GID int `json:"gid"`
 	// Root is a host directory (inside the state dir) the new root's tmpfs
 	// is mounted on, in the sandbox's mount namespace only.
-	Root        string `json:"root"`
-	Workspace   string `json:"workspace"`
-	Home        string `json:"home,omitempty"` // empty: a private tmpfs
-	Executable  string `json:"executable"`
-	ProxySocket string `json:"proxy_socket,omitempty"`
+	Root      string `json:"root"`
+	Workspace string `json:"workspace"`
+	// Layers, when set, are mounted as an overlay at WorkDir instead of
+	// binding Workspace (which is then their upper layer).
+	Layers      *overlay.Layers `json:"layers,omitempty"`
+	Home        string          `json:"home,omitempty"` // empty: a private tmpfs
+	Executable  string          `json:"executable"`
+	ProxySocket string          `json:"proxy_socket,omitempty"`
 	// GatewaySocket is the model gateway's host socket, bridged to
 	// 127.0.0.1:gatewayPort inside (with any network mode).
 	GatewaySocket string   `json:"gateway_socket,omitempty"`

@@ -6,7 +6,12 @@
 // namespaces. That process becomes pid 1 of the sandbox (the init): it
 // builds a new root on a tmpfs from read-only binds of what toolchains need
 // (/usr, /bin, /lib*, /sbin, a curated /etc, extra read-only paths), binds
-// the workspace read-write at /workspace, mounts private tmpfs /tmp (and
+// the workspace read-write at /workspace (or, when the spec has Layers,
+// mounts them there as an overlay, in the sandbox's own mount namespace:
+// see ProbeLayers and package workspace/overlay; unprivileged, the init
+// then also holds CAP_DAC_OVERRIDE over the user's own files until it
+// confines itself, as the kernel's work directory needs), mounts private
+// tmpfs /tmp (and
 // HOME when the spec has none), a fresh /proc and a minimal /dev, and
 // pivots into it. It then confines itself, every thread of it (all share
 // one address space): rlimits, every capability dropped, no_new_privs and
@@ -43,7 +48,7 @@
 // The agentrun binary the runner starts from and the proxy and gateway
 // sockets are held by the init as descriptors, not bind-mounted, so the
 // mount table inside names no host path of theirs. Known limit: the
-// workspace's and HOME's binds show, as mountinfo's root field, their
+// workspace's (unless it is an overlay) and HOME's binds show, as mountinfo's root field, their
 // source path within its filesystem (only another filesystem layer could
 // hide it).
 //

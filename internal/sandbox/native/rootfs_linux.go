@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/workspace/overlay"
 )
 
 // systemPaths are bound read-only (or recreated as the same symlink, on a
@@ -83,7 +85,7 @@ func buildRoot(c *config) error {
 			return err
 		}
 	}
-	if err := bind(c.Workspace, r+WorkDir, false, false); err != nil {
+	if err := workspace(c, r+WorkDir); err != nil {
 		return err
 	}
 	if c.Home != "" {
@@ -113,6 +115,28 @@ func buildRoot(c *config) error {
 		if err := setattr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// workspace mounts the workspace at dst: the host directory bound, or
+// the overlay of its layers (mounted here, in the sandbox's own mount
+// namespace, so nothing is mounted on the host and the mount table names
+// no host path of the layers). A probe also writes through the overlay
+// what an agent's edits make the kernel write: a copy-up, a whiteout, an
+// opaque directory (probeLayers).
+func workspace(c *config, dst string) error {
+	if c.Layers == nil {
+		return bind(c.Workspace, dst, false, false)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", dst, err)
+	}
+	if err := overlay.Mount(*c.Layers, dst); err != nil {
+		return err
+	}
+	if c.Mode == modeProbe {
+		return probeLayers(dst)
 	}
 	return nil
 }

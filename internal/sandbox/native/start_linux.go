@@ -103,6 +103,9 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 		Home:       spec.Home,
 		Executable: exe,
 	}
+	if c.Layers, err = layersConfig(spec); err != nil {
+		return nil, lim, err
+	}
 	if spec.Home != "" {
 		if fi, err := os.Stat(spec.Home); err != nil || !fi.IsDir() {
 			return nil, lim, fmt.Errorf("home %s is not a directory", spec.Home)
@@ -328,6 +331,13 @@ func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*
 		// exec so it can build the root. confine drops them all before the
 		// sandboxed program starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
+		if c.Layers != nil {
+			// An overlay does its work in the layers with the mounter's
+			// credentials: the kernel's work directory is mode 0, and
+			// only CAP_DAC_OVERRIDE (over the user's own files, in this
+			// namespace) lets it write there.
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE)
+		}
 	}
 	cmd.SysProcAttr = attr
 	return cmd

@@ -1,5 +1,5 @@
 // Package workspacetest is the conformance suite of the workspace seam:
-// every workspace.Provider (the plain checkout now, copy-on-write later)
+// every workspace.Provider (the plain checkout, the copy-on-write overlay)
 // passes Run, in a few lines of its own test, and measures itself with
 // Bench:
 //
@@ -10,7 +10,9 @@
 // the workspace (and runs git there as the agent would), then scans and
 // exports as the host does. It checks the contract, not the mechanism:
 // the tree tools see, what Scan reports and refuses, and what Export
-// writes. It must never need anything but git and a POSIX file system.
+// writes. It must never need anything but git and a POSIX file system,
+// and for an overlay workspace (workspace.Layered) root, to mount its
+// layers as the agent's tree the way a sandbox does.
 package workspacetest
 
 import (
@@ -27,6 +29,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 	"github.com/agentrun/agentrun/internal/workspace"
+	"github.com/agentrun/agentrun/internal/workspace/overlay"
 )
 
 // Run runs the suite against p.
@@ -40,12 +43,16 @@ func Run(t *testing.T, p workspace.Provider) {
 	t.Run("HostileEntriesAreRefused", func(t *testing.T) { t.Parallel(); hostileEntriesAreRefused(t, p) })
 	t.Run("Limits", func(t *testing.T) { t.Parallel(); limits(t, p) })
 	t.Run("IgnoredUntrackedPaths", func(t *testing.T) { t.Parallel(); ignoredUntrackedPaths(t, p) })
+	t.Run("ReplacedAndRemovedTrees", func(t *testing.T) { t.Parallel(); replacedAndRemovedTrees(t, p) })
 }
 
-// fixture is a user repository and a workspace made from it.
+// fixture is a user repository and a workspace made from it. tree is
+// where the agent works: dir itself, or for an overlay workspace
+// (workspace.Layered) its layers mounted as the sandbox mounts them.
 type fixture struct {
 	repo, base      string
 	dir, stateDir   string
+	tree            string
 	ws              workspace.Workspace
 	provider        workspace.Provider
 	outsideTheTree  string // a directory beside the workspace, standing for the host
@@ -72,8 +79,31 @@ func newFixture(t *testing.T, p workspace.Provider) *fixture {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	f.ws = ws
+	f.ws, f.tree = ws, f.dir
+	if l, ok := ws.(workspace.Layered); ok {
+		f.tree = mountLayers(t, l, filepath.Join(root, "tree"))
+	}
 	return f
+}
+
+// mountLayers mounts l's layers at dir, as a sandbox would, until the
+// test ends. It needs root (the mount is made in the test's own mount
+// namespace).
+func mountLayers(t *testing.T, l workspace.Layered, dir string) string {
+	t.Helper()
+	testsupport.Require(t, "root", os.Geteuid() == 0, "mounting the overlay workspace as the agent's tree needs root")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := overlay.Mount(l.Layers(), dir); err != nil {
+		t.Fatalf("mount the workspace's layers: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := overlay.Unmount(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	return dir
 }
 
 func write(t testing.TB, path, content string, mode os.FileMode) {
@@ -119,22 +149,22 @@ func createGivesACheckout(t *testing.T, p workspace.Provider) {
 	if f.ws.Dir() != f.dir {
 		t.Errorf("Dir() = %s, want %s", f.ws.Dir(), f.dir)
 	}
-	if head := testsupport.Git(t, f.dir, "rev-parse", "HEAD"); head != f.base {
+	if head := testsupport.Git(t, f.tree, "rev-parse", "HEAD"); head != f.base {
 		t.Fatalf("workspace HEAD %s, want %s", head, f.base)
 	}
-	if st := testsupport.Git(t, f.dir, "status", "--porcelain"); st != "" {
+	if st := testsupport.Git(t, f.tree, "status", "--porcelain"); st != "" {
 		t.Fatalf("fresh workspace is not clean:\n%s", st)
 	}
-	if b, err := os.ReadFile(filepath.Join(f.dir, "src", "a.go")); err != nil || string(b) != "package src\n\nconst A = 1\n" {
+	if b, err := os.ReadFile(filepath.Join(f.tree, "src", "a.go")); err != nil || string(b) != "package src\n\nconst A = 1\n" {
 		t.Fatalf("src/a.go = %q, %v", b, err)
 	}
-	if fi, err := os.Stat(filepath.Join(f.dir, "run.sh")); err != nil || fi.Mode()&0o100 == 0 {
+	if fi, err := os.Stat(filepath.Join(f.tree, "run.sh")); err != nil || fi.Mode()&0o100 == 0 {
 		t.Fatalf("run.sh lost its exec bit: %v", err)
 	}
-	if target, err := os.Readlink(filepath.Join(f.dir, "link")); err != nil || target != "README.md" {
+	if target, err := os.Readlink(filepath.Join(f.tree, "link")); err != nil || target != "README.md" {
 		t.Fatalf("link = %q, %v", target, err)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, ".git", "objects", "info", "alternates")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(f.tree, ".git", "objects", "info", "alternates")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the workspace borrows objects through alternates: %v", err)
 	}
 	if _, err := p.Create(context.Background(), f.repo, f.base, f.dir, t.TempDir()); err == nil {
@@ -145,7 +175,7 @@ func createGivesACheckout(t *testing.T, p workspace.Provider) {
 func untouchedHasNoChanges(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
 	// The agent's own git use (status refreshes the index) is not a change.
-	testsupport.Git(t, f.dir, "status")
+	testsupport.Git(t, f.tree, "status")
 	cs := f.scan(t, workspace.Limits{})
 	if len(cs.Changes) != 0 || len(cs.Refused) != 0 {
 		t.Fatalf("untouched workspace: changes %v, refused %v", summary(cs), cs.Refused)
@@ -204,7 +234,7 @@ func sameSummary(t *testing.T, got, want map[string]string) {
 
 func changesExport(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
-	want := agentEdits(t, f.dir)
+	want := agentEdits(t, f.tree)
 	cs := f.scan(t, workspace.Limits{})
 	sameSummary(t, summary(cs), want)
 	opts := exportOptions(t, f, "agentrun/suite00001")
@@ -234,7 +264,7 @@ func changesExport(t *testing.T, p workspace.Provider) {
 		t.Fatalf("the patch on the base gives %s, the commit has %s", got, want)
 	}
 	// A different result does not overwrite the branch without Force.
-	write(t, filepath.Join(f.dir, "later.txt"), "later\n", 0o644)
+	write(t, filepath.Join(f.tree, "later.txt"), "later\n", 0o644)
 	if _, err := workspace.Export(context.Background(), f.scan(t, workspace.Limits{}), opts); !errors.Is(err, workspace.ErrBranchExists) {
 		t.Fatalf("second export: %v, want ErrBranchExists", err)
 	}
@@ -242,7 +272,7 @@ func changesExport(t *testing.T, p workspace.Provider) {
 
 func openSeesTheSameChanges(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
-	want := agentEdits(t, f.dir)
+	want := agentEdits(t, f.tree)
 	ws, err := p.Open(context.Background(), f.dir, f.stateDir)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -266,18 +296,26 @@ func hostileEntriesAreRefused(t *testing.T, p workspace.Provider) {
 			t.Fatal(err)
 		}
 	}
-	mustLink(secret, filepath.Join(f.dir, "abs"))
-	mustLink("../host/secret", filepath.Join(f.dir, "rel"))
-	mustLink(f.outsideTheTree, filepath.Join(f.dir, "hostdir"))
-	if err := unix.Mkfifo(filepath.Join(f.dir, "fifo"), 0o644); err != nil {
+	mustLink(secret, filepath.Join(f.tree, "abs"))
+	mustLink("../host/secret", filepath.Join(f.tree, "rel"))
+	mustLink(f.outsideTheTree, filepath.Join(f.tree, "hostdir"))
+	if err := unix.Mkfifo(filepath.Join(f.tree, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(secret, filepath.Join(f.dir, "hardlink")); err != nil {
-		t.Fatal(err)
+	if err := os.Link(secret, filepath.Join(f.tree, "hardlink")); err != nil {
+		// No link to a host file can be made through an overlay mount:
+		// plant it in the workspace's directory on the host (the upper
+		// layer), as an agent that reached it would.
+		if !errors.Is(err, unix.EXDEV) || f.tree == f.dir {
+			t.Fatal(err)
+		}
+		if err := os.Link(secret, filepath.Join(f.dir, "hardlink")); err != nil {
+			t.Fatal(err)
+		}
 	}
-	write(t, filepath.Join(f.dir, "sub", ".git", "config"), "[core]\n", 0o644)
-	write(t, filepath.Join(f.dir, ".GIT", "HEAD"), "x\n", 0o644)
-	write(t, filepath.Join(f.dir, "ok.txt"), "fine\n", 0o644)
+	write(t, filepath.Join(f.tree, "sub", ".git", "config"), "[core]\n", 0o644)
+	write(t, filepath.Join(f.tree, ".GIT", "HEAD"), "x\n", 0o644)
+	write(t, filepath.Join(f.tree, "ok.txt"), "fine\n", 0o644)
 
 	cs := f.scan(t, workspace.Limits{})
 	r := refused(cs)
@@ -296,9 +334,9 @@ func hostileEntriesAreRefused(t *testing.T, p workspace.Provider) {
 
 func limits(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
-	write(t, filepath.Join(f.dir, "big.bin"), strings.Repeat("b", 2048), 0o644)
+	write(t, filepath.Join(f.tree, "big.bin"), strings.Repeat("b", 2048), 0o644)
 	for i := range 5 {
-		write(t, filepath.Join(f.dir, "many", fmt.Sprint(i)), "x", 0o644)
+		write(t, filepath.Join(f.tree, "many", fmt.Sprint(i)), "x", 0o644)
 	}
 	cs := f.scan(t, workspace.Limits{MaxFile: 1024})
 	if refused(cs)["big.bin"] == "" {
@@ -317,9 +355,57 @@ func limits(t *testing.T, p workspace.Provider) {
 
 func ignoredUntrackedPaths(t *testing.T, p workspace.Provider) {
 	f := newFixture(t, p)
-	write(t, filepath.Join(f.dir, ".gitignore"), "build/\n*.o\n", 0o644)
-	write(t, filepath.Join(f.dir, "build", "out"), "x", 0o644)
-	write(t, filepath.Join(f.dir, "src", "a.o"), "x", 0o644)
+	write(t, filepath.Join(f.tree, ".gitignore"), "build/\n*.o\n", 0o644)
+	write(t, filepath.Join(f.tree, "build", "out"), "x", 0o644)
+	write(t, filepath.Join(f.tree, "src", "a.o"), "x", 0o644)
 	cs := f.scan(t, workspace.Limits{})
 	sameSummary(t, summary(cs), map[string]string{".gitignore": "add 100644"})
+}
+
+// replacedAndRemovedTrees: whole directories removed, a file replaced by
+// a directory and back, a directory removed and made again with other
+// content, a file renamed, and a base file rewritten with its own content.
+func replacedAndRemovedTrees(t *testing.T, p workspace.Provider) {
+	f := newFixture(t, p)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// src/ goes; src/ comes back holding only c.go.
+	must(os.RemoveAll(filepath.Join(f.tree, "src")))
+	write(t, filepath.Join(f.tree, "src", "c.go"), "package src\n", 0o644)
+	// README.md becomes a directory.
+	must(os.Remove(filepath.Join(f.tree, "README.md")))
+	write(t, filepath.Join(f.tree, "README.md", "index.md"), "# index\n", 0o644)
+	// run.sh is renamed; link stays as it was, rewritten in place.
+	must(os.Rename(filepath.Join(f.tree, "run.sh"), filepath.Join(f.tree, "bin-run.sh")))
+	must(os.Remove(filepath.Join(f.tree, "link")))
+	must(os.Symlink("README.md", filepath.Join(f.tree, "link")))
+	cs := f.scan(t, workspace.Limits{})
+	sameSummary(t, summary(cs), map[string]string{
+		"src/a.go":           "delete 100644",
+		"src/b.go":           "delete 100644",
+		"src/c.go":           "add 100644",
+		"README.md":          "delete 100644",
+		"README.md/index.md": "add 100644",
+		"run.sh":             "delete 100755",
+		"bin-run.sh":         "add 100755",
+	})
+	res, err := workspace.Export(context.Background(), cs, exportOptions(t, f, "agentrun/trees"))
+	if err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	ls := testsupport.Git(t, f.repo, "ls-tree", "-r", "--name-only", res.Commit)
+	if want := "README.md/index.md\nbin-run.sh\nlink\nsrc/c.go"; ls != want {
+		t.Fatalf("result tree:\n%s\nwant:\n%s", ls, want)
+	}
+	// A directory turned back into a file: deletes under the directory.
+	f = newFixture(t, p)
+	must(os.RemoveAll(filepath.Join(f.tree, "src")))
+	write(t, filepath.Join(f.tree, "src"), "now a file\n", 0o644)
+	sameSummary(t, summary(f.scan(t, workspace.Limits{})), map[string]string{
+		"src/a.go": "delete 100644", "src/b.go": "delete 100644", "src": "add 100644",
+	})
 }
