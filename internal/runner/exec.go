@@ -157,10 +157,12 @@ func startCommand(cmd *exec.Cmd, p *execPipes, mk *marker) error {
 	if p.inR != nil {
 		cmd.Stdin = p.inR
 	}
+	release := holdForks() // (see forkMu)
 	err := startCmd(cmd)
 	if err == nil {
 		mk.started(cmd.Process.Pid)
 	}
+	release()
 	p.outW.Close()
 	p.errW.Close()
 	if p.inR != nil {

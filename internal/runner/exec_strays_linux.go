@@ -59,6 +59,20 @@ var (
 	liveCmds = map[int]bool{}
 )
 
+// forkMu keeps a stray scan from looking at a command between its fork
+// and its exec: a forked child holds every descriptor of this process
+// until exec closes the close-on-exec ones, another command's marker
+// among them, and would be taken for that command's stray (killed, and
+// reaped under os/exec's feet). Starts share it; a scan's pass takes it
+// alone. startCmd returns only once the exec has happened.
+var forkMu sync.RWMutex
+
+// holdForks is held while a command starts; it returns the release.
+func holdForks() func() {
+	forkMu.RLock()
+	return forkMu.RUnlock
+}
+
 func setLive(pid int, live bool) {
 	liveMu.Lock()
 	defer liveMu.Unlock()
@@ -255,6 +269,7 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 		if pgid > 0 {
 			reapGroupZombies(pgid)
 		}
+		forkMu.Lock()
 		procs := scanProcs()
 		pending := 0
 		for pid, p := range procs {
@@ -285,6 +300,7 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 				pending++
 			}
 		}
+		forkMu.Unlock()
 		if pending == 0 || time.Now().After(deadline) {
 			return
 		}
