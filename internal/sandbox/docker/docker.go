@@ -22,12 +22,15 @@ import (
 const Name = "docker"
 
 // Labels on every container the backend makes. Sweep touches nothing
-// without LabelRun.
+// without LabelRun, our owner label and the caller's state dir.
 const (
 	LabelRun  = "agentrun.run"
 	LabelRepo = "agentrun.repo"
 	// labelOwner marks what this backend made (value "agentrun").
 	labelOwner = "agentrun.owner"
+	// labelState is the sandbox's state dir: which data directory (and
+	// so which user) the container belongs to, for Sweep.
+	labelState = "agentrun.state"
 )
 
 // Options configure the backend.

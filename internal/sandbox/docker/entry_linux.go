@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -129,8 +127,9 @@ func checkConfined() error {
 	return nil
 }
 
-// serveMain is the runner: config on fd 3, its socket in the mounted
-// socket directory, bridges to the mounted proxy and gateway sockets.
+// serveMain is the runner: config on fd 3, its connection dialled out to
+// the host's mounted socket, bridges to the mounted proxy and gateway
+// sockets.
 func serveMain() int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("serve", fmt.Errorf("set not dumpable: %w", err))
@@ -145,16 +144,11 @@ func serveMain() int {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return fail("serve", fmt.Errorf("parse config: %w", err))
 	}
-	sock := filepath.Join(innerSock, runnerSock)
-	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return fail("serve", fmt.Errorf("listen: %w", err))
+	if len(c.Token) != tokenLen {
+		return fail("serve", errors.New("the config has no token for the host's socket"))
 	}
-	// Only this uid (the host user's) may connect.
-	if err := os.Chmod(sock, 0o600); err != nil {
-		return fail("serve", err)
-	}
+	// The runner connects out to the host: see link.go.
+	ln := dialOut(innerLink, c.Token)
 	opts := runner.ServerOptions{Root: WorkDir, Env: c.Env, NoWatchdog: true}
 	if c.ProxyListen != "" {
 		opts.ProxySocket, opts.ProxyListen = innerProxy, c.ProxyListen

@@ -21,7 +21,7 @@ type sbox struct {
 	id       string
 	client   runner.Client
 	stateDir string
-	dir      *os.File // the runner's socket dir, held for long paths
+	link     *link // the host's socket the runner dials
 	gateway  bool
 	enforced map[string]string
 	done     chan struct{} // closed when the container is not running
@@ -104,7 +104,7 @@ func (s *sbox) Destroy(ctx context.Context) error {
 	} else {
 		stopErr = nil // removed with force: whatever Stop said, it is gone
 	}
-	s.dir.Close()
+	s.link.Close()
 	if err := os.RemoveAll(s.stateDir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox state: %w", err))
 	}

@@ -45,7 +45,7 @@ func startError(err error) error {
 type plan struct {
 	create client.ContainerCreateOptions
 	cfg    config
-	sock   string // host path of the runner's socket
+	sock   string // host path of the socket the runner dials
 }
 
 // limits are the spec's limits with the backend's defaults.
@@ -104,6 +104,7 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 	}
 	tmpfs := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", lim.tmp)}
 	c.Env = sandboxEnv(spec.Env, c.ProxyListen != "")
+	c.Token = randomHex(tokenLen / 2)
 	cfgJSON, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		// workspace's files stay the user's.
 		hc.UsernsMode = "keep-id"
 	}
-	labels := map[string]string{LabelRun: labelValue(spec.RunID), labelOwner: "agentrun"}
+	labels := map[string]string{LabelRun: labelValue(spec.RunID), labelOwner: "agentrun", labelState: spec.StateDir}
 	if spec.Repo != "" {
 		labels[LabelRepo] = labelValue(spec.Repo)
 	}
@@ -157,15 +158,15 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 	}, nil
 }
 
-// mounts are the container's bind mounts (workspace, runner binary and
-// socket dir, HOME, read-only paths, proxy and gateway sockets) and the
+// mounts are the container's bind mounts (workspace, runner binary, the
+// host's socket the runner dials, HOME, read-only paths, proxy and gateway sockets) and the
 // inside's config for the bridges.
 func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, error) {
 	var c config
 	mounts := []mount.Mount{
 		bind(spec.Workspace, WorkDir, false),
 		bind(exe, innerExe, true),
-		bind(filepath.Join(spec.StateDir, "sock"), innerSock, false),
+		bind(filepath.Join(spec.StateDir, "sock", runnerSock), innerLink, true),
 	}
 	home := spec.Home
 	if home == "" {
@@ -423,15 +424,22 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		return nil, err
 	}
 	os.Remove(p.sock)
+	// Listening before the container exists: the mount's source must be
+	// there, and the runner dials as soon as it starts.
+	lk, err := listenLink(dir, p.sock, p.cfg.Token)
+	dir.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listen for the runner: %w", err)
+	}
 	created, err := cl.ContainerCreate(ctx, p.create)
 	if err != nil {
-		dir.Close()
+		lk.Close()
 		if cerrNotFound(err) {
 			return nil, catalog.ImageMissing.New("%s is not on the engine at %s", spec.Image, cl.DaemonHost())
 		}
 		return nil, fmt.Errorf("create the container: %w", err)
 	}
-	s := &sbox{cl: cl, id: created.ID, stateDir: spec.StateDir, dir: dir, done: make(chan struct{}),
+	s := &sbox{cl: cl, id: created.ID, stateDir: spec.StateDir, link: lk, done: make(chan struct{}),
 		gateway: p.cfg.GatewayListen != ""}
 	defer func() {
 		if err != nil {
@@ -451,9 +459,9 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		case <-dctx.Done():
 		}
 	}()
-	sock := dialablePath(dir, p.sock)
-	waitForSocket(dctx, sock, readyTimeout)
-	rc, err := runner.Dial(dctx, sock, runner.DialOptions{Wait: readyTimeout})
+	rctx, rcancel := context.WithTimeout(dctx, readyTimeout)
+	defer rcancel()
+	rc, err := runner.Dial(rctx, p.sock, runner.DialOptions{Dial: lk.Dial})
 	if err != nil {
 		if why := s.logs(ctx); why != "" {
 			return nil, fmt.Errorf("the sandbox's runner did not start: %s", why)
@@ -521,18 +529,5 @@ func (s *sbox) watch() {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-	}
-}
-
-// waitForSocket polls, often, until path is a socket, ctx ends or d
-// passes: the runner makes it a few hundred milliseconds after the
-// start, and the dial's own backoff would find it up to 100 ms late.
-func waitForSocket(ctx context.Context, path string, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
