@@ -40,9 +40,10 @@
 // token, so nothing it does is taken for the runner.
 //
 // Enforced is read back from the engine (ContainerInspect, Info) and says
-// which features the inside checked itself. Disk: /tmp is bounded; the
-// workspace and HOME are host directories with no bound of their own
-// (LimitWarnings says so before a run).
+// which features the inside checked itself. Disk: /tmp is a tmpfs with a
+// size and each file is bounded (RLIMIT_FSIZE); the workspace, HOME and
+// /tmp together are sampled against the bound (internal/sandbox/diskwatch,
+// as in native) and the container is killed past it.
 //
 // Every container carries the labels agentrun.run (the run id),
 // agentrun.repo and agentrun.owner; Destroy removes it; Sweep removes the

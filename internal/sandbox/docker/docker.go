@@ -80,7 +80,6 @@ func (b *Backend) Isolation() sandbox.Isolation {
 var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.ImageResolver = (*Backend)(nil)
-	_ sandbox.LimitWarner   = (*Backend)(nil)
 	_ sandbox.Sweeper       = (*Backend)(nil)
 )
 

@@ -29,6 +29,7 @@ const (
 	defaultFileSize  = 16 << 30
 	defaultOpenFiles = 8192
 	defaultDisk      = 16 << 30
+	defaultInodes    = 1_000_000
 	readyTimeout     = 30 * time.Second
 	stopGrace        = 3 // seconds, as the engine takes it
 )
@@ -46,6 +47,9 @@ type plan struct {
 	create client.ContainerCreateOptions
 	cfg    config
 	sock   string // host path of the socket the runner dials
+	home   string // host path of HOME
+
+	diskBytes, diskInodes, fsize int64
 }
 
 // limits are the spec's limits with the backend's defaults.
@@ -98,7 +102,7 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		return nil, fmt.Errorf("workspace %s is not a directory", spec.Workspace)
 	}
 	lim := resolveLimits(spec.Limits, eng.memTotal, eng.ncpu)
-	mounts, c, err := b.mounts(spec, exe)
+	mounts, c, home, err := b.mounts(spec, exe)
 	if err != nil {
 		return nil, err
 	}
@@ -152,16 +156,19 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		Labels:     labels,
 	}
 	return &plan{
-		create: client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(spec.RunID)},
-		cfg:    c,
-		sock:   filepath.Join(spec.StateDir, "sock", runnerSock),
+		create:    client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(spec.RunID)},
+		cfg:       c,
+		sock:      filepath.Join(spec.StateDir, "sock", runnerSock),
+		home:      home,
+		diskBytes: orDefault(spec.Limits.DiskBytes, defaultDisk), diskInodes: orDefault(spec.Limits.DiskInodes, defaultInodes),
+		fsize: lim.fsize,
 	}, nil
 }
 
 // mounts are the container's bind mounts (workspace, runner binary, the
 // host's socket the runner dials, HOME, read-only paths, proxy and gateway sockets) and the
 // inside's config for the bridges.
-func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, error) {
+func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, string, error) {
 	var c config
 	mounts := []mount.Mount{
 		bind(spec.Workspace, WorkDir, false),
@@ -174,16 +181,16 @@ func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, 
 		// would be root's, and engines differ in how to give it away.
 		home = filepath.Join(spec.StateDir, "home")
 		if err := os.MkdirAll(home, 0o700); err != nil {
-			return nil, c, fmt.Errorf("make the sandbox's home: %w", err)
+			return nil, c, "", fmt.Errorf("make the sandbox's home: %w", err)
 		}
 	}
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
-		return nil, c, fmt.Errorf("home %s is not a directory", home)
+		return nil, c, "", fmt.Errorf("home %s is not a directory", home)
 	}
 	mounts = append(mounts, bind(home, homeDir, false))
 	ro, err := b.readOnlyPaths(spec.ReadOnlyPaths)
 	if err != nil {
-		return nil, c, err
+		return nil, c, "", err
 	}
 	for _, p := range ro {
 		mounts = append(mounts, bind(p, p, true))
@@ -192,21 +199,21 @@ func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, 
 	case sandbox.NetworkNone, "":
 	case sandbox.NetworkAllowlist:
 		if err := isSocket("egress proxy", spec.ProxySocket); err != nil {
-			return nil, c, err
+			return nil, c, "", err
 		}
 		mounts = append(mounts, bind(spec.ProxySocket, innerProxy, true))
 		c.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
 	default:
-		return nil, c, fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
+		return nil, c, "", fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
 	}
 	if spec.GatewaySocket != "" {
 		if err := isSocket("model gateway", spec.GatewaySocket); err != nil {
-			return nil, c, err
+			return nil, c, "", err
 		}
 		mounts = append(mounts, bind(spec.GatewaySocket, innerGate, true))
 		c.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
 	}
-	return mounts, c, nil
+	return mounts, c, home, nil
 }
 
 func bind(src, dst string, ro bool) mount.Mount {
@@ -474,6 +481,8 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		return nil, fmt.Errorf("inspect the container: %w", err)
 	}
 	s.enforced = enforced(insp.Container, eng)
+	s.enforced["disk"] = diskEnforced(p)
+	s.watchDisk(spec, p, insp.Container.State)
 	return s, nil
 }
 

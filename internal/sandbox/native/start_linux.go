@@ -25,6 +25,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
 )
 
 // Defaults for zero limits.
@@ -42,7 +43,7 @@ type proc struct {
 	done     chan struct{}
 	cg       *cgroups
 	enforced map[string]string
-	disk     *diskWatch // nil in probe mode
+	disk     *diskwatch.Watch // nil in probe mode
 }
 
 func (p *proc) wait() { <-p.done }
@@ -162,7 +163,7 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 	// The disk bound: no file larger than it (RLIMIT_FSIZE), each tmpfs no
 	// larger than it nor than the memory bound (tmpfs pages count against
 	// the memory cgroup where there is one; bounded anyway so that /tmp
-	// cannot fill the host's memory), the whole sampled (diskWatch).
+	// cannot fill the host's memory), the whole sampled (diskwatch).
 	c.DiskBytes, c.DiskInodes = diskLimits(l)
 	c.FileSize = min(orDefault(l.FileSizeBytes, defaultFileSize), c.DiskBytes)
 	c.TmpSize = c.DiskBytes
@@ -486,7 +487,7 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 		return -1, nil, startError(err)
 	}
 	defer p.cg.remove()
-	go p.disk.run(p.kill)
+	go p.disk.Run(p.kill)
 	stop := context.AfterFunc(ctx, p.kill)
 	defer stop()
 	p.wait()
@@ -494,7 +495,7 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
-	if err := p.disk.exceeded(); err != nil {
+	if err := p.disk.Exceeded(); err != nil {
 		return code, p.enforced, err
 	}
 	return code, p.enforced, ctx.Err()
@@ -572,7 +573,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	s.client = cl
 	// Past the disk bound: kill, and fail the calls in flight at once.
-	go p.disk.run(func() { p.kill(); cl.Close() })
+	go p.disk.Run(func() { p.kill(); cl.Close() })
 	return s, nil
 }
 
@@ -601,7 +602,7 @@ func (s *sbox) GatewayAddr() string {
 }
 
 // LimitExceeded implements sandbox.LimitStopper.
-func (s *sbox) LimitExceeded() error { return s.p.disk.exceeded() }
+func (s *sbox) LimitExceeded() error { return s.p.disk.Exceeded() }
 
 func (s *sbox) Enforced() map[string]string {
 	m := make(map[string]string, len(s.p.enforced))
