@@ -96,6 +96,7 @@ var implementations = []string{
 	"internal/sandbox/host",
 	"internal/sandbox/native",
 	"internal/sandbox/docker",
+	"internal/sandbox/diskwatch",
 	"internal/agent/external",
 	"internal/agent/loop",
 	"internal/agent/provider/all",
