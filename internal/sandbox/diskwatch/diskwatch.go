@@ -9,8 +9,10 @@
 package diskwatch
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -95,40 +97,108 @@ func describe(bytes, inodes, maxBytes, maxInodes int64) string {
 // Sample counts blocks and inodes, stopping as soon as either passes the
 // bound: a walk costs at most MaxInodes entries.
 func (w *Watch) Sample() (bytes, inodes int64) {
+	s := &sampler{w: w, seen: map[fileKey]bool{}, uid: os.Getuid()}
 	for _, m := range w.Tmpfs {
 		b, i := tmpfsUse(m)
-		bytes += b
-		inodes += i
+		s.bytes += b
+		s.inodes += i
 	}
-	type key struct{ dev, ino uint64 }
-	seen := map[key]bool{} // hard links count once
 	for _, dir := range w.Dirs {
-		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if bytes > w.MaxBytes || inodes > w.MaxInodes {
-				return filepath.SkipAll
-			}
-			if err != nil || d == nil {
-				return nil // vanished or unreadable: counted as far as seen
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok {
-				return nil
-			}
-			if st.Nlink > 1 && !d.IsDir() {
-				k := key{uint64(st.Dev), uint64(st.Ino)}
-				if seen[k] {
-					return nil
-				}
-				seen[k] = true
-			}
-			inodes++
-			bytes += int64(st.Blocks) * 512
-			return nil
-		})
+		s.walk(dir)
 	}
-	return bytes, inodes
+	return s.bytes, s.inodes
+}
+
+type fileKey struct{ dev, ino uint64 }
+
+type sampler struct {
+	w             *Watch
+	bytes, inodes int64
+	seen          map[fileKey]bool // hard links count once
+	uid           int
+}
+
+func (s *sampler) over() bool { return s.bytes > s.w.MaxBytes || s.inodes > s.w.MaxInodes }
+
+func (s *sampler) walk(dir string) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if s.over() {
+			return filepath.SkipAll
+		}
+		if err != nil {
+			if d != nil && d.IsDir() && errors.Is(err, fs.ErrPermission) {
+				s.unhide(p) // counted already; its entries were not
+			}
+			return nil // vanished or unreadable: counted as far as seen
+		}
+		if st := s.count(d); d.IsDir() && st != nil && s.hidden(st) {
+			s.unhide(p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
+// count adds d (once per inode) and returns its stat (nil if it has
+// none).
+func (s *sampler) count(d fs.DirEntry) *syscall.Stat_t {
+	fi, err := d.Info()
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if st.Nlink > 1 && !d.IsDir() {
+		k := fileKey{uint64(st.Dev), uint64(st.Ino)}
+		if s.seen[k] {
+			return st
+		}
+		s.seen[k] = true
+	}
+	s.inodes++
+	s.bytes += int64(st.Blocks) * 512
+	return st
+}
+
+// hidden reports a directory of this (non-root) user that it cannot
+// list or search: its owner made it so, and only its owner can undo it.
+func (s *sampler) hidden(st *syscall.Stat_t) bool {
+	return s.uid != 0 && int(st.Uid) == s.uid && st.Mode&0o500 != 0o500
+}
+
+// unhide reads a directory that its owner, the sandbox's user (this
+// one), made unreadable to hide what it holds from the walk: it is made
+// readable for the time of the walk and its mode is put back. Root's
+// walk reads every directory; another user's directory is left alone.
+func (s *sampler) unhide(dir string) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != s.uid {
+		return
+	}
+	mode := st.Mode & 0o7777 // setgid and sticky bits too
+	if syscall.Chmod(dir, mode|0o500) != nil {
+		return
+	}
+	defer syscall.Chmod(dir, mode)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if s.over() {
+			return
+		}
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			s.walk(p) // counts p itself first
+		} else {
+			s.count(e)
+		}
+	}
 }

@@ -71,3 +71,37 @@ func TestRun(t *testing.T) {
 		t.Error("a nil watch is exceeded")
 	}
 }
+
+// A directory its owner made unreadable is counted all the same, and
+// keeps its mode.
+func TestSampleHiddenDirs(t *testing.T) {
+	root := t.TempDir()
+	d := filepath.Join(root, "h", "d")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		write(t, filepath.Join(d, strconv.Itoa(i)), 1<<20)
+	}
+	if err := os.Chmod(d, os.ModeSticky); err != nil { // sticky, nothing else
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(d), 0o100); err != nil { // search only
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(d, 0o755); os.Chmod(filepath.Dir(d), 0o755) })
+	w := &Watch{Dirs: []string{root}, MaxBytes: 1 << 30, MaxInodes: 1000}
+	bytes, inodes := w.Sample()
+	if bytes < 3<<20 || inodes != 6 {
+		t.Errorf("sampled %d bytes, %d inodes; want 3 MiB, 6 (root, h, d, three files)", bytes, inodes)
+	}
+	for p, want := range map[string]os.FileMode{d: 0 | os.ModeSticky, filepath.Dir(d): 0o100} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSticky); got != want {
+			t.Errorf("%s: mode %v after the walk, want %v", p, got, want)
+		}
+	}
+}

@@ -21,6 +21,7 @@ func TestDiskBoundHostDirs(t *testing.T) {
 		{"home bytes", `for i in 1 2 3 4 5 6; do head -c 3000000 /dev/zero > $HOME/f$i; done; sleep 20`},
 		{"tmp and workspace", `head -c 5000000 /dev/zero > /tmp/t; head -c 5000000 /dev/zero > /workspace/w; sleep 20`},
 		{"workspace files", `mkdir /workspace/m; i=0; while [ $i -lt 3000 ]; do : > /workspace/m/$i; i=$((i+1)); done; sleep 20`},
+		{"hidden by chmod 000", `mkdir -p /workspace/h/d; for i in 1 2 3 4 5 6; do head -c 3000000 /dev/zero > /workspace/h/d/f$i; done; chmod 000 /workspace/h/d; chmod 100 /workspace/h; sleep 20`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := newSpec(t, image)
