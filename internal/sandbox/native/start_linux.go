@@ -26,6 +26,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Defaults for zero limits.
@@ -110,6 +111,11 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 	if spec.Home != "" {
 		if fi, err := os.Stat(spec.Home); err != nil || !fi.IsDir() {
 			return nil, lim, fmt.Errorf("home %s is not a directory", spec.Home)
+		}
+		if c.Layers != nil {
+			if c.HomeLayers, err = homeLayers(spec); err != nil {
+				return nil, lim, err
+			}
 		}
 	}
 	for _, p := range b.opts.ReadOnlyPaths {
@@ -654,7 +660,8 @@ func (s *sbox) Destroy(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.dir.Close()
-	if err := os.RemoveAll(s.stateDir); err != nil {
+	// RemoveTree: an overlay's work directory (HOME's) is mode 0.
+	if err := workspace.RemoveTree(s.stateDir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox state: %w", err))
 	}
 	return errors.Join(errs...)
