@@ -181,7 +181,7 @@ func (s *sampler) unhide(dir string) {
 	if !ok || int(st.Uid) != s.uid {
 		return
 	}
-	mode := st.Mode & 0o7777 // setgid and sticky bits too
+	mode := uint32(st.Mode) & 0o7777 // setgid and sticky bits too
 	if syscall.Chmod(dir, mode|0o500) != nil {
 		return
 	}
