@@ -45,10 +45,15 @@ func leftovers(dir string) []string {
 			}
 		}
 		// A process inside a sandbox sees the run's directories as its
-		// mounts; its cwd and root are sandbox paths.
+		// mounts (binds); its cwd and root are sandbox paths. Where the
+		// workspace and HOME are overlays its mount table names no host
+		// path, but it is in the run's cgroups (as root).
 		if mi, err := os.ReadFile("/proc/" + p.Name() + "/mountinfo"); err == nil && p.Name() != strconv.Itoa(os.Getpid()) &&
 			strings.Contains(string(mi), dir+"/") {
 			out = append(out, "pid "+p.Name()+" has the run's mounts: "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+		if cg, err := os.ReadFile("/proc/" + p.Name() + "/cgroup"); err == nil && strings.Contains(string(cg), "/agentrun-"+filepath.Base(dir)+"-") {
+			out = append(out, "pid "+p.Name()+" is in the run's cgroups: "+strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
