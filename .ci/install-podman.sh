@@ -75,9 +75,15 @@ stop_service() {
 }
 ping || start_service
 
-if ! podman image exists "$tag"; then
+# The image's revision, in a label: a machine with an older one builds it
+# again (revision 2: the root directory is 0755, so that a container user
+# other than root, as on rootless Podman, can reach the mounts).
+revision=2
+have=$(podman image inspect --format '{{index .Labels "agentrun.test-image"}}' "$tag" 2>/dev/null || true)
+if [ "$have" != "$revision" ]; then
 	log "building $tag from busybox-static and bash-static"
 	root=$(mktemp -d)
+	chmod 755 "$root"
 	trap 'rm -rf "$root"' EXIT
 	mkdir -p "$root/bin" "$root/usr/bin" "$root/etc" "$root/tmp" "$root/workspace"
 	cp /bin/busybox "$root/bin/busybox"
@@ -88,7 +94,7 @@ if ! podman image exists "$tag"; then
 	printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 	printf 'root:x:0:\n' >"$root/etc/group"
 	chmod 1777 "$root/tmp"
-	tar -C "$root" -c . | podman import --quiet - "$tag" >&2
+	tar -C "$root" -c . | podman import --quiet --change "LABEL=agentrun.test-image=$revision" - "$tag" >&2
 fi
 id=$(podman image inspect --format '{{.Id}}' "$tag")
 
