@@ -47,6 +47,10 @@ ping() { curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 
 pidfile=$(dirname "$sock")/agentrun-podman-service.pid
 start_service() {
 	log "starting the podman API on $sock"
+	# Not in the caller's directory: the service and its conmons keep it
+	# as their working directory (conmon writes a file "oom" there when a
+	# container is killed for memory).
+	cd /
 	mkdir -p "$(dirname "$sock")"
 	rm -f "$sock"
 	setsid nohup podman system service --time=0 "unix://$sock" >/var/log/agentrun-podman.log 2>&1 </dev/null &
