@@ -39,9 +39,14 @@ var probeBuild struct {
 	err  error
 }
 
-// probeBinary builds testdata/probe once per test process.
+// probeBinary builds testdata/probe once per test process, or is
+// AGENTRUN_DOCKER_TEST_PROBE, built before (for a test binary run by a
+// user without a Go build cache).
 func probeBinary(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("AGENTRUN_DOCKER_TEST_PROBE"); p != "" {
+		return p
+	}
 	b := &probeBuild
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "agentrun-probe-")
