@@ -379,12 +379,15 @@ func TestEscapeProbes(t *testing.T) {
 		{name: "keyctl", args: []string{"keyctl"}, errno: "EPERM", host: []string{"keyctl"}, gap: seccompGap},
 		{name: "bpf", args: []string{"bpf"}, errno: "EPERM", host: []string{"bpf"}, needs: rootOnly("bpf")},
 	}
+	// The privileged calls that the other backends' filters refuse; each
+	// is made so that, where it works, it changes nothing on the host.
+	for _, c := range []string{"reboot", "swapon", "open_by_handle_at", "fsopen", "open_tree", "chroot", "sethostname",
+		"mknod", "raw_socket", "packet_socket", "userfaultfd", "perf_event_open", "io_uring_setup"} {
+		probes = append(probes, escape{name: "call " + c, args: []string{"sys", c}, host: []string{"sys", c}, needs: rootOnly(c)})
+	}
 	runEscapes(t, sb, probes)
 	if after, err := os.ReadFile(exe); err != nil || string(after) != string(exeBefore) {
 		t.Errorf("the agentrun binary changed on the host")
-	}
-	if _, err := os.Stat(victim); err == nil {
-		t.Errorf("the control inside did not remove its own file")
 	}
 }
 

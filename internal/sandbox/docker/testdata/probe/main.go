@@ -35,7 +35,7 @@ func main() {
 		"read": readSecret, "write": write, "unlink": unlink, "tcp": dialTCP, "unix": dialUnix,
 		"kill": kill, "ptrace": ptrace, "proc": procRead, "exec-caps": execCaps, "caps": caps,
 		"mount": mount, "unshare": unshare, "userns": userns, "keyctl": keyctl, "bpf": bpf,
-		"fork": fork, "alloc": alloc, "fill": fill, "sleep": sleep,
+		"fork": fork, "alloc": alloc, "fill": fill, "sleep": sleep, "sys": sys,
 	}
 	f, ok := probes[os.Args[1]]
 	if !ok {
@@ -468,4 +468,101 @@ func sleep(args []string) error {
 		}
 	}
 	return nil
+}
+
+// sys NAME: the named privileged call works, made so that it changes
+// nothing that outlives the probe (what it makes is closed or removed).
+func sys(args []string) error {
+	if len(args) != 1 {
+		return usageError("sys NAME")
+	}
+	calls := map[string]func() error{
+		"reboot": func() error { // a wrong magic number: refused even where allowed
+			err := unix.Reboot(0)
+			if errors.Is(err, unix.EINVAL) {
+				return nil // it reached the kernel's own check
+			}
+			return err
+		},
+		"swapon": func() error {
+			_, _, e := unix.Syscall(unix.SYS_SWAPON, uintptr(unsafe.Pointer(bytePtr("/nonexistent-probe"))), 0, 0)
+			if e == unix.ENOENT {
+				return nil // past the capability check
+			}
+			return errnoOrNil(e)
+		},
+		"open_by_handle_at": func() error {
+			dirfd := unix.AT_FDCWD
+			_, _, e := unix.Syscall(unix.SYS_OPEN_BY_HANDLE_AT, uintptr(dirfd), 0, 0)
+			if e == unix.EFAULT {
+				return nil // past the capability check
+			}
+			return errnoOrNil(e)
+		},
+		"fsopen": func() error { return closeFd(unix.Fsopen("tmpfs", 0)) },
+		"open_tree": func() error {
+			return closeFd(unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC))
+		},
+		"chroot": func() error {
+			runtime.LockOSThread() // the thread's root changes; it ends with the process
+			return unix.Chroot("/")
+		},
+		"sethostname": func() error {
+			h, err := os.Hostname()
+			if err != nil {
+				return usageError(err.Error())
+			}
+			return unix.Sethostname([]byte(h)) // the same name: nothing changes
+		},
+		"mknod": func() error {
+			p := filepath.Join(os.TempDir(), "probe-blockdev-"+strconv.Itoa(os.Getpid()))
+			if err := unix.Mknod(p, unix.S_IFBLK|0o600, int(unix.Mkdev(8, 0))); err != nil {
+				return err
+			}
+			return os.Remove(p)
+		},
+		"raw_socket":    func() error { return closeFd(unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)) },
+		"packet_socket": func() error { return closeFd(unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)) },
+		"userfaultfd": func() error {
+			fd, _, e := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC, 0, 0)
+			return closeFd(int(fd), errnoOrNil(e))
+		},
+		"perf_event_open": func() error {
+			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK, Bits: unix.PerfBitDisabled}
+			attr.Size = uint32(unsafe.Sizeof(attr))
+			return closeFd(unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC))
+		},
+		"io_uring_setup": func() error {
+			var params [120]byte // struct io_uring_params
+			fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)
+			return closeFd(int(fd), errnoOrNil(e))
+		},
+	}
+	f, ok := calls[args[0]]
+	if !ok {
+		return usageError("unknown call " + args[0])
+	}
+	return f()
+}
+
+func bytePtr(s string) *byte {
+	p, err := unix.BytePtrFromString(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func errnoOrNil(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func closeFd(fd int, err error) error {
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }
