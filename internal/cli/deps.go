@@ -41,6 +41,20 @@ func (d Deps) backends(executable string) map[string]sandbox.Backend {
 	return m
 }
 
+// sweepers are the backends that can leave sandboxes behind, by name.
+func (d Deps) sweepers(executable string) map[string]sandbox.Sweeper {
+	if d.Backends == nil {
+		return nil
+	}
+	m := map[string]sandbox.Sweeper{}
+	for _, b := range d.Backends(executable) {
+		if sw, ok := b.(sandbox.Sweeper); ok {
+			m[b.Name()] = sw
+		}
+	}
+	return m
+}
+
 // backendNames are the backend names in help order.
 func (d Deps) backendNames() []string {
 	var n []string

@@ -140,7 +140,8 @@ func engineError(host string, err error) error {
 }
 
 // Preflight implements sandbox.Backend: the engine answers, runs Linux
-// containers, and the runner binary is there. The image is checked by
+// containers, can apply the limits (not a rootless engine on cgroup v1),
+// and the runner binary is there. The image is checked by
 // ResolveImage (it is the run's, not the backend's).
 func (b *Backend) Preflight(ctx context.Context) error {
 	if _, err := b.executable(); err != nil {
@@ -158,7 +159,8 @@ func (b *Backend) Preflight(ctx context.Context) error {
 	if os := info.Info.OSType; os != "" && os != "linux" {
 		return refuse(fmt.Sprintf("the engine runs %s containers", os), "switch the engine to Linux containers")
 	}
-	return nil
+	host := cl.DaemonHost()
+	return limitsRefusal(host, rootlessEngine(host, info.Info.SecurityOptions), info.Info.CgroupVersion)
 }
 
 func refuse(cause, fix string) error {

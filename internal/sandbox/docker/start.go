@@ -325,6 +325,7 @@ type engineInfo struct {
 	podmanRootless bool
 	rootless       bool
 	seccomp        string // the engine's seccomp profile, "" when none
+	cgroupVersion  string
 }
 
 // engineInfo is the engine's info, asked once per engine and backend (an
@@ -373,6 +374,9 @@ func readEngineInfo(ctx context.Context, cl *client.Client) (engineInfo, error) 
 	if e.ncpu <= 0 {
 		e.ncpu = runtime.NumCPU()
 	}
+	// Podman's /info does not name rootless: its socket's owner tells.
+	e.rootless = e.rootless || rootlessEngine(cl.DaemonHost(), in.SecurityOptions)
+	e.cgroupVersion = in.CgroupVersion
 	if e.rootless && isPodman(ctx, cl) {
 		e.podmanRootless = true
 	}
@@ -416,6 +420,10 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 	}
 	eng, err := b.engineInfo(ctx, cl)
 	if err != nil {
+		return nil, err
+	}
+	// Again at each start: submit caches its preflight.
+	if err := limitsRefusal(cl.DaemonHost(), eng.rootless, eng.cgroupVersion); err != nil {
 		return nil, err
 	}
 	p, err := b.makePlan(spec, eng)
