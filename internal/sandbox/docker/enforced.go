@@ -59,11 +59,11 @@ func enforced(in container.InspectResponse, eng engineInfo) map[string]string {
 	}
 	switch {
 	case slices.Contains(hc.SecurityOpt, "seccomp=unconfined") || slices.Contains(hc.SecurityOpt, "seccomp:unconfined"):
-		m["seccomp"] = "unavailable: seccomp=unconfined"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init); the engine's profile is off (seccomp=unconfined)"
 	case eng.seccomp != "":
-		m["seccomp"] = "enforced: the engine's " + eng.seccomp + " profile"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init) over the engine's " + eng.seccomp + " profile"
 	default:
-		m["seccomp"] = "unavailable: the engine applies no seccomp profile"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init); the engine applies no profile of its own"
 	}
 	if hc.ReadonlyRootfs {
 		m["read_only_root"] = "enforced (checked inside)"

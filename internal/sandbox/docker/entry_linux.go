@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 )
 
 // Main is the "__docker" entry point, run inside the container from the
@@ -47,6 +48,13 @@ func initMain() int {
 	cfg := os.Getenv(configEnv)
 	os.Unsetenv(configEnv)
 	if err := checkConfined(); err != nil {
+		return fail("init", err)
+	}
+	// The engine's seccomp profile may allow what the native sandbox
+	// refuses (Podman's lets a process without capabilities make a user
+	// namespace and use the kernel's keyrings): ours goes over it, on
+	// every thread, before the runner starts; everything inherits it.
+	if err := seccomp.LoadAllThreads(); err != nil {
 		return fail("init", err)
 	}
 	r, w, err := os.Pipe()
