@@ -97,6 +97,7 @@ var implementations = []string{
 	"internal/sandbox/native",
 	"internal/sandbox/docker",
 	"internal/sandbox/diskwatch",
+	"internal/sandbox/seccomp",
 	"internal/agent/external",
 	"internal/agent/loop",
 	"internal/agent/provider/all",
