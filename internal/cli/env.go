@@ -21,6 +21,9 @@ type Env struct {
 	Store    run.Store
 	Coord    coord.Coordinator
 	Settings config.Settings
+	// Claimed: workers claim the queued runs (a team server's data
+	// directory), see supervisor.Home.
+	Claimed bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.
@@ -67,5 +70,5 @@ func (app *App) openEnv() (*Env, error) {
 
 // runs is the data directory's runs as the supervisor package reaches them.
 func (e *Env) runs() supervisor.Home {
-	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout}
+	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Claimed: e.Claimed}
 }
