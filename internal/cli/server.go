@@ -34,6 +34,8 @@ type serverOptions struct {
 	LocalWorker int // -1: the default (on with SQLite)
 	LeaseTTL    time.Duration
 	MaxBundle   int64
+	AllowHost   bool
+	PassEnv     []string
 }
 
 // Validate refuses a non-loopback address without --listen-any, and any
@@ -93,7 +95,11 @@ The server listens on loopback unless --listen-any; any other address
 needs --token-file FILE, whose content every request must send as
 'Authorization: Bearer TOKEN' (/healthz and /readyz excepted). Serve TLS
 with --tls-cert and --tls-key, or put a reverse proxy that terminates TLS
-in front. Logs are JSON lines on stderr.`,
+in front. Logs are JSON lines on stderr.
+
+A client chooses its run's sandbox among the isolating ones; the host
+sandbox (none) only with --allow-host-sandbox. Its agent gets the server's
+variables that its spec's env names only where --pass-env names them too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -112,6 +118,8 @@ in front. Logs are JSON lines on stderr.`,
 	f.StringVar(&o.TLSKey, "tls-key", "", "the TLS key `FILE` (PEM)")
 	f.IntVar(&o.LocalWorker, "local-worker", -1, "execute up to `N` runs at once on this host (0: none)")
 	f.DurationVar(&o.LeaseTTL, "lease-ttl", 0, "how long a run's lease outlives its holder (tests)")
+	f.BoolVar(&o.AllowHost, "allow-host-sandbox", false, "let clients ask for the host sandbox (no isolation: their agents run as this server's user)")
+	f.StringArrayVar(&o.PassEnv, "pass-env", nil, "a `NAME` of this server's variables that clients may pass to their agents (repeatable)")
 	f.Int64Var(&o.MaxBundle, "max-bundle", server.DefaultMaxBundle, "refuse bundles over this many `BYTES`")
 	_ = f.MarkHidden("lease-ttl")
 	return c
@@ -155,16 +163,16 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 			slots = 2
 		}
 	}
-	var w *worker.Local
-	if slots > 0 {
-		w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
-			Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
-			Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
-		if err := w.Start(ctx); err != nil {
-			return err
-		}
+	// With no slots the worker only reconciles: runs whose host died are
+	// marked interrupted all the same.
+	w := &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
+		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
+		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
+	if err := w.Start(ctx); err != nil {
+		return err
 	}
-	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log})
+	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log,
+		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")
@@ -181,12 +189,10 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", data, "database", be.Dialect, "local_worker", slots)
 	serr := srv.Serve(ctx, ln, o.TLSCert, o.TLSKey)
 	log.Info("stopping: requests drained; stopping the runs being executed (they end interrupted, resumable)")
-	if w != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
-		defer cancel()
-		if err := w.Stop(sctx); err != nil {
-			log.Error("stop worker", "error", err.Error())
-		}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
+	defer cancel()
+	if err := w.Stop(sctx); err != nil {
+		log.Error("stop worker", "error", err.Error())
 	}
 	log.Info("stopped")
 	if serr != nil {

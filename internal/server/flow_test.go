@@ -206,8 +206,17 @@ func TestShutdownLeavesRunsResumable(t *testing.T) {
 		srv := start(t, c)
 		id := srv.runID(t, spec("stop", `if [ -f `+marker+` ]; then echo done > b.txt; else touch `+marker+`; sleep 30; fi`, nil), bundleOf(t, repo))
 		srv.waitState(t, id, "running")
+		// A log stream open at shutdown ends; it does not hold the drain.
+		streamed := make(chan struct{})
+		go func() { defer close(streamed); srv.stream(t, id, "", nil) }()
+		time.Sleep(200 * time.Millisecond)
 		began := time.Now()
 		srv.stop(syscall.SIGTERM)
+		select {
+		case <-streamed:
+		case <-time.After(10 * time.Second):
+			t.Error("the log stream did not end with the server")
+		}
 		if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("exit code %d after SIGTERM", code)
 		}

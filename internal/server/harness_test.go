@@ -28,8 +28,10 @@ type instance struct {
 	cmd   *exec.Cmd
 	url   string
 	token string
-	log   *lockedBuf
-	done  chan struct{}
+	// client makes the requests (default http.DefaultClient).
+	client *http.Client
+	log    *lockedBuf
+	done   chan struct{}
 }
 
 // config is what two instances of one server share: the data directory
@@ -37,6 +39,7 @@ type instance struct {
 type config struct {
 	data, db string
 	token    string // a token file's content ("": none)
+	noHost   bool   // leave out --allow-host-sandbox
 	extra    []string
 }
 
@@ -61,7 +64,10 @@ func (l *lockedBuf) String() string {
 func start(t *testing.T, c config) *instance {
 	t.Helper()
 	args := []string{"server", "--listen", "127.0.0.1:0", "--data", c.data, "--database-url", c.db,
-		"--local-worker", "2", "--lease-ttl", "2s"}
+		"--local-worker", "2", "--lease-ttl", "2s", "--allow-host-sandbox"}
+	if c.noHost {
+		args = args[:len(args)-1]
+	}
 	if c.token != "" {
 		f := filepath.Join(t.TempDir(), "token")
 		if err := os.WriteFile(f, []byte(c.token+"\n"), 0o600); err != nil {
@@ -87,9 +93,9 @@ func start(t *testing.T, c config) *instance {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(in.log, line)
-			if rest, ok := strings.CutPrefix(line, "agentrun server: serving http://"); ok {
-				a, _, _ := strings.Cut(rest, "/")
-				addr <- a
+			if rest, ok := strings.CutPrefix(line, "agentrun server: serving "); ok {
+				a, _, _ := strings.Cut(rest, " ")
+				addr <- strings.TrimSuffix(a, "/")
 			}
 		}
 	}()
@@ -102,7 +108,7 @@ func start(t *testing.T, c config) *instance {
 	})
 	select {
 	case a := <-addr:
-		in.url = "http://" + a
+		in.url = a
 	case <-in.done:
 		t.Fatalf("the server exited: %s", in.log.String())
 	case <-time.After(30 * time.Second):
@@ -125,6 +131,13 @@ func (in *instance) stop(sig syscall.Signal) {
 		_ = in.cmd.Process.Kill()
 		<-in.done
 	}
+}
+
+func (in *instance) do(req *http.Request) (*http.Response, error) {
+	if in.client != nil {
+		return in.client.Do(req)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // answer is one HTTP answer.
@@ -170,7 +183,7 @@ func (in *instance) call(t *testing.T, method, pattern, id, contentType string, 
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := in.do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -310,7 +323,7 @@ func (in *instance) stream(t *testing.T, id, lastID string, stop func(sse) bool)
 	if in.token != "" {
 		req.Header.Set("Authorization", "Bearer "+in.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := in.do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

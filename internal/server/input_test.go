@@ -2,13 +2,23 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -37,6 +47,7 @@ func TestBadInputs(t *testing.T) {
 			{"unknown field", with("colour", "red"), good, 400, "bad_request"},
 			{"repo from the client", with("repo", "/etc"), good, 400, "bad_request"},
 			{"host paths", with("ro", []string{"/etc"}), good, 400, "bad_request"},
+			{"server variables", with("env", []string{"HOME"}), good, 400, "bad_request"},
 			{"bad project", with("project", "../x"), good, 400, "bad_request"},
 			{"no spec", nil, good, 400, "bad_request"},
 			{"no bundle", ok, nil, 422, "bad_bundle"},
@@ -105,6 +116,16 @@ func TestBadInputs(t *testing.T) {
 			t.Errorf("resume with a typo: %d %s", a.status, a.body)
 		}
 	})
+}
+
+// TestHostSandboxNeedsTheOperator: without --allow-host-sandbox a client
+// cannot run its agent unisolated as the server's user.
+func TestHostSandboxNeedsTheOperator(t *testing.T) {
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	srv := start(t, config{data: t.TempDir(), db: "sqlite:" + filepath.Join(t.TempDir(), "agentrun.db"), noHost: true})
+	if a := srv.submit(t, spec("x", "true", nil), bundleOf(t, repo)); a.status != 400 || a.code(t) != "bad_request" {
+		t.Fatalf("host sandbox: %d %s", a.status, a.body)
+	}
 }
 
 // TestToken: with --token-file every route but the probes needs the
@@ -183,4 +204,56 @@ func TestMetrics(t *testing.T) {
 			t.Log(body)
 		}
 	})
+}
+
+// TestCrossOrigin: a web page cannot drive a server on loopback: a
+// cross-site browser request and a request under a foreign host name
+// (DNS rebinding) are refused.
+func TestCrossOrigin(t *testing.T) {
+	srv := start(t, config{data: t.TempDir(), db: "sqlite:" + filepath.Join(t.TempDir(), "agentrun.db")})
+	a := srv.call(t, "POST", "/v1/runs/{id}/cancel", "abc", "application/json", strings.NewReader("{}"), "Sec-Fetch-Site", "cross-site")
+	if a.status != http.StatusForbidden || a.code(t) != "cross_origin" {
+		t.Errorf("cross-site POST: %d %s", a.status, a.body)
+	}
+	req, _ := http.NewRequest("GET", srv.url+"/v1/runs", nil)
+	req.Host = "attacker.example:8080"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a foreign host name: %d", resp.StatusCode)
+	}
+}
+
+// TestTLS: with --tls-cert and --tls-key the server speaks HTTPS.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agentrun test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	srv := start(t, config{data: t.TempDir(), db: "sqlite:" + filepath.Join(dir, "agentrun.db"), extra: []string{"--tls-cert", certFile, "--tls-key", keyFile}})
+	if !strings.HasPrefix(srv.url, "https://") {
+		t.Fatalf("the server serves %s", srv.url)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	srv.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if a := srv.get(t, "/v1/runs", ""); a.status != http.StatusOK {
+		t.Fatalf("over TLS: %d %s", a.status, a.body)
+	}
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -161,7 +162,9 @@ func TestOpenAPIServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	server.New(server.Options{}).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/openapi.json", nil))
+	req := httptest.NewRequest("GET", "/v1/openapi.json", nil)
+	req.Host = "127.0.0.1:8080"
+	server.New(server.Options{Log: slog.New(slog.DiscardHandler)}).Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || rec.Body.String() != string(want) {
 		t.Fatalf("GET /v1/openapi.json: %d, %d bytes; want docs/openapi.json (%d bytes)", rec.Code, rec.Body.Len(), len(want))
 	}

@@ -32,6 +32,15 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Metrics are served at /metrics (nil: no metrics).
 	Metrics *Metrics
+	// Isolates reports whether the sandbox backend called name isolates
+	// anything (nil: all do).
+	Isolates func(name string) bool
+	// AllowUnisolated lets clients ask for a backend that isolates nothing
+	// (host): their agent commands then run as the server's user.
+	AllowUnisolated bool
+	// PassEnv are the names of the server's variables a client may pass
+	// to its agent (the spec's env); no other.
+	PassEnv []string
 	// Token, when set, must come as "Authorization: Bearer TOKEN" with
 	// every request but /healthz and /readyz.
 	Token string
@@ -40,9 +49,10 @@ type Options struct {
 
 // Server is the HTTP API.
 type Server struct {
-	o      Options
-	mux    *http.ServeMux
-	routes []route
+	o       Options
+	mux     *http.ServeMux
+	handler http.Handler
+	routes  []route
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins: streams end
@@ -85,6 +95,13 @@ func New(o Options) *Server {
 	s.mux.Handle("/", s.wrap(route{path: "/", h: func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, catalog.NoRoute.New("%s %s", r.Method, r.URL.Path))
 	}}))
+	// A web page the user visits must not drive the server: a form post
+	// to 127.0.0.1 needs no preflight.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, catalog.CrossOrigin.New("%s %s from %s", r.Method, r.URL.Path, r.Header.Get("Origin")))
+	}))
+	s.handler = cop.Handler(s.mux)
 	return s
 }
 
@@ -99,7 +116,7 @@ func (s *Server) Routes() []string {
 }
 
 // Handler is the API.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // recorder remembers the status written, for the log and the metrics.
 type recorder struct {
@@ -149,6 +166,12 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.o.Log.Info("request", "method", req.Method, "path", req.URL.Path, "route", rt.path,
 				"status", rec.status, "duration_ms", float64(took.Microseconds())/1000, "remote", req.RemoteAddr)
 		}()
+		if s.o.Token == "" && !loopbackName(req.Host) {
+			// Without a token the server listens on loopback only; a
+			// request naming another host reached it by DNS rebinding.
+			writeError(rec, catalog.CrossOrigin.New("a request for host %q reached a server that answers loopback names only", req.Host))
+			return
+		}
 		if !rt.open && !s.authorized(req) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
 			writeError(rec, catalog.Unauthorized.New("%s %s", req.Method, req.URL.Path))
@@ -156,6 +179,19 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		rt.h(rec, req)
 	})
+}
+
+// loopbackName reports whether a Host header names this machine.
+func loopbackName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) authorized(req *http.Request) bool {
@@ -174,7 +210,7 @@ const ShutdownTimeout = 30 * time.Second
 // streams and waits for the requests in flight (at most ShutdownTimeout).
 // With cert and key it serves TLS.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) error {
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.o.Log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.o.Log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() {
 		if cert != "" {

@@ -11,6 +11,7 @@ import (
 // status alone does not place.
 var statusByCode = map[string]int{
 	catalog.Unauthorized.Code: http.StatusUnauthorized,
+	catalog.CrossOrigin.Code:  http.StatusForbidden,
 	catalog.RunActive.Code:    http.StatusConflict,
 	catalog.NotResumable.Code: http.StatusConflict,
 	catalog.NotFinished.Code:  http.StatusConflict,

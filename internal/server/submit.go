@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -37,6 +38,22 @@ func (in SubmitRequest) refused() error {
 	} {
 		if f.set {
 			return catalog.BadRequest.New("the server does not take %q from a client: %s", f.name, f.why)
+		}
+	}
+	return nil
+}
+
+// allowed applies the server's own limits to a spec: what its operator
+// did not allow, a client cannot ask for.
+func (s *Server) allowed(spec *SubmitRequest) error {
+	if spec.Sandbox != "" && s.o.Isolates != nil && !s.o.Isolates(spec.Sandbox) && !s.o.AllowUnisolated {
+		return catalog.BadRequest.New("the %s sandbox isolates nothing, and this server does not let clients run agents as its own user", spec.Sandbox).
+			WithFix("name an isolating sandbox (native, docker), or start the server with --allow-host-sandbox")
+	}
+	for _, n := range spec.Env {
+		if !slices.Contains(s.o.PassEnv, n) {
+			return catalog.BadRequest.New("env %q: the server passes only the variables its operator named (--pass-env) to agents", n).
+				WithFix("drop it from env, or start the server with --pass-env %s", n)
 		}
 	}
 	return nil
@@ -76,7 +93,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		switch name := part.FormName(); {
 		case name == "spec" && spec == nil:
-			spec, err = readSpec(part)
+			if spec, err = readSpec(part); err == nil {
+				err = s.allowed(spec)
+			}
 		case name == "bundle" && spec != nil && repo == "":
 			repo, base, err = s.o.Projects.Import(r.Context(), spec.Project, part, spec.Base)
 		case name == "bundle" && spec == nil:

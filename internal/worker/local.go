@@ -24,7 +24,9 @@ type Local struct {
 	Home supervisor.Home
 	// Deps are the supervisor's seams over Home's store and coordinator.
 	Deps supervisor.Deps
-	// Slots is how many runs it executes at once (at least 1).
+	// Slots is how many runs it executes at once; 0 claims none and only
+	// reconciles (a server whose runs execute elsewhere still marks the
+	// runs of dead hosts interrupted).
 	Slots int
 	// Poll is how often it looks at the queue (default 20ms); Reconcile
 	// how often it looks for active runs that lost their supervisor
@@ -139,7 +141,7 @@ func (w *Local) reconcile(ctx context.Context) {
 
 // claim takes queued runs, oldest first, while it has free slots.
 func (w *Local) claim(ctx context.Context) {
-	free := max(w.Slots, 1) - w.Running()
+	free := w.Slots - w.Running()
 	if free <= 0 {
 		return
 	}
