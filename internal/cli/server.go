@@ -155,7 +155,6 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	l := layout.Layout{Home: data}
 	env := &Env{Home: data, Layout: l, Store: be.Store, Coord: be.Coord, Settings: settings, settingsErr: cfgErr, Claimed: true}
 	projects := &server.Projects{Dir: filepath.Join(data, "projects"), MaxBundle: o.MaxBundle}
-	metrics := server.NewMetrics(be.Store)
 	slots := o.LocalWorker
 	if slots < 0 {
 		slots = 0
@@ -163,9 +162,11 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 			slots = 2
 		}
 	}
+	var w *worker.Local
+	metrics := server.NewMetrics(be.Store, slots, func() int { return w.Running() })
 	// With no slots the worker only reconciles: runs whose host died are
 	// marked interrupted all the same.
-	w := &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
+	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
 	if err := w.Start(ctx); err != nil {

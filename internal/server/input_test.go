@@ -194,6 +194,8 @@ func TestMetrics(t *testing.T) {
 			"agentrun_dispatch_latency_seconds_count 1",
 			`agentrun_http_requests_total{code="201",method="POST",route="/v1/runs"} 1`,
 			`agentrun_http_request_duration_seconds_count{method="GET",route="/v1/runs/{id}"}`,
+			"agentrun_local_worker_slots 2",
+			"agentrun_local_worker_runs 0",
 			"go_goroutines",
 		} {
 			if !strings.Contains(body, want) {

@@ -23,8 +23,9 @@ type Metrics struct {
 }
 
 // NewMetrics registers the metrics: HTTP requests, dispatch latency, and,
-// read from st at each scrape, the runs by state and the queue depth.
-func NewMetrics(st run.Store) *Metrics {
+// read from st at each scrape, the runs by state and the queue depth; with
+// running (nil: none), the local worker's runs in progress out of slots.
+func NewMetrics(st run.Store, slots int, running func() int) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentrun_http_requests_total",
@@ -34,6 +35,14 @@ func NewMetrics(st run.Store) *Metrics {
 		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentrun_dispatch_latency_seconds",
 			Help:    "How long a run waited queued (from submit or resume) until a worker claimed it.",
 			Buckets: []float64{.005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+	}
+	if running != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentrun_local_worker_runs",
+			Help: "Runs the server's local worker executes now."}, func() float64 { return float64(running()) }))
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentrun_local_worker_slots",
+			Help: "Runs the server's local worker executes at most at once."})
+		g.Set(float64(slots))
+		reg.MustRegister(g)
 	}
 	reg.MustRegister(m.requests, m.duration, m.dispatch, &runsCollector{st: st},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,13 +238,29 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 			WithFix("only runs that exported changes have a branch; see GET /v1/runs/%s", rec.ID))
 		return
 	}
-	var buf bytes.Buffer
-	if err := s.o.Projects.Bundle(r.Context(), &buf, rec.Repo, rec.Branch, rec.Base); err != nil {
+	// The bundle is made in a file first: an error is still a catalog
+	// error, and a large bundle is not held in memory.
+	f, err := os.CreateTemp("", "agentrun-bundle-")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := s.o.Projects.Bundle(r.Context(), f, rec.Repo, rec.Branch, rec.Base); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-bundle")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+rec.ID+`.bundle"`)
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	_, _ = w.Write(buf.Bytes())
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	_, _ = io.Copy(w, f)
 }
