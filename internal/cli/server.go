@@ -155,6 +155,9 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	l := layout.Layout{Home: data}
 	env := &Env{Home: data, Layout: l, Store: be.Store, Coord: be.Coord, Settings: settings, settingsErr: cfgErr, Claimed: true}
 	projects := &server.Projects{Dir: filepath.Join(data, "projects"), MaxBundle: o.MaxBundle}
+	if err := projects.Sweep(); err != nil {
+		return catalog.Home.Wrap(err, "%s: %v", projects.Dir, err)
+	}
 	slots := o.LocalWorker
 	if slots < 0 {
 		slots = 0

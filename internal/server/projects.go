@@ -126,6 +126,12 @@ func fetchBase(ctx context.Context, repo, bundle, ref, commit string) error {
 	return nil
 }
 
+// Sweep removes what uploads left in quarantine (a server stopped in the
+// middle of one). Call it before serving.
+func (p *Projects) Sweep() error {
+	return os.RemoveAll(filepath.Join(p.Dir, ".quarantine"))
+}
+
 // quarantine makes a fresh directory for one upload.
 func (p *Projects) quarantine() (string, error) {
 	var b [8]byte
@@ -265,6 +271,9 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", catalog.GitMissing.Wrap(err, "git was not found on the server's PATH")
+		}
 		return "", &gitError{args: args, stderr: stderr.String(), err: err}
 	}
 	return strings.TrimSpace(stdout.String()), nil
