@@ -37,26 +37,22 @@ type piece struct {
 func formatCursor(c mcp.Cursor) string { return fmt.Sprintf("%d.%d.%d", c.Seq, c.Attempt, c.Offset) }
 
 func parseCursor(s string) (mcp.Cursor, error) {
-	var c mcp.Cursor
 	if s == "" {
-		return c, nil
+		return mcp.Cursor{}, nil
 	}
-	parts := strings.Split(s, ".")
-	var n [3]int64
-	for i := range n {
-		if len(parts) != 3 {
-			break
+	if parts := strings.Split(s, "."); len(parts) == 3 {
+		var n [3]int64
+		ok := true
+		for i, p := range parts {
+			v, err := strconv.ParseInt(p, 10, 64)
+			ok = ok && err == nil && v >= 0
+			n[i] = v
 		}
-		v, err := strconv.ParseInt(parts[i], 10, 64)
-		if err != nil || v < 0 {
-			break
-		}
-		n[i] = v
-		if i == 2 {
+		if ok {
 			return mcp.Cursor{Seq: n[0], Attempt: n[1], Offset: n[2]}, nil
 		}
 	}
-	return c, catalog.BadRequest.New("cursor %q: want SEQ.ATTEMPT.OFFSET, as the stream's event ids", s)
+	return mcp.Cursor{}, catalog.BadRequest.New("cursor %q: want SEQ.ATTEMPT.OFFSET, as the stream's event ids", s)
 }
 
 // stream follows a run as Server-Sent Events until it has ended: "event"
@@ -151,10 +147,7 @@ func writeAnswer(w http.ResponseWriter, a tailAnswer, cur mcp.Cursor) mcp.Cursor
 		cur = next
 		fmt.Fprintf(w, "id: %s\nevent: output\ndata: %s\n\n", formatCursor(cur), p)
 	}
-	if a.Cursor.Seq >= cur.Seq {
-		cur = a.Cursor
-	}
-	return cur
+	return a.Cursor
 }
 
 // tail runs the hidden tail command from cursor c.
