@@ -175,7 +175,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log,
+	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
 		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {

@@ -186,7 +186,11 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := mcp.ResumeInput{ID: r.PathValue("id"), Task: body.Task, MaxTokens: body.MaxTokens, MaxCost: body.MaxCost}
-	s.command(w, r, in.Argv())
+	o := s.run(r.Context(), in.Argv(), "")
+	if o.err == nil {
+		s.queued()
+	}
+	o.write(w, http.StatusOK)
 }
 
 // VerdictRequest is the body of POST /v1/runs/{id}/verdict.

@@ -30,6 +30,9 @@ type Options struct {
 	// Ready reports whether the server can serve: the database answers
 	// and its schema is current (nil: always ready).
 	Ready func(ctx context.Context) error
+	// Submitted, when set, is told that a run was queued (by submit or
+	// resume), so that a worker may look at the queue at once.
+	Submitted func()
 	// Metrics are served at /metrics (nil: no metrics).
 	Metrics *Metrics
 	// Isolates reports whether the sandbox backend called name isolates

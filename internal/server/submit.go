@@ -43,6 +43,12 @@ func (in SubmitRequest) refused() error {
 	return nil
 }
 
+func (s *Server) queued() {
+	if s.o.Submitted != nil {
+		s.o.Submitted()
+	}
+}
+
 // allowed applies the server's own limits to a spec: what its operator
 // did not allow, a client cannot ask for.
 func (s *Server) allowed(spec *SubmitRequest) error {
@@ -128,6 +134,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "/v1/runs/"+doc.ID)
 			s.o.Log.Info("run submitted", "run", doc.ID, "project", spec.Project, "base", base)
 		}
+		s.queued()
 	}
 	o.write(w, http.StatusCreated)
 }

@@ -46,6 +46,22 @@ type Local struct {
 	cancel  context.CancelCauseFunc
 	wg      sync.WaitGroup
 	loop    chan struct{}
+	nudge   chan struct{}
+}
+
+// Nudge makes it look at the queue now, not at the next poll (a run was
+// just queued). It never blocks; before Start it does nothing.
+func (w *Local) Nudge() {
+	w.mu.Lock()
+	ch := w.nudge
+	w.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // Start reconciles the runs (those a dead server or worker left active are
@@ -61,7 +77,8 @@ func (w *Local) Start(ctx context.Context) error {
 	w.running = map[string]bool{}
 	ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	w.loop = make(chan struct{})
-	go w.run(ctx)
+	w.nudge = make(chan struct{}, 1)
+	go w.run(ctx, w.nudge)
 	return nil
 }
 
@@ -94,7 +111,7 @@ func (w *Local) Running() int {
 	return len(w.running)
 }
 
-func (w *Local) run(ctx context.Context) {
+func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
 	defer close(w.loop)
 	poll, every := w.Poll, w.Reconcile
 	if poll <= 0 {
@@ -116,6 +133,7 @@ func (w *Local) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-nudge:
 		}
 	}
 }
