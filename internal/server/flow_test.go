@@ -233,3 +233,23 @@ func TestShutdownLeavesRunsResumable(t *testing.T) {
 		}
 	})
 }
+
+// TestNativeSandbox: a run that names no sandbox gets the default, the
+// native one, executed inside the server's process like any other.
+func TestNativeSandbox(t *testing.T) {
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	srv := start(t, config{data: t.TempDir(), db: "sqlite:" + filepath.Join(t.TempDir(), "agentrun.db"), noHost: true})
+	a := srv.submit(t, map[string]any{"task": "n", "agent_cmd": "echo native > n.txt"}, bundleOf(t, repo))
+	if a.status != http.StatusCreated {
+		testsupport.Require(t, "the native sandbox", a.code(t) != "sandbox_preflight", "%s", a.body)
+		t.Fatalf("submit: %d %s", a.status, a.body)
+	}
+	id, _ := a.doc(t)["id"].(string)
+	d := srv.waitState(t, id, "succeeded", "failed")
+	if d["status"] != "succeeded" || d["sandbox"].(map[string]any)["backend"] != "native" {
+		t.Fatalf("native run: %s %v", d["status"], d["sandbox"])
+	}
+	if p, _ := srv.get(t, "/v1/runs/{id}/diff", id).doc(t)["patch"].(string); !strings.Contains(p, "+native") {
+		t.Errorf("diff: %q", p)
+	}
+}
