@@ -253,3 +253,26 @@ func TestNativeSandbox(t *testing.T) {
 		t.Errorf("diff: %q", p)
 	}
 }
+
+// TestQueuedWaitsForAWorker: on a server without a local worker a run
+// stays queued, counted in the queue depth (not taken for dead), until it
+// is cancelled.
+func TestQueuedWaitsForAWorker(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+		c.extra = []string{"--local-worker", "0"}
+		srv := start(t, c)
+		id := srv.runID(t, spec("wait", "true", nil), bundleOf(t, repo))
+		time.Sleep(3 * time.Second) // past the lease TTL and a reconcile
+		if d := srv.get(t, "/v1/runs/{id}", id).doc(t); d["status"] != "queued" {
+			t.Fatalf("an unclaimed run is %v", d["status"])
+		}
+		if m := string(srv.get(t, "/metrics", "").body); !strings.Contains(m, "agentrun_queue_depth 1") {
+			t.Errorf("/metrics: no queue depth 1")
+		}
+		a := srv.post(t, "/v1/runs/{id}/cancel", id, map[string]bool{"no_wait": true})
+		if d := a.doc(t); d["status"] != "cancelled" {
+			t.Fatalf("cancel: %s", a.body)
+		}
+	})
+}
