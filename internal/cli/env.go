@@ -25,6 +25,9 @@ type Env struct {
 	// Sweepers remove the sandboxes of runs whose supervisor died (by
 	// backend name), for Reconcile.
 	Sweepers map[string]sandbox.Sweeper
+	// Claimed: workers claim the queued runs (a team server's data
+	// directory), see supervisor.Home.
+	Claimed bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.
@@ -72,5 +75,5 @@ func (app *App) openEnv() (*Env, error) {
 
 // runs is the data directory's runs as the supervisor package reaches them.
 func (e *Env) runs() supervisor.Home {
-	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Sweepers: e.Sweepers}
+	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Sweepers: e.Sweepers, Claimed: e.Claimed}
 }

@@ -23,6 +23,12 @@ type Home struct {
 	// SIGKILL); Reconcile asks the run's backend when it marks the run
 	// interrupted. A backend without one leaves nothing.
 	Sweepers map[string]sandbox.Sweeper
+	// Claimed says that workers claim queued runs through the coordinator
+	// (Full mode: a server's workers) instead of a supervisor spawned per
+	// run (Lite): Start and Resume queue the run and spawn nothing, and a
+	// queued run that no supervisor has taken up yet waits for a worker,
+	// however long, instead of counting as dead.
+	Claimed bool
 }
 
 // spawnGrace is how long a freshly created queued run (never attempted,
@@ -47,8 +53,8 @@ func Reconcile(ctx context.Context, h Home, r *run.Run) (*run.Run, error) {
 		return r, fmt.Errorf("reconcile %s: %w", r.ID, err)
 	}
 	defer lease.Release()
-	if AboutToStart(r) {
-		return r, nil // submit is about to start its supervisor
+	if AboutToStart(r) || (h.Claimed && Unclaimed(r)) {
+		return r, nil // submit is about to start its supervisor, or it waits for a worker
 	}
 	nr, err := h.Store.Transition(ctx, r.ID, []run.State{r.State}, run.StateInterrupted, run.ReasonInterrupted,
 		"the supervisor stopped without finishing the run; resume it with 'agentrun resume "+r.ID+"'")
@@ -100,3 +106,7 @@ func sweep(ctx context.Context, h Home, r *run.Run) {
 	// to tell, and clean sweeps again.
 	_, _ = h.Store.AppendEvent(sctx, r.ID, ev)
 }
+
+// Unclaimed reports a queued run that no supervisor has taken up yet (in
+// Full mode: one waiting for a worker).
+func Unclaimed(r *run.Run) bool { return r.State == run.StateQueued && r.Supervisor == nil }
