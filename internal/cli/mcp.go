@@ -129,13 +129,19 @@ func (nopWriteCloser) Close() error { return nil }
 var mcpRunnable = map[string]bool{"submit": true, "list": true, "status": true, "logs": true, "result": true,
 	"diff": true, "cancel": true, "resume": true, "verdict": true, "egress": true, "mcp tail": true}
 
-// mcpExec runs one command line for the MCP server in process: a fresh
-// App with the same dependencies and environment, its streams in buffers,
-// so concurrent tool calls share nothing but the data directory. A panic
-// in a command is an internal error of that call, not the server's end.
+// mcpExec runs one command line for the MCP server in process (inProcess).
 func (app *App) mcpExec(ctx context.Context, args []string, stdin io.Reader) (stdout, stderr []byte, exit int) {
 	var out, errb bytes.Buffer
 	sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: app.Deps}
+	return inProcess(ctx, sub, &out, &errb, args, mcpRunnable, "the MCP server")
+}
+
+// inProcess runs one command line in process for a server (who names it):
+// sub is a fresh App with the same dependencies and environment, its
+// streams the buffers out and errb, so concurrent calls share nothing but
+// the data directory. Only the command lines in allowed run. A panic in a
+// command is an internal error of that call, not the server's end.
+func inProcess(ctx context.Context, sub *App, out, errb *bytes.Buffer, args []string, allowed map[string]bool, who string) (stdout, stderr []byte, exit int) {
 	name := ""
 	if len(args) > 0 {
 		name = args[0]
@@ -151,9 +157,9 @@ func (app *App) mcpExec(ctx context.Context, args []string, stdin io.Reader) (st
 			stdout, stderr = out.Bytes(), errb.Bytes()
 		}
 	}()
-	if !mcpRunnable[name] {
+	if !allowed[name] {
 		sub.JSON = true
-		exit = sub.renderError(ctx, catalog.Internal.New("the MCP server runs no command %q", name))
+		exit = sub.renderError(ctx, catalog.Internal.New("%s runs no command %q", who, name))
 		return out.Bytes(), errb.Bytes(), exit
 	}
 	if sub.Stdin == nil {

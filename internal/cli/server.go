@@ -245,30 +245,9 @@ func readToken(path string) (string, error) {
 func (app *App) serverExec(env *Env) func(ctx context.Context, args []string, stdin io.Reader) ([]byte, []byte, int) {
 	deps := app.Deps
 	deps.InspectRepo, deps.Mode = server.ResolveBare, "server"
-	return func(ctx context.Context, args []string, stdin io.Reader) (stdout, stderr []byte, exit int) {
+	return func(ctx context.Context, args []string, stdin io.Reader) ([]byte, []byte, int) {
 		var out, errb bytes.Buffer
 		sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: deps, env: env}
-		name := ""
-		if len(args) > 0 {
-			name = args[0]
-			if name == "mcp" && len(args) > 1 {
-				name += " " + args[1]
-			}
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				out.Reset()
-				sub.JSON, sub.ndjson = true, false
-				exit = sub.renderError(ctx, catalog.Internal.New("agentrun %s: panic: %v", name, p))
-				stdout, stderr = out.Bytes(), errb.Bytes()
-			}
-		}()
-		if !serverCommands[name] {
-			sub.JSON = true
-			exit = sub.renderError(ctx, catalog.Internal.New("the server runs no command %q", name))
-			return out.Bytes(), errb.Bytes(), exit
-		}
-		exit = sub.Execute(ctx, args)
-		return out.Bytes(), errb.Bytes(), exit
+		return inProcess(ctx, sub, &out, &errb, args, serverCommands, "the server")
 	}
 }

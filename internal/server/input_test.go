@@ -185,9 +185,7 @@ func TestMetrics(t *testing.T) {
 		if a := srv.get(t, "/readyz", ""); a.status != 200 {
 			t.Errorf("readyz: %d %s", a.status, a.body)
 		}
-		a := srv.get(t, "/metrics", "")
-		body := string(a.body)
-		for _, want := range []string{
+		wants := []string{
 			`agentrun_runs{state="succeeded"} 1`,
 			`agentrun_runs{state="queued"} 0`,
 			"agentrun_queue_depth 0",
@@ -197,7 +195,24 @@ func TestMetrics(t *testing.T) {
 			"agentrun_local_worker_slots 2",
 			"agentrun_local_worker_runs 0",
 			"go_goroutines",
-		} {
+		}
+		// The worker counts a run out a moment after its record says it
+		// ended: scrape until the figures settle (5 s at most).
+		var body string
+		for i := 0; i < 50; i++ {
+			body = string(srv.get(t, "/metrics", "").body)
+			missing := 0
+			for _, want := range wants {
+				if !strings.Contains(body, want) {
+					missing++
+				}
+			}
+			if missing == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, want := range wants {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", want)
 			}
