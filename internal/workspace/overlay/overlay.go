@@ -26,6 +26,9 @@ import (
 // and Work must be on the same file system; Lower is never written.
 type Layers struct {
 	Lower string `json:"lower"`
+	// Above are further read-only layers stacked over Lower, uppermost
+	// first (a run's setup layer); none are written either.
+	Above []string `json:"above,omitempty"`
 	Upper string `json:"upper"`
 	Work  string `json:"work"`
 }
