@@ -29,8 +29,8 @@ type Layers struct {
 	// Above are further read-only layers stacked over Lower, uppermost
 	// first (a run's setup layer); none are written either.
 	Above []string `json:"above,omitempty"`
-	Upper string `json:"upper"`
-	Work  string `json:"work"`
+	Upper string   `json:"upper"`
+	Work  string   `json:"work"`
 }
 
 // OpaqueXattr marks a directory of the upper layer that replaces the
