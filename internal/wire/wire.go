@@ -70,12 +70,14 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 	for _, b := range Backends("") {
 		backends[b.Name()] = b
 	}
+	layers := workspace.NewLayerCache(l.LayerCache())
 	return supervisor.Deps{
 		Store:       st,
 		Coord:       Coordinator(l.Home),
 		Layout:      l,
 		Workspaces:  Workspaces(),
-		Overlay:     workspace.NewOverlay(workspace.NewLayerCache(l.LayerCache())),
+		Overlay:     workspace.NewOverlay(layers),
+		Layers:      layers,
 		Export:      workspace.Export,
 		Backends:    backends,
 		NewAgent:    NewAgent,
