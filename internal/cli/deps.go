@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/coord"
@@ -30,6 +32,10 @@ type Deps struct {
 	// Workspaces checks results out for the bench's acceptance (the
 	// supervisor's workspace provider).
 	Workspaces workspace.Provider
+	// BuildSetup finds or makes the setup layer of the planned run r in
+	// data directory home's layer cache, working in scratch (agentrun
+	// setup; nil: this build cannot).
+	BuildSetup func(ctx context.Context, r *run.Run, home, scratch string, event func(run.Event)) (workspace.SetupLayer, error)
 }
 
 // backends are the sandbox backends by name.

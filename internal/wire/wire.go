@@ -86,6 +86,12 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 	}
 }
 
+// BuildSetup finds or makes the setup layer of the planned run r in the
+// layer cache of data directory home, ahead of any run (agentrun setup).
+func BuildSetup(ctx context.Context, r *run.Run, home, scratch string, event func(run.Event)) (workspace.SetupLayer, error) {
+	return supervisor.BuildSetup(ctx, SupervisorDeps(nil, layout.Layout{Home: home}), r, scratch, event)
+}
+
 // NewAgent makes the agent of run r: the built-in loop (which runs in
 // the supervisor, its keys never in the sandbox) or an external CLI
 // profile or command (which runs in the sandbox).
