@@ -92,7 +92,11 @@ func planSetup(ctx context.Context, req Request, repo, base string) (*run.SetupS
 	spec.Allow = allow
 	var warnings []string
 	var missing []string
-	for _, h := range rc.SetupAllow {
+	asked, err := canonicalAllow(rc.SetupAllow)
+	if err != nil {
+		asked = rc.SetupAllow // (named as written: they open nothing either way)
+	}
+	for _, h := range asked {
 		if !slices.Contains(allow, h) {
 			missing = append(missing, h)
 		}
