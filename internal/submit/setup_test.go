@@ -47,7 +47,9 @@ func TestSetupFromTheBaseCommitOnly(t *testing.T) {
 		t.Fatalf("setup %q allow %v", req.Setup, req.SetupAllow)
 	}
 	// The repository asked for example.com too: named in a warning, not opened.
-	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "example.com") && strings.Contains(w, "cannot open it") }) {
+	if !slices.ContainsFunc(warnings, func(w string) bool {
+		return strings.Contains(w, "example.com") && strings.Contains(w, "cannot open it")
+	}) {
 		t.Fatalf("warnings %q", warnings)
 	}
 	// --setup overrides the repository's; --no-setup runs none.
