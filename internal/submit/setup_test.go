@@ -16,7 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
-func planWith(t *testing.T, repo string, mut func(*Request)) (*Request, error, []string) {
+func planWith(t *testing.T, repo string, mut func(*Request)) (*Request, []string, error) {
 	t.Helper()
 	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "host"}
 	mut(&req)
@@ -29,7 +29,7 @@ func planWith(t *testing.T, repo string, mut func(*Request)) (*Request, error, [
 			req.Setup = ""
 		}
 	}
-	return &req, err, warnings
+	return &req, warnings, err
 }
 
 func TestSetupFromTheBaseCommitOnly(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSetupFromTheBaseCommitOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, ".agentrun.toml"), []byte("setup = \"evil\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	req, err, warnings := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.SetupAllow = []string{"proxy.golang.org"} })
+	req, warnings, err := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.SetupAllow = []string{"proxy.golang.org"} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +53,10 @@ func TestSetupFromTheBaseCommitOnly(t *testing.T) {
 		t.Fatalf("warnings %q", warnings)
 	}
 	// --setup overrides the repository's; --no-setup runs none.
-	if req, err, _ := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.Setup = "npm ci" }); err != nil || req.Setup != "npm ci (flag)" {
+	if req, _, err := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.Setup = "npm ci" }); err != nil || req.Setup != "npm ci (flag)" {
 		t.Fatalf("--setup: %q %v", req.Setup, err)
 	}
-	if req, err, _ := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.NoSetup = true }); err != nil || req.Setup != "" {
+	if req, _, err := planWith(t, repo, func(r *Request) { r.IncludeDirty = true; r.NoSetup = true }); err != nil || req.Setup != "" {
 		t.Fatalf("--no-setup: %q %v", req.Setup, err)
 	}
 }
@@ -71,16 +71,16 @@ func TestRepoConfigRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			repo, _ := testsupport.Repo(t, map[string]string{".agentrun.toml": body})
-			if _, err, _ := planWith(t, repo, func(*Request) {}); !catalog.Has(err, catalog.BadRepoConfig) {
+			if _, _, err := planWith(t, repo, func(*Request) {}); !catalog.Has(err, catalog.BadRepoConfig) {
 				t.Fatalf("want bad_repo_config, got %v", err)
 			}
 		})
 	}
 	repo, _ := testsupport.Repo(t, map[string]string{"README.md": "x\n"})
-	if req, err, _ := planWith(t, repo, func(*Request) {}); err != nil || req.Setup != "" {
+	if req, _, err := planWith(t, repo, func(*Request) {}); err != nil || req.Setup != "" {
 		t.Fatalf("no .agentrun.toml: %q %v", req.Setup, err)
 	}
-	if _, err, _ := planWith(t, repo, func(r *Request) { r.Setup, r.SetupAllow = "x", []string{"http://bad/"} }); !catalog.Has(err, catalog.BadAllow) {
+	if _, _, err := planWith(t, repo, func(r *Request) { r.Setup, r.SetupAllow = "x", []string{"http://bad/"} }); !catalog.Has(err, catalog.BadAllow) {
 		t.Fatalf("bad --setup-allow: %v", err)
 	}
 }
