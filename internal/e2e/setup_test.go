@@ -250,13 +250,15 @@ func TestToolchainCacheReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := "test \"$GOMODCACHE\" = " + sh(mod) + " && test \"$(cat \"$GOMODCACHE/cached.txt\")\" = cached && ! touch \"$GOMODCACHE/written\" 2>/dev/null"
-	d, res := e.submitOn("native", []string{"GOMODCACHE=" + mod}, "--toolchain-cache", "go", "--check", "ro="+check, "--attempts", "1",
+	// The setup sees the cache too, and cannot write it either.
+	setup := "cat " + sh(mod+"/cached.txt") + " && case \"$GOPROXY\" in file://" + mod + "/cache/download,*) ;; *) exit 1;; esac && ! touch " + sh(mod+"/by-setup") + " 2>/dev/null"
+	d, res := e.submitOn("native", []string{"GOMODCACHE=" + mod}, "--toolchain-cache", "go", "--setup", setup, "--check", "ro="+check, "--attempts", "1",
 		"--agent-cmd", "echo agent > agent.txt", "--wait", "toolchain")
 	if d.Status != "succeeded" {
 		t.Fatalf("%s/%s\n%s", d.Status, d.Reason, res.stderr)
 	}
-	if fileExists(filepath.Join(mod, "written")) {
-		t.Fatal("the run wrote the host's module cache")
+	if fileExists(filepath.Join(mod, "written")) || fileExists(filepath.Join(mod, "by-setup")) {
+		t.Fatal("the run or its setup wrote the host's module cache")
 	}
 	if r := e.get(d.ID); len(r.Sandbox.Toolchains) != 1 || r.Sandbox.Toolchains[0].Path != mod {
 		t.Fatalf("toolchain caches: %+v", r.Sandbox.Toolchains)

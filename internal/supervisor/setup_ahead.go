@@ -24,7 +24,7 @@ func BuildSetup(ctx context.Context, d Deps, r *run.Run, scratch string, event f
 	}
 	backend := d.Backends[r.Sandbox.Backend]
 	st := &setupStep{Record: r, Layout: l, Cache: d.Layers, Backend: backend, Copy: d.Workspaces,
-		StateDir: l.WorkspaceState(r.ID), Env: toolchainEnv(r.Sandbox.Toolchains), ReadOnly: toolchainPaths(r.Sandbox.Toolchains),
+		StateDir: l.WorkspaceState(r.ID), Env: setupToolchainEnv(r.Sandbox.Toolchains), ReadOnly: toolchainPaths(r.Sandbox.Toolchains),
 		StartProxy: d.StartEgress, Event: event}
 	if d.Layers == nil {
 		return workspace.SetupLayer{}, errMissing("the layer cache")

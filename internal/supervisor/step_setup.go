@@ -50,7 +50,7 @@ type setupStep struct {
 	// StateDir is the run's workspace state directory, which records the
 	// layer it uses.
 	StateDir string
-	// Env is added to the setup's environment (toolchain caches).
+	// Env is added to the setup's environment (setupToolchainEnv).
 	Env []string
 	// ReadOnly are further host paths the setup sees read-only.
 	ReadOnly   []string
@@ -213,7 +213,7 @@ func isSetupFailure(err error) bool {
 // point the toolchains at it.
 func (s *Supervisor) setup(ctx context.Context, r *run.Run, ws *workspaceStep, sb *sandboxStep) error {
 	st := &setupStep{Record: r, Layout: s.Layout, Cache: s.Layers, Backend: sb.Backend, Copy: s.Workspaces,
-		StateDir: ws.StateDir, Env: sb.Env, ReadOnly: sb.ReadOnly, StartProxy: s.StartEgress, Event: s.event}
+		StateDir: ws.StateDir, Env: setupToolchainEnv(r.Sandbox.Toolchains), ReadOnly: sb.ReadOnly, StartProxy: s.StartEgress, Event: s.event}
 	if s.Layers == nil {
 		return errMissing("the layer cache")
 	}
