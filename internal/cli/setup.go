@@ -179,6 +179,9 @@ func (app *App) runSetupBuild(ctx context.Context, o *setupOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(env.Layout.Cache(), 0o755); err != nil {
+		return catalog.Home.Wrap(err, "%v", err)
+	}
 	scratch, err := os.MkdirTemp(env.Layout.Cache(), "setup-")
 	if err != nil {
 		return catalog.Home.Wrap(err, "%v", err)

@@ -267,3 +267,41 @@ func TestToolchainCacheReadOnly(t *testing.T) {
 		t.Fatalf("unknown cache: %+v", res)
 	}
 }
+
+// TestSetupAheadOfTheRuns: agentrun setup builds HEAD's layer from the
+// repository's .agentrun.toml; the next run finds it cached.
+func TestSetupAheadOfTheRuns(t *testing.T) {
+	e := newSetupEnv(t)
+	if res := e.run("setup", "--sandbox", "native", "--json"); res.code != 2 || !strings.Contains(res.stdout, "no_setup_command") {
+		if strings.Contains(res.stdout, "sandbox_preflight") {
+			requireCaps(t, "the native sandbox", false, res.stdout)
+		}
+		t.Fatalf("without a setup command: %+v", res)
+	}
+	commitFiles(t, e, map[string]string{".agentrun.toml": "setup = \"echo ahead > ahead.txt\"\n"})
+	res := e.run("setup", "--sandbox", "native", "--json")
+	must(t, res, 0)
+	var doc struct {
+		Built  *bool
+		Layers []struct{ Key, Mode string }
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil || doc.Built == nil || !*doc.Built || len(doc.Layers) != 1 {
+		t.Fatalf("setup: %v\n%s", err, res.stdout)
+	}
+	if res := e.run("setup", "--sandbox", "native", "--json"); !strings.Contains(res.stdout, `"built": false`) {
+		t.Fatalf("setup again: %+v", res)
+	}
+	d, res := e.submitOn("native", nil, "--agent-cmd", "cat ahead.txt > seen.txt", "--wait", "t")
+	if d.Status != "succeeded" {
+		t.Fatalf("%s/%s\n%s", d.Status, d.Reason, res.stderr)
+	}
+	if kinds, _ := setupEvents(t, e, d.ID); strings.Join(kinds, ",") != "cached" {
+		t.Fatalf("setup events %v", kinds)
+	}
+	if r := e.get(d.ID); r.Setup == nil || r.Setup.Layer != doc.Layers[0].Key {
+		t.Fatalf("the run's layer %+v, built %s", r.Setup, doc.Layers[0].Key)
+	}
+	if st := e.run("status", d.ID); !strings.Contains(st.stdout, "setup") || !strings.Contains(st.stdout, "cached") {
+		t.Fatalf("status:\n%s", st.stdout)
+	}
+}
