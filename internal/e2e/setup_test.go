@@ -305,3 +305,25 @@ func TestSetupAheadOfTheRuns(t *testing.T) {
 		t.Fatalf("status:\n%s", st.stdout)
 	}
 }
+
+// TestSetupOnDocker: the docker backend mounts no overlay; the setup runs
+// in a checkout of its own in a container, the runs get the whole tree by
+// copying and the setup's HOME read-only.
+func TestSetupOnDocker(t *testing.T) {
+	host, image := os.Getenv("AGENTRUN_DOCKER_TEST_HOST"), os.Getenv("AGENTRUN_DOCKER_TEST_IMAGE")
+	testsupport.Require(t, "a container engine and a test image", host != "" && image != "",
+		"set AGENTRUN_DOCKER_TEST_HOST and AGENTRUN_DOCKER_TEST_IMAGE (eval \"$(bash .ci/install-podman.sh)\")")
+	e := newSetupEnv(t)
+	setup := "echo dep > dep.txt && mkdir -p \"$HOME/go/pkg/mod\" && echo m > \"$HOME/go/pkg/mod/m\""
+	check := "test \"$(cat dep.txt)\" = dep && test \"$(cat \"$GOMODCACHE/m\")\" = m && ! touch \"$GOMODCACHE/x\" 2>/dev/null"
+	for _, want := range []string{"started,done", "cached"} {
+		d, res := e.submitJSON([]string{"DOCKER_HOST=" + host}, "--sandbox", "docker", "--image", image, "--setup", setup,
+			"--check", "c="+check, "--attempts", "1", "--agent-cmd", "echo a > a.txt", "--wait", "docker")
+		if d.Status != "succeeded" {
+			t.Fatalf("%s/%s\n%s\nsetup log:\n%s", d.Status, d.Reason, res.stderr, e.run("logs", "--setup", d.ID).stdout)
+		}
+		if kinds, _ := setupEvents(t, e, d.ID); strings.Join(kinds, ",") != want {
+			t.Fatalf("setup events %v, want %s", kinds, want)
+		}
+	}
+}
