@@ -212,11 +212,14 @@ preset:NAME (repeatable). Every agent gets no network unless --allow is given
 (then only the allowlist, plus what its profile's CLI needs besides the model).
 --ro PATH makes a further host path visible read-only.
 
-Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR; the agent
-(not the checks) also gets what its profile sets (the gateway's URL and the
-placeholder key) and the variables named with --env NAME, whose values are read
-from your environment now and handed to the run's supervisor over a pipe; they
-are never written to disk. 'agentrun resume' therefore needs them (and the keys)
+Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR (and the
+variables that point toolchains at a setup layer's HOME or a toolchain cache,
+GOMODCACHE, GOFLAGS, npm_config_cache, ...; with an allowlist, the proxy
+variables, JAVA_TOOL_OPTIONS among them); the agent (not the checks) also gets
+what its profile sets (the gateway's URL and the placeholder key) and the
+variables named with --env NAME, whose values are read from your environment
+now and handed to the run's supervisor over a pipe; they are never written to
+disk. 'agentrun resume' therefore needs them (and the keys)
 in its environment again.
 
 Setup snapshots: --setup CMD (or setup = "CMD" in .agentrun.toml at the top of
