@@ -39,5 +39,8 @@ func BuildSetup(ctx context.Context, d Deps, r *run.Run, scratch string, event f
 			}
 		}
 	}
+	// Made ahead, for runs to come (possibly after a reboot): on disk for
+	// good before the command returns.
+	defer d.Layers.Wait()
 	return st.Run(ctx)
 }
