@@ -327,3 +327,37 @@ func TestSetupOnDocker(t *testing.T) {
 		}
 	}
 }
+
+// fetchJava prints the body of the URL it is given: the JVM's own HTTP
+// client, which ignores HTTPS_PROXY and finds the egress relay only
+// through the proxy properties of JAVA_TOOL_OPTIONS.
+const fetchJava = `import java.io.InputStream;
+import java.net.URI;
+
+public class Fetch {
+    public static void main(String[] args) throws Exception {
+        try (InputStream in = URI.create(args[0]).toURL().openStream()) {
+            in.transferTo(System.out);
+        }
+    }
+}
+`
+
+// TestSetupJVMThroughTheProxy: a JVM program in the setup reaches the
+// module proxy through the setup's allowlist (JAVA_TOOL_OPTIONS), and the
+// run reads what it fetched offline.
+func TestSetupJVMThroughTheProxy(t *testing.T) {
+	testsupport.Program(t, "java")
+	e := newSetupEnv(t)
+	url := "https://proxy.golang.org/github.com/pkg/errors/@v/v0.9.1.info"
+	allow := registry(t, url)
+	commitFiles(t, e, map[string]string{"Fetch.java": fetchJava, ".gitignore": "fetched.json\n"})
+	d, res := e.submitOn("native", nil, append(allow, "--setup", "java Fetch.java "+url+" > fetched.json",
+		"--check", "fetched=grep -q v0.9.1 fetched.json", "--attempts", "1", "--agent-cmd", "echo a > a.txt", "--wait", "jvm")...)
+	if d.Status != "succeeded" {
+		t.Fatalf("%s/%s\n%s\nsetup log:\n%s", d.Status, d.Reason, res.stderr, e.run("logs", "--setup", d.ID).stdout)
+	}
+	if kinds, egressed := setupEvents(t, e, d.ID); strings.Join(kinds, ",") != "started,done" || !egressed {
+		t.Fatalf("setup events %v, egress %v", kinds, egressed)
+	}
+}
