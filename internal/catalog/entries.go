@@ -66,6 +66,12 @@ var (
 	UnsupportedFlag = Entry{"unsupported_flag", "the agent cannot honour an option", "drop the option; point a profile at your own model with ‹model_server› URL and ‹model› NAME", ExitUsage}
 	BadPath         = Entry{"bad_path", "invalid ‹ro› path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
 
+	// Setup snapshots and toolchain caches.
+	SetupFailed    = Entry{"setup_failed", "the setup command failed", "read its output with 'agentrun logs --setup ID', fix the command (‹setup›, or setup in the repository's .agentrun.toml) and submit again; nothing was cached", ExitRunFailed}
+	BadRepoConfig  = Entry{"bad_repo_config", "cannot read the repository's .agentrun.toml", "fix the file at the base commit (its keys: setup, setup_allow), or pass ‹setup› to use another command", ExitUsage}
+	BadToolchain   = Entry{"bad_toolchain_cache", "unknown toolchain cache", "name go, npm, pip or cargo (‹toolchain_cache›, toolchain_caches in the config file)", ExitUsage}
+	NoSetupCommand = Entry{"no_setup_command", "the repository has no setup command", "pass ‹setup› CMD, or add setup = \"CMD\" to .agentrun.toml at the top of the repository and commit it", ExitUsage}
+
 	// Environment.
 	Home     = Entry{"home", "cannot use the data directory", "check AGENTRUN_HOME, or that ~/.local/share/agentrun is writable", ExitUsage}
 	Internal = Entry{"internal", "internal error", "report this with the command and output", ExitInternal}

@@ -43,6 +43,10 @@ type Deps struct {
 	InspectRepo func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
 	// Mode is the mode submit records in provenance ("" = lite).
 	Mode string
+	// BuildSetup finds or makes the setup layer of the planned run r in
+	// data directory home's layer cache, working in scratch (agentrun
+	// setup; nil: this build cannot).
+	BuildSetup func(ctx context.Context, r *run.Run, home, scratch string, event func(run.Event)) (workspace.SetupLayer, error)
 }
 
 // backends are the sandbox backends by name.

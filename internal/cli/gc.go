@@ -55,8 +55,9 @@ never touched.
   --keep N        keep the workspaces of the N most recently finished runs
   --dry-run       say what would be removed, remove nothing
 
-Then the overlay workspaces' layer cache (one checkout per base commit,
-shared by the runs on it) is brought within its budget: layers no workspace
+Then the layer cache (one checkout per base commit, shared by the overlay
+workspaces on it, and the setup snapshots: 'agentrun setup --status') is
+brought within its budget: layers no workspace
 uses any more are removed, the least recently used first, until the cache
 holds no more than cache_budget (config.toml or AGENTRUN_CACHE_BUDGET;
 default 20G). A layer in use is never removed.

@@ -31,6 +31,7 @@ type logsOptions struct {
 	Attempt int    // 0: every attempt
 	Check   string // a check's output instead of the agent's
 	Events  bool   // the event journal instead of output
+	Setup   bool   // the setup command's output
 	// Poll is how often -f looks for new output (default 100ms).
 	Poll time.Duration
 }
@@ -46,6 +47,9 @@ func (o *logsOptions) Validate() error {
 	}
 	if o.Check != "" && !checkName.MatchString(o.Check) {
 		return catalog.Usage.New("--check %q is not a check name (letters, digits, '.', '-', '_')", o.Check)
+	}
+	if o.Setup && (o.Events || o.Check != "" || o.Attempt != 0) {
+		return catalog.ConflictFlags.New("--setup shows the setup's output; it takes none of --events, --check and --attempt")
 	}
 	if o.Events && (o.Check != "" || o.Attempt != 0) {
 		return catalog.ConflictFlags.New("--events shows the whole journal; it takes neither --check nor --attempt")
@@ -70,6 +74,8 @@ that check's output; with --events, the run's event journal.
   --attempt N      only attempt N
   --check NAME     the output of check NAME (of every attempt, or of --attempt N)
   --events         the event journal (state changes, checks, egress, warnings)
+  --setup          the output of the run's setup command (when this run made
+                   its setup layer)
 
 On a terminal, control characters in agent and check output are shown, not
 interpreted; piped or redirected, the bytes are exactly what was written.
@@ -90,13 +96,14 @@ submit --json shows it; an error is one {"error": {...}} line.
 	c.Flags().IntVar(&o.Attempt, "attempt", 0, "only attempt `N`")
 	c.Flags().StringVar(&o.Check, "check", "", "the output of check `NAME`")
 	c.Flags().BoolVar(&o.Events, "events", false, "the event journal")
+	c.Flags().BoolVar(&o.Setup, "setup", false, "the setup command's output")
 	return c
 }
 
 // logPiece is one log in `logs --json`.
 type logPiece struct {
 	Attempt int    `json:"attempt"`
-	Kind    string `json:"kind"` // agent | check
+	Kind    string `json:"kind"` // agent | check | setup
 	Name    string `json:"name,omitempty"`
 	Text    string `json:"text"`
 	// Transcript is a built-in agent attempt's transcript (what `logs`
@@ -187,6 +194,12 @@ func sources(o *logsOptions, env *Env, r *run.Run) []logSource {
 		first, last = o.Attempt, o.Attempt
 	}
 	var out []logSource
+	if o.Setup {
+		if p := env.Layout.SetupLog(r.ID); pathExists(p) {
+			out = append(out, logSource{kind: "setup", path: p})
+		}
+		return out
+	}
 	for n := first; n <= last; n++ {
 		s := logSource{attempt: n, kind: "agent", path: env.Layout.AgentLog(r.ID, n)}
 		if o.Check != "" {
@@ -216,6 +229,9 @@ func allEmpty(srcs []logSource) bool {
 }
 
 func (s logSource) what() string {
+	if s.kind == "setup" {
+		return "setup command"
+	}
 	if s.kind == "check" {
 		return "check " + s.name
 	}
@@ -236,7 +252,10 @@ func (app *App) printLogs(o *logsOptions, env *Env, r *run.Run) error {
 		if o.Check != "" {
 			what = "output of check " + o.Check
 		}
-		if o.Check != "" || r.State.Terminal() {
+		if o.Setup {
+			what = "setup output (it made no setup layer: it had none, or found it cached)"
+		}
+		if o.Check != "" || o.Setup || r.State.Terminal() {
 			return catalog.NoLog.New("run %s (%s) has no %s", r.ID, r.State, what)
 		}
 		app.warn("run %s is %s and has no %s yet; follow it with 'agentrun logs -f %s'", r.ID, r.State, what, r.ID)
@@ -594,3 +613,5 @@ func eventCells(col bool, e run.Event) []string {
 	}
 	return []string{e.Time.Local().Format("15:04:05.000"), oneLine(e.Type, 20), strings.Join(parts, " ")}
 }
+
+func pathExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -139,6 +139,15 @@ func (p *progress) event(e run.Event, now time.Time) {
 		p.line(now, e.Message)
 	case run.EventCheck:
 		p.line(now, e.Message)
+	case run.EventSetup:
+		var d struct{ Kind string }
+		_ = json.Unmarshal(e.Data, &d)
+		if d.Kind == "started" {
+			p.filled = true // (what is counted now is the setup's, not the workspace's)
+			text = "preparing: running the setup command (once for this commit)"
+		} else {
+			p.line(now, e.Message)
+		}
 	case run.EventGateway:
 		var d struct{ Kind string }
 		if json.Unmarshal(e.Data, &d) == nil && (d.Kind == "capacity_wait" || d.Kind == "budget_exceeded" || d.Kind == "upstream_error") {

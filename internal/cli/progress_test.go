@@ -49,3 +49,18 @@ func TestProgressCountsWorkspaceFiles(t *testing.T) {
 		t.Fatalf("still counting: %q", out.String()[before:])
 	}
 }
+
+// The setup's events show as a phase while it runs and a line when done.
+func TestProgressShowsTheSetup(t *testing.T) {
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, true, 2, t0)
+	p.event(run.Event{Type: run.EventSetup, Data: []byte(`{"kind":"started"}`)}, t0)
+	if !strings.Contains(out.String(), "running the setup command") {
+		t.Fatalf("%q", out.String())
+	}
+	p.event(run.Event{Type: run.EventSetup, Message: "setup done in 2s: layer v1-setup-x", Data: []byte(`{"kind":"done"}`)}, t0.Add(2*time.Second))
+	if !strings.Contains(out.String(), "setup done in 2s") {
+		t.Fatalf("%q", out.String())
+	}
+}

@@ -129,6 +129,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newResumeCmd(),
 		app.newCleanCmd(),
 		app.newGCCmd(),
+		app.newSetupCmd(),
 		app.newVerdictCmd(),
 		app.newEgressCmd(),
 		app.newVersionCmd(),

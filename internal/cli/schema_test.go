@@ -49,6 +49,7 @@ func TestJSONSchemasDeclareEveryField(t *testing.T) {
 		{"status.schema.json", filled[run.Run]()},
 		{"status.schema.json", filled[statusOutput]()},
 		{"gc.schema.json", filled[gcOutput]()},
+		{"setup.schema.json", filled[setupOutput]()},
 		{"logs.schema.json", wrap("logs", []byte("["+string(filled[logPiece]())+"]"))},
 		{"logs-events.schema.json", wrap("events", []byte("["+string(filled[run.Event]())+"]"))},
 		{"cancel.schema.json", filled[cancelOutput]()},

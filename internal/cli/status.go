@@ -93,6 +93,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	f.add("sandbox", sandboxLine(app.Deps, r.Sandbox))
 	f.add("disk", diskLine(disk, r.Provenance.Enforced["workspace"]))
+	if r.Setup != nil {
+		f.add("setup", setupLine(r.Setup))
+	}
 	addTimes(&f, r, o.Now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))
@@ -428,4 +431,19 @@ func activeTime(evs []run.Event, now time.Time) (time.Duration, int) {
 		total += now.Sub(since)
 	}
 	return total, max(starts-1, 0)
+}
+
+// setupLine is the run's setup command and the layer it is on.
+func setupLine(s *run.SetupSpec) string {
+	line := oneLine(s.Command, 60) + " (" + s.Source + ")"
+	switch {
+	case s.Layer != "" && s.Cached:
+		line += "; layer " + strings.TrimPrefix(s.Layer, "v1-setup-")[:12] + " cached"
+	case s.Layer != "":
+		line += fmt.Sprintf("; layer %s made in %s", strings.TrimPrefix(s.Layer, "v1-setup-")[:12], s.Duration.D().Round(time.Millisecond))
+	}
+	if len(s.Allow) > 0 {
+		line += "; network " + strings.Join(s.Allow, ", ")
+	}
+	return line
 }

@@ -55,6 +55,10 @@ type submitOptions struct {
 	MaxCost      float64
 	ReadOnly     []string
 	Image        string
+	Setup        string
+	NoSetup      bool
+	SetupAllow   []string
+	Toolchains   []string
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -83,6 +87,8 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--disk-inodes must be at least 1")
 	case o.set("max-turns") && o.MaxTurns < 1:
 		return catalog.Usage.New("--max-turns must be at least 1")
+	case o.NoSetup && (o.Setup != "" || len(o.SetupAllow) > 0):
+		return catalog.ConflictFlags.New("--no-setup with --setup or --setup-allow")
 	case o.set("base-url") && o.set("model-server"):
 		return catalog.ConflictFlags.New("--base-url and --model-server (for the built-in agent they are the same)")
 	}
@@ -161,6 +167,10 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
 	f.StringVar(&o.Image, "image", "", "image of the docker sandbox: REF@sha256:DIGEST or a local image id (a tag only if pinned in [images] of the config); never pulled")
+	f.StringVar(&o.Setup, "setup", "", "setup command (sh -c in a sandbox on the checkout, once per base commit): its result is a cached read-only layer under the workspace (default: setup in the repository's .agentrun.toml)")
+	f.BoolVar(&o.NoSetup, "no-setup", false, "run no setup command, not even the repository's")
+	f.StringArrayVar(&o.SetupAllow, "setup-allow", nil, "let the setup command reach HOST (as --allow; repeatable; default: setup_allow in config.toml, else no network)")
+	f.StringArrayVar(&o.Toolchains, "toolchain-cache", nil, "show the host's go, npm, pip or cargo cache read-only to the run (repeatable; default: toolchain_caches in config.toml)")
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
 	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
 	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
@@ -202,12 +212,26 @@ preset:NAME (repeatable). Every agent gets no network unless --allow is given
 (then only the allowlist, plus what its profile's CLI needs besides the model).
 --ro PATH makes a further host path visible read-only.
 
-Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR; the agent
-(not the checks) also gets what its profile sets (the gateway's URL and the
-placeholder key) and the variables named with --env NAME, whose values are read
-from your environment now and handed to the run's supervisor over a pipe; they
-are never written to disk. 'agentrun resume' therefore needs them (and the keys)
+Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR (and the
+variables that point toolchains at a setup layer's HOME or a toolchain cache,
+GOMODCACHE, GOFLAGS, npm_config_cache, ...; with an allowlist, the proxy
+variables, JAVA_TOOL_OPTIONS among them); the agent (not the checks) also gets
+what its profile sets (the gateway's URL and the placeholder key) and the
+variables named with --env NAME, whose values are read from your environment
+now and handed to the run's supervisor over a pipe; they are never written to
+disk. 'agentrun resume' therefore needs them (and the keys)
 in its environment again.
+
+Setup snapshots: --setup CMD (or setup = "CMD" in .agentrun.toml at the top of
+the repository, read from the base commit) runs once per base commit, command,
+setup allowlist and sandbox, in a sandbox of its own on the checkout; what it
+changed in the workspace, and what it left in its HOME (e.g. Go's module
+cache), is kept as a read-only layer that every later run with the same key
+starts on, so checks run offline. Its network is --setup-allow HOST (or
+setup_allow in config.toml) only; a repository's setup_allow opens nothing.
+--no-setup skips it. --toolchain-cache go|npm|pip|cargo shows that host cache
+read-only (toolchain_caches in config.toml). 'agentrun setup --status' lists
+the setup layers.
 
 A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
@@ -215,7 +239,7 @@ way the run starts from the base commit, without them.
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
 attempts, timeout, author_name, author_email, max_files, max_bytes, disk,
 disk_inodes, max_tokens,
-max_cost, model_server, [model_servers.NAME] url/max_concurrent/api_key_*,
+max_cost, model_server, setup_allow, toolchain_caches, [model_servers.NAME] url/max_concurrent/api_key_*,
 [providers.NAME] url/api_key_*, [prices.MODEL] input/output/cached_input);
 environment AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL,
 AGENTRUN_SANDBOX, AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
@@ -316,6 +340,13 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 		Version: Version, Getenv: getenv, Models: models, ReadOnly: o.ReadOnly,
 		Image: cmp.Or(o.Image, s.Image), ImagePins: s.File.Images, ImageNamed: o.Image != "",
 		Limits: run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
+		Setup:  o.Setup, NoSetup: o.NoSetup, SetupAllow: s.File.SetupAllow, Toolchains: s.File.ToolchainCaches,
+	}
+	if o.set("setup-allow") {
+		req.SetupAllow = o.SetupAllow
+	}
+	if o.set("toolchain-cache") {
+		req.Toolchains = o.Toolchains
 	}
 	if o.set("attempts") {
 		req.Attempts = o.Attempts

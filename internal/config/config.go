@@ -77,6 +77,12 @@ type Config struct {
 	// Images pin tags to digests ("node:22" = "sha256:..."): a tag is
 	// taken as an image only when pinned here.
 	Images map[string]string `toml:"images"`
+	// SetupAllow is the setup command's egress allowlist (a repository's
+	// .agentrun.toml can only ask for hosts; this opens them).
+	SetupAllow []string `toml:"setup_allow"`
+	// ToolchainCaches name the host caches runs read, read-only: go,
+	// npm, pip, cargo.
+	ToolchainCaches []string `toml:"toolchain_caches"`
 }
 
 // KeySource names where a key comes from; at most one field is set.

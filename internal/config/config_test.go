@@ -155,3 +155,18 @@ func TestCacheBudget(t *testing.T) {
 		t.Fatalf("environment: %d %v", s.CacheBudget, err)
 	}
 }
+
+func TestSetupAllowAndToolchainCaches(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("setup_allow = [\"proxy.golang.org\"]\ntoolchain_caches = [\"go\", \"npm\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(envOf(map[string]string{"XDG_CONFIG_HOME": dir}))
+	if err != nil || len(s.File.SetupAllow) != 1 || s.File.SetupAllow[0] != "proxy.golang.org" || len(s.File.ToolchainCaches) != 2 {
+		t.Fatalf("%+v %v", s.File, err)
+	}
+}

@@ -50,6 +50,8 @@ func (l Layout) Workspace(id string) string      { return filepath.Join(l.RunDir
 func (l Layout) WorkspaceState(id string) string { return filepath.Join(l.RunDir(id), "ws-state") }
 func (l Layout) SandboxHome(id string) string    { return filepath.Join(l.RunDir(id), "home") }
 func (l Layout) SandboxState(id string) string   { return filepath.Join(l.RunDir(id), "sandbox") }
+func (l Layout) SetupLog(id string) string       { return filepath.Join(l.RunDir(id), "setup.log") }
+func (l Layout) SetupState(id string) string     { return filepath.Join(l.RunDir(id), "setup-sandbox") }
 func (l Layout) Patch(id string) string          { return filepath.Join(l.RunDir(id), "result.patch") }
 
 // WorkspaceRemoved marks a run whose workspace agentrun gc removed.

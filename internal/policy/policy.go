@@ -41,6 +41,16 @@ type Effective struct {
 	// Gateway is where the model traffic goes and the run's budget (the
 	// key sources are not policy: they name no more than where a key is).
 	Gateway *Gateway `json:"gateway,omitempty"`
+	// Setup is the setup command and its own allowlist; Toolchains the
+	// host caches the run reads (both absent for a run without them).
+	Setup      *Setup   `json:"setup,omitempty"`
+	Toolchains []string `json:"toolchain_caches,omitempty"`
+}
+
+// Setup is the setup command's part of the policy.
+type Setup struct {
+	Command string   `json:"command"`
+	Allow   []string `json:"allow"`
 }
 
 // Gateway is the model gateway's part of the policy.
@@ -82,7 +92,17 @@ func FromRun(r *run.Run) Effective {
 		}
 		slices.SortFunc(gw.Routes, func(a, b Route) int { return strings.Compare(a.Name, b.Name) })
 	}
+	var setup *Setup
+	if r.Setup != nil {
+		setup = &Setup{Command: r.Setup.Command, Allow: set(r.Setup.Allow)}
+	}
+	var tcs []string
+	for _, tc := range r.Sandbox.Toolchains {
+		tcs = append(tcs, tc.Name+"="+tc.Path)
+	}
 	return Effective{
+		Setup:         setup,
+		Toolchains:    tcs,
 		Gateway:       gw,
 		Version:       Version,
 		Sandbox:       r.Sandbox.Backend,

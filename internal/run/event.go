@@ -23,6 +23,7 @@ const (
 	EventWarning   = "warning"    // something the user should know
 	EventTool      = "tool"       // built-in agent tool call summary
 	EventVerdict   = "verdict"    // a reviewer's verdict (Data: run.Verdict)
+	EventSetup     = "setup"      // the setup layer: started, cached, done (Data: key, duration, ...)
 	EventGateway   = "gateway"    // the model gateway: started, capacity waits, budget, refused requests, upstream errors (Data: kind, ...)
 )
 

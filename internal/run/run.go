@@ -71,6 +71,7 @@ const (
 	ReasonContextExhausted Reason = "context_exhausted"
 	ReasonBudgetExceeded   Reason = "budget_exceeded"
 	ReasonDiskExceeded     Reason = "disk_exceeded"
+	ReasonSetupFailed      Reason = "setup_failed"
 	ReasonInternal         Reason = "internal_error"
 )
 
@@ -106,6 +107,10 @@ type Run struct {
 	// Gateway is how the agent reaches its model (nil: no model gateway,
 	// e.g. an --agent-cmd run with no model configured).
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
+
+	// Setup is the repository's setup command, whose result the
+	// workspace holds as a layer (nil: none).
+	Setup *SetupSpec `json:"setup,omitempty"`
 
 	Attempts []Attempt `json:"attempts,omitempty"`
 
@@ -146,6 +151,24 @@ type AgentSpec struct {
 	Temperature   *float64 `json:"temperature,omitempty"`
 }
 
+// SetupSpec is a run's setup command: run once per base commit, command,
+// allowlist and sandbox in a sandbox of its own on the checkout, its
+// changes kept as a read-only layer under the run's workspace.
+type SetupSpec struct {
+	Command string `json:"command"`
+	// Source is where the command came from: "flag" (--setup) or
+	// ".agentrun.toml" (read from the base commit).
+	Source string `json:"source"`
+	// Allow is the setup's own egress allowlist (empty: no network).
+	Allow []string `json:"allow,omitempty"`
+	// Layer is the key of the setup layer the workspace is on, once the
+	// run found or made it; Cached: found (made by an earlier run), and
+	// Duration how long making or finding it took.
+	Layer    string   `json:"layer,omitempty"`
+	Cached   bool     `json:"cached,omitempty"`
+	Duration Duration `json:"duration,omitempty"`
+}
+
 // CheckSpec is one verify check: a named shell command run in the sandbox.
 type CheckSpec struct {
 	Name    string `json:"name"`
@@ -167,6 +190,16 @@ type SandboxConfig struct {
 	// Image is the image id (sha256:...) the sandbox starts from, with a
 	// backend that runs images (docker); resume starts the same one.
 	Image string `json:"image,omitempty"`
+	// Toolchains are the host's toolchain caches the run reads, read-only.
+	Toolchains []ToolchainCache `json:"toolchain_caches,omitempty"`
+}
+
+// ToolchainCache is one of the host's toolchain caches shown read-only
+// to a run, with the variables that point its toolchain at it.
+type ToolchainCache struct {
+	Name string   `json:"name"` // go, npm, pip, cargo
+	Path string   `json:"path"` // host directory, visible at the same path
+	Env  []string `json:"env,omitempty"`
 }
 
 // Limits are resource limits for everything in the sandbox. Zero means the

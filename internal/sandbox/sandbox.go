@@ -66,6 +66,9 @@ type Spec struct {
 // system).
 type Layers struct {
 	Lower, Upper, Work string
+	// Above are further read-only layers over Lower, uppermost first
+	// (the run's setup layer): never written either.
+	Above []string
 }
 
 // LayerMounter is implemented by a backend that can give its sandboxes

@@ -81,6 +81,14 @@ type Request struct {
 	Image      string
 	ImagePins  map[string]string
 	ImageNamed bool
+	// Setup is the setup command (--setup; "": the repository's
+	// .agentrun.toml at the base commit, if any); NoSetup runs none.
+	// SetupAllow is the setup's egress allowlist (the user's only).
+	Setup      string
+	NoSetup    bool
+	SetupAllow []string
+	// Toolchains name the host's toolchain caches the run reads.
+	Toolchains []string
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -152,6 +160,15 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
+	setup, w, err := planSetup(ctx, req, r.Repo, r.Base)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Setup, warnings = setup, append(warnings, w...)
+	if r.Sandbox.Toolchains, w, err = planToolchains(req.Toolchains, req.Getenv); err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, w...)
 	if info.Dirty {
 		if !req.IncludeDirty {
 			return nil, nil, catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)

@@ -24,7 +24,10 @@ type Deps struct {
 	Workspaces workspace.Provider
 	// Overlay is the copy-on-write workspace provider, used where the
 	// run's sandbox can mount it (nil: always Workspaces).
-	Overlay  workspace.Provider
+	Overlay workspace.Provider
+	// Layers is the layer cache, which holds the setup layers (nil: no
+	// setup in this build).
+	Layers   *workspace.LayerCache
 	Export   func(ctx context.Context, cs *workspace.ChangeSet, opts workspace.ExportOptions) (*run.ExportResult, error)
 	Backends map[string]sandbox.Backend
 	// NewAgent makes the agent for the run; getenv reads the handed-off

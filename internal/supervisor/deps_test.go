@@ -26,6 +26,7 @@ func testDeps(st run.Store, l layout.Layout) Deps {
 		Coord:      flock.New(l.Home),
 		Layout:     l,
 		Workspaces: workspace.NewCheckout(),
+		Layers:     workspace.NewLayerCache(l.LayerCache()),
 		Export:     workspace.Export,
 		Backends:   map[string]sandbox.Backend{"host": host.New()},
 		NewAgent: func(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error) {

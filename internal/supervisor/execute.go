@@ -92,8 +92,12 @@ func (s *Supervisor) execute(parent context.Context) error {
 			s.stopped(ctx, "")
 			return nil
 		}
+		reason := run.ReasonSandboxError
+		if isSetupFailure(err) {
+			reason = run.ReasonSetupFailed
+		}
 		s.event(run.NewEvent(run.EventWarning, "prepare failed: "+err.Error(), nil))
-		s.finish(run.StateFailed, run.ReasonSandboxError, err.Error())
+		s.finish(run.StateFailed, reason, err.Error())
 		return err
 	}
 	ok, err := s.attempts(ctx, p)
@@ -173,7 +177,13 @@ func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*p
 		}
 	}
 	sb := &sandboxStep{Record: r, Layout: l, Backend: backend, Layers: ws.Layers(), WorkspaceMode: ws.Mode(),
-		ProxySocket: eg.Socket(), GatewaySocket: gw.Socket(), Ready: ws.Wait, Event: s.event}
+		ProxySocket: eg.Socket(), GatewaySocket: gw.Socket(), Ready: ws.Wait, Event: s.event,
+		Env: toolchainEnv(r.Sandbox.Toolchains), ReadOnly: toolchainPaths(r.Sandbox.Toolchains)}
+	if r.Setup != nil {
+		if err := s.setup(ctx, r, ws, sb); err != nil {
+			return nil, err
+		}
+	}
 	if err := rs.start(ctx, sb); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/layout"
@@ -45,7 +46,12 @@ type sandboxStep struct {
 	// Ready waits for the workspace to be complete and says how long
 	// making it took (nil: it is complete).
 	Ready func() (time.Duration, error)
-	Event func(run.Event)
+	// Env is added to the sandbox's base environment (the first of a
+	// name wins), and ReadOnly to the record's read-only paths: what the
+	// setup layer and the toolchain caches show the run.
+	Env      []string
+	ReadOnly []string
+	Event    func(run.Event)
 
 	sb       sandbox.Sandbox
 	enforced map[string]string
@@ -68,10 +74,10 @@ func (s *sandboxStep) Start(ctx context.Context) error {
 		Workspace:     wsDir,
 		Home:          home,
 		StateDir:      l.SandboxState(r.ID),
-		Env:           baseEnv(home),
+		Env:           firstOfName(append(baseEnv(home), s.Env...)),
 		Network:       sandbox.NetworkNone,
 		LoopbackTCP:   r.Sandbox.LoopbackTCP,
-		ReadOnlyPaths: r.Sandbox.ReadOnlyPaths,
+		ReadOnlyPaths: append(append([]string{}, r.Sandbox.ReadOnlyPaths...), s.ReadOnly...),
 		Limits:        sandbox.Limits(r.Sandbox.Limits),
 		Image:         r.Sandbox.Image,
 		Repo:          r.Repo,
@@ -149,4 +155,18 @@ func baseEnv(home string) []string {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	return []string{"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + filepath.Join(home, "tmp")}
+}
+
+// firstOfName keeps the first KEY=VALUE of each name.
+func firstOfName(env []string) []string {
+	seen := map[string]bool{}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -116,18 +116,26 @@ func supervisorDeps(st run.Store, co coord.Coordinator, l layout.Layout) supervi
 	for _, b := range Backends("") {
 		backends[b.Name()] = b
 	}
+	layers := workspace.NewLayerCache(l.LayerCache())
 	return supervisor.Deps{
 		Store:       st,
 		Coord:       co,
 		Layout:      l,
 		Workspaces:  Workspaces(),
-		Overlay:     workspace.NewOverlay(workspace.NewLayerCache(l.LayerCache())),
+		Overlay:     workspace.NewOverlay(layers),
+		Layers:      layers,
 		Export:      workspace.Export,
 		Backends:    backends,
 		NewAgent:    NewAgent,
 		StartEgress: startEgress,
 		Capacity:    gateway.FlockCapacity{Dir: l.Capacity()},
 	}
+}
+
+// BuildSetup finds or makes the setup layer of the planned run r in the
+// layer cache of data directory home, ahead of any run (agentrun setup).
+func BuildSetup(ctx context.Context, r *run.Run, home, scratch string, event func(run.Event)) (workspace.SetupLayer, error) {
+	return supervisor.BuildSetup(ctx, SupervisorDeps(nil, layout.Layout{Home: home}), r, scratch, event)
 }
 
 // NewAgent makes the agent of run r: the built-in loop (which runs in

@@ -325,6 +325,10 @@ func countRefs(l layer, gone map[string]bool) (int, error) {
 		if gone[stateDir] {
 			continue
 		}
+		if readSetupPointer(stateDir) == l.key {
+			live++ // (a setup layer: setup_layers.go)
+			continue
+		}
 		if ptr, err := readPointer(stateDir); err == nil && ptr.Layer == l.key {
 			live++
 			continue

@@ -282,6 +282,11 @@ func sandboxEnv(base []string, proxy bool) []string {
 		}
 		set["NO_PROXY"], set["no_proxy"] = "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"
 		order = append(order, "NO_PROXY", "no_proxy")
+		for _, kv := range sandbox.JVMProxyEnv("127.0.0.1", proxyPort) {
+			k, v, _ := strings.Cut(kv, "=")
+			set[k] = v
+			order = append(order, k)
+		}
 	}
 	env := make([]string, 0, len(base)+len(order)+1)
 	hasPath := false

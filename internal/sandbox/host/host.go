@@ -112,6 +112,10 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 		}
 		env = setEnv(env, "NO_PROXY", "localhost,127.0.0.1,::1")
 		env = setEnv(env, "no_proxy", "localhost,127.0.0.1,::1")
+		for _, kv := range sandbox.JVMProxyEnv("127.0.0.1", br.Addr().(*net.TCPAddr).Port) {
+			k, v, _ := strings.Cut(kv, "=")
+			env = setEnv(env, k, v)
+		}
 	}
 	s.env = env
 	if spec.GatewaySocket != "" {

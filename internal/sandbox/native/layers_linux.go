@@ -29,10 +29,20 @@ func layersConfig(spec sandbox.Spec) (*overlay.Layers, error) {
 			return nil, fmt.Errorf("the workspace's %s layer %s is not a directory", p.name, p.path)
 		}
 	}
+	var above []string
+	for _, p := range l.Above {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("the workspace's layer must be an absolute path, got %q", p)
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("the workspace's layer %s is not a directory", p)
+		}
+		above = append(above, filepath.Clean(p))
+	}
 	if filepath.Clean(l.Upper) != filepath.Clean(spec.Workspace) {
 		return nil, fmt.Errorf("the workspace %s is not its upper layer %s", spec.Workspace, l.Upper)
 	}
-	return &overlay.Layers{Lower: filepath.Clean(l.Lower), Upper: filepath.Clean(l.Upper), Work: filepath.Clean(l.Work)}, nil
+	return &overlay.Layers{Lower: filepath.Clean(l.Lower), Above: above, Upper: filepath.Clean(l.Upper), Work: filepath.Clean(l.Work)}, nil
 }
 
 // Probe fixture: what the probe's lower layer holds and the init does

@@ -26,6 +26,9 @@ var etcPaths = []string{
 	"lsb-release", "mime.types", "nsswitch.conf", "os-release", "perl", "pki",
 	"profile", "profile.d", "protocols", "resolv.conf", "services", "ssl",
 	"terminfo", "timezone",
+	// JVM tools: the JDK's configuration (its conf/ links here: without
+	// java.security no JVM starts) and Maven's.
+	"java-*-openjdk", "maven",
 }
 
 // devNodes are bound from the host's /dev.
@@ -187,7 +190,15 @@ func buildEtc(r string, c *config) error {
 	if err := os.Mkdir(etc, 0o755); err != nil {
 		return fmt.Errorf("make /etc: %w", err)
 	}
-	for _, name := range etcPaths {
+	var names []string
+	for _, pattern := range etcPaths {
+		// A pattern names the versions installed (java-17-openjdk, ...).
+		m, _ := filepath.Glob("/etc/" + pattern)
+		for _, p := range m {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	for _, name := range names {
 		src := "/etc/" + name
 		fi, err := os.Stat(src)
 		if err != nil {

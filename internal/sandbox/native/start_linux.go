@@ -214,6 +214,10 @@ func sandboxEnv(base []string, proxy bool) []string {
 		}
 		set["NO_PROXY"] = "localhost,127.0.0.1,::1"
 		set["no_proxy"] = set["NO_PROXY"]
+		for _, kv := range sandbox.JVMProxyEnv("127.0.0.1", proxyPort) {
+			k, v, _ := strings.Cut(kv, "=")
+			set[k] = v
+		}
 	}
 	hasPath := false
 	for _, kv := range base {
@@ -227,7 +231,8 @@ func sandboxEnv(base []string, proxy bool) []string {
 	if !hasPath {
 		env = append(env, "PATH="+defaultPath)
 	}
-	for _, k := range []string{"HOME", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"} {
+	for _, k := range []string{"HOME", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+		"JAVA_TOOL_OPTIONS", "GRADLE_OPTS", "MAVEN_OPTS"} {
 		if v, ok := set[k]; ok {
 			env = append(env, k+"="+v)
 		}

@@ -30,10 +30,14 @@ func proxyEcho(t *testing.T) string {
 }
 
 // egressScript connects to $HTTP_PROXY from inside the sandbox (bash's
-// /dev/tcp: no client tool needed) and prints what comes back.
+// /dev/tcp: no client tool needed) and prints what comes back, after
+// checking that JVM tools are pointed at the same relay.
 const egressScript = `command -v bash >/dev/null 2>&1 || { echo no-bash; exit 0; }
 exec bash -c 'hp=${HTTP_PROXY#http://}; h=${hp%:*}; p=${hp##*:}
 [ -n "$HTTP_PROXY" ] && [ "$HTTPS_PROXY" = "$HTTP_PROXY" ] && [ "$http_proxy" = "$HTTP_PROXY" ] || { echo bad-env; exit 0; }
+for v in "$JAVA_TOOL_OPTIONS" "$GRADLE_OPTS" "$MAVEN_OPTS"; do
+  case "$v" in *"-Dhttps.proxyHost=$h -Dhttps.proxyPort=$p "*) ;; *) echo bad-jvm-env; exit 0;; esac
+done
 exec 3<>"/dev/tcp/$h/$p" || exit 1
 printf "CONNECT example.test:443 HTTP/1.1\r\n\r\n" >&3
 head -c 7 <&3'`

@@ -26,8 +26,11 @@ import (
 // and Work must be on the same file system; Lower is never written.
 type Layers struct {
 	Lower string `json:"lower"`
-	Upper string `json:"upper"`
-	Work  string `json:"work"`
+	// Above are further read-only layers stacked over Lower, uppermost
+	// first (a run's setup layer); none are written either.
+	Above []string `json:"above,omitempty"`
+	Upper string   `json:"upper"`
+	Work  string   `json:"work"`
 }
 
 // OpaqueXattr marks a directory of the upper layer that replaces the

@@ -20,7 +20,18 @@ func Mount(l Layers, target string) error {
 		return errors.New("mount overlay: a layer is not named")
 	}
 	opts := []string{}
-	for _, d := range []struct{ key, path string }{{"lowerdir", l.Lower}, {"upperdir", l.Upper}, {"workdir", l.Work}} {
+	// The lower layers go to the kernel uppermost first, ':' between.
+	var lowers []string
+	for _, p := range append(append([]string{}, l.Above...), l.Lower) {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("mount overlay: open lowerdir %s: %w", p, err)
+		}
+		defer unix.Close(fd)
+		lowers = append(lowers, fdPath(fd, p))
+	}
+	opts = append(opts, "lowerdir="+strings.Join(lowers, ":"))
+	for _, d := range []struct{ key, path string }{{"upperdir", l.Upper}, {"workdir", l.Work}} {
 		fd, err := unix.Open(d.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("mount overlay: open %s %s: %w", d.key, d.path, err)
