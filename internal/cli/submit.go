@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -55,6 +57,10 @@ type submitOptions struct {
 	MaxCost      float64
 	ReadOnly     []string
 	Image        string
+	Workspace    string
+	History      string
+	Include      []string
+	NoInclude    bool
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -83,6 +89,12 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--disk-inodes must be at least 1")
 	case o.set("max-turns") && o.MaxTurns < 1:
 		return catalog.Usage.New("--max-turns must be at least 1")
+	case o.set("workspace") && !config.ValidWorkspace(o.Workspace):
+		return catalog.BadWorkspace.New("--workspace %q", o.Workspace)
+	case o.set("history") && !config.ValidHistory(o.History):
+		return catalog.BadHistory.New("--history %q", o.History)
+	case o.NoInclude && len(o.Include) > 0:
+		return catalog.ConflictFlags.New("--include and --no-include")
 	case o.set("base-url") && o.set("model-server"):
 		return catalog.ConflictFlags.New("--base-url and --model-server (for the built-in agent they are the same)")
 	}
@@ -160,6 +172,10 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringVar(&o.Workspace, "workspace", "", "auto (an overlay over a cached checkout where the sandbox can mount one, else a full copy), copy (never the layer cache) or overlay (fail where none can be mounted); default auto")
+	f.StringVar(&o.History, "history", "", "shallow (the agent sees the base commit only) or full (also the repository's whole history, read-only: every branch's objects); default shallow")
+	f.StringArrayVar(&o.Include, "include", nil, "copy the git-ignored files of your working tree matching this gitignore-style PATTERN into the workspace, besides those .worktreeinclude lists (repeatable; never exported)")
+	f.BoolVar(&o.NoInclude, "no-include", false, "do not read .worktreeinclude: copy no git-ignored files into the workspace")
 	f.StringVar(&o.Image, "image", "", "image of the docker sandbox: REF@sha256:DIGEST or a local image id (a tag only if pinned in [images] of the config); never pulled")
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
 	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
@@ -256,6 +272,11 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	req := o.request(s, app.Getenv)
+	if home := DataHome(app.Getenv); filepath.IsAbs(home) {
+		// The data directory's layout, for the workspace's preflight;
+		// opening it (which creates it) waits until the run is planned.
+		req.Data = &layout.Layout{Home: home}
+	}
 	// The request's values are refused before the task is read (stdin
 	// may be a terminal); Plan checks them again, with the task.
 	if err := submit.Validate(req); err != nil {
@@ -315,7 +336,9 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
 		Version: Version, Getenv: getenv, Models: models, ReadOnly: o.ReadOnly,
 		Image: cmp.Or(o.Image, s.Image), ImagePins: s.File.Images, ImageNamed: o.Image != "",
-		Limits: run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
+		Limits:     run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
+		Workspace:  run.WorkspaceSpec{Mode: cmp.Or(o.Workspace, s.Workspace), History: cmp.Or(o.History, s.History), Include: o.Include, NoInclude: o.NoInclude},
+		DiskBudget: s.DiskBudget,
 	}
 	if o.set("attempts") {
 		req.Attempts = o.Attempts

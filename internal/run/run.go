@@ -103,6 +103,9 @@ type Run struct {
 	Timeout     Duration      `json:"timeout,omitempty"` // whole run; 0 = none
 	Sandbox     SandboxConfig `json:"sandbox"`
 	Export      ExportConfig  `json:"export"`
+	// Workspace is what the run asked of its workspace (zero: the
+	// defaults, auto and shallow, nothing included).
+	Workspace WorkspaceSpec `json:"workspace,omitzero"`
 	// Gateway is how the agent reaches its model (nil: no model gateway,
 	// e.g. an --agent-cmd run with no model configured).
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
@@ -167,6 +170,60 @@ type SandboxConfig struct {
 	// Image is the image id (sha256:...) the sandbox starts from, with a
 	// backend that runs images (docker); resume starts the same one.
 	Image string `json:"image,omitempty"`
+}
+
+// Workspace modes (WorkspaceSpec.Mode): auto uses an overlay where the
+// sandbox can mount one and a copy elsewhere; copy never uses the layer
+// cache; overlay fails at preflight where it cannot be had.
+const (
+	WorkspaceAuto    = "auto"
+	WorkspaceCopy    = "copy"
+	WorkspaceOverlay = "overlay"
+)
+
+// History modes (WorkspaceSpec.History): shallow gives the agent only
+// the base commit's objects; full also the repository's whole object
+// store, read-only.
+const (
+	HistoryShallow = "shallow"
+	HistoryFull    = "full"
+)
+
+// WorkspaceSpec is what the run asked of its workspace. Zero fields are
+// the defaults.
+type WorkspaceSpec struct {
+	Mode    string `json:"mode,omitempty"`    // auto (""), copy, overlay
+	History string `json:"history,omitempty"` // shallow (""), full
+	// Include are the --include patterns: git-ignored paths of the user's
+	// working tree copied into the workspace, besides those its
+	// .worktreeinclude lists (unless NoInclude).
+	Include   []string `json:"include,omitempty"`
+	NoInclude bool     `json:"no_include,omitempty"`
+}
+
+// ModeOrAuto is Mode, "auto" when unset.
+func (w WorkspaceSpec) ModeOrAuto() string {
+	if w.Mode == "" {
+		return WorkspaceAuto
+	}
+	return w.Mode
+}
+
+// HistoryOrShallow is History, "shallow" when unset.
+func (w WorkspaceSpec) HistoryOrShallow() string {
+	if w.History == "" {
+		return HistoryShallow
+	}
+	return w.History
+}
+
+// IncludedFile is one git-ignored file of the user's working tree copied
+// into the workspace on request (.worktreeinclude, --include). It is
+// never exported.
+type IncludedFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // Limits are resource limits for everything in the sandbox. Zero means the
@@ -323,6 +380,9 @@ type Provenance struct {
 	Image        string   `json:"image,omitempty"`
 	ImageID      string   `json:"image_id,omitempty"`
 	ImageDigests []string `json:"image_digests,omitempty"`
+	// Included are the git-ignored files copied into the workspace on
+	// request, as they were copied.
+	Included []IncludedFile `json:"included,omitempty"`
 }
 
 // ExportResult is what export produced.

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
@@ -74,6 +75,16 @@ type Request struct {
 	Image      string
 	ImagePins  map[string]string
 	ImageNamed bool
+	// Workspace is what the run asks of its workspace: the mode (auto,
+	// copy, overlay), the history (shallow, full), the files to include.
+	Workspace run.WorkspaceSpec
+	// Data is the data directory, where the runs and the layer cache are
+	// (nil: no checks that need it, the overlay probe and the disk
+	// budget, are made).
+	Data *layout.Layout
+	// DiskBudget bounds the runs' workspaces and the layer cache together
+	// (0: no budget).
+	DiskBudget int64
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -145,6 +156,9 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
+	if err := s.planWorkspace(ctx, req, b, r); err != nil {
+		return nil, nil, err
+	}
 	if info.Dirty {
 		if !req.IncludeDirty {
 			return nil, nil, catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)

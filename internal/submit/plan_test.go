@@ -2,15 +2,18 @@ package submit
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/agent/provider/all"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestPlanRefusesBadInput(t *testing.T) {
@@ -35,6 +38,10 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		{"bad allow", func(r *Request) { r.Allow = []string{"http://x/"} }, catalog.BadAllow},
 		{"unknown sandbox", func(r *Request) { r.Sandbox = "nosuch" }, catalog.UnknownSandbox},
 		{"image without images", func(r *Request) { r.Image, r.ImageNamed = "sha256:x", true }, catalog.UnsupportedFlag},
+		{"bad workspace", func(r *Request) { r.Workspace.Mode = "cow" }, catalog.BadWorkspace},
+		{"bad history", func(r *Request) { r.Workspace.History = "deep" }, catalog.BadHistory},
+		{"include and no include", func(r *Request) { r.Workspace.Include, r.Workspace.NoInclude = []string{".env"}, true }, catalog.ConflictFlags},
+		{"bad include", func(r *Request) { r.Workspace.Include = []string{"a\nb"} }, catalog.BadInclude},
 		{"not a repo", func(r *Request) {}, catalog.NotGitRepo},
 		{"missing repo", func(r *Request) { r.Repo = filepath.Join(r.Repo, "nope") }, catalog.RepoMissing},
 	} {
@@ -47,5 +54,31 @@ func TestPlanRefusesBadInput(t *testing.T) {
 				t.Fatalf("want %s, got %v", c.want.Code, err)
 			}
 		})
+	}
+}
+
+// TestPlanWorkspaceMode: the run records the workspace and history modes
+// (the defaults by name), and an overlay asked for of a backend that
+// mounts none fails at preflight, creating nothing.
+func TestPlanWorkspaceMode(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	svc := &Service{Backends: map[string]sandbox.Backend{"host": host.New()}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "host"}
+	r, _, err := svc.Plan(ctx, req)
+	if err != nil || r.Workspace.Mode != run.WorkspaceAuto || r.Workspace.History != run.HistoryShallow {
+		t.Fatalf("default: %+v %v", r.Workspace, err)
+	}
+	req.Workspace.Mode = run.WorkspaceCopy
+	if r, _, err = svc.Plan(ctx, req); err != nil || r.Workspace.Mode != run.WorkspaceCopy {
+		t.Fatalf("copy: %+v %v", r.Workspace, err)
+	}
+	home := t.TempDir()
+	req.Workspace.Mode, req.Data = run.WorkspaceOverlay, &layout.Layout{Home: filepath.Join(home, "data")}
+	if _, _, err = svc.Plan(ctx, req); !catalog.Has(err, catalog.NoOverlay) {
+		t.Fatalf("overlay on host: %v", err)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 0 {
+		t.Fatalf("a refused submit made %v", ents)
 	}
 }

@@ -1,0 +1,56 @@
+package submit
+
+import (
+	"context"
+	"strings"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+)
+
+// validateWorkspace checks the workspace's mode, history and include
+// patterns without reading anything.
+func validateWorkspace(w run.WorkspaceSpec) error {
+	switch w.Mode {
+	case "", run.WorkspaceAuto, run.WorkspaceCopy, run.WorkspaceOverlay:
+	default:
+		return catalog.BadWorkspace.New("%s %q", f("workspace"), w.Mode)
+	}
+	switch w.History {
+	case "", run.HistoryShallow, run.HistoryFull:
+	default:
+		return catalog.BadHistory.New("%s %q", f("history"), w.History)
+	}
+	if w.NoInclude && len(w.Include) > 0 {
+		return catalog.ConflictFlags.New("%s and %s", f("include"), f("no_include"))
+	}
+	for _, p := range w.Include {
+		if strings.TrimSpace(p) == "" || strings.ContainsAny(p, "\x00\n\r") || strings.HasPrefix(p, "#") {
+			return catalog.BadInclude.New("%s %q is not a gitignore-style pattern", f("include"), p)
+		}
+	}
+	return nil
+}
+
+// planWorkspace records what the run asks of its workspace and checks,
+// before anything is created, that the sandbox can give it: an overlay
+// asked for by name must mount (the backend's probe, in the data
+// directory's cache, where the layers will be).
+func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) error {
+	w := req.Workspace
+	w.Mode, w.History = w.ModeOrAuto(), w.HistoryOrShallow()
+	r.Workspace = w
+	if w.Mode == run.WorkspaceOverlay {
+		lm, ok := b.(sandbox.LayerMounter)
+		if !ok {
+			return catalog.NoOverlay.New("the %s sandbox mounts no overlay", r.Sandbox.Backend)
+		}
+		if req.Data != nil {
+			if err := lm.ProbeLayers(ctx, req.Data.Cache()); err != nil {
+				return catalog.NoOverlay.Wrap(err, "the %s sandbox: %v", r.Sandbox.Backend, err)
+			}
+		}
+	}
+	return nil
+}
