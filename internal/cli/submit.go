@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 type submitOptions struct {
@@ -396,6 +397,8 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 		prog = newProgress(app.Stderr, isTerminal(app.Stderr) && app.Getenv("TERM") != "dumb", r.MaxAttempts, time.Now())
 		if len(r.Attempts) == 0 && r.Repo != "" && r.Base != "" {
 			prog.files = newFileCount(r.Repo, r.Base, env.Layout.Workspace(r.ID))
+			cache, state, base := workspace.NewLayerCache(env.Layout.LayerCache()), env.Layout.WorkspaceState(r.ID), r.Base
+			prog.files.overlay = func() string { return cache.OverlayProgress(state, base) }
 		}
 	}
 	end, err := app.awaitRun(ctx, env, r.ID, follow, prog)
