@@ -229,9 +229,17 @@ in its environment again.
 A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
 
+Workspace: --workspace auto (default: an overlay over a cached checkout of the
+base commit where the sandbox can mount one, else a full copy), copy (always
+the full copy, never the layer cache) or overlay (refused where none can be
+mounted). Git-ignored files of your working tree are copied in only on request:
+those .worktreeinclude (at the top of the working tree) lists, and those
+--include PATTERN matches; --no-include turns the file off. They are listed in
+the run's provenance and never exported.
+
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
 attempts, timeout, author_name, author_email, max_files, max_bytes, disk,
-disk_inodes, max_tokens,
+disk_inodes, disk_budget, workspace, history, max_tokens,
 max_cost, model_server, [model_servers.NAME] url/max_concurrent/api_key_*,
 [providers.NAME] url/api_key_*, [prices.MODEL] input/output/cached_input);
 environment AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL,

@@ -221,9 +221,12 @@ func (w WorkspaceSpec) HistoryOrShallow() string {
 // into the workspace on request (.worktreeinclude, --include). It is
 // never exported.
 type IncludedFile struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// SHA256 is of the content (of a symlink: its target), in hex.
 	SHA256 string `json:"sha256"`
+	// Mode is git's: 100644, 100755 (executable) or 120000 (symlink).
+	Mode string `json:"mode"`
 }
 
 // Limits are resource limits for everything in the sandbox. Zero means the

@@ -156,9 +156,6 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
-	if err := s.planWorkspace(ctx, req, b, r); err != nil {
-		return nil, nil, err
-	}
 	if info.Dirty {
 		if !req.IncludeDirty {
 			return nil, nil, catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)
@@ -171,6 +168,9 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
 		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests,
+	}
+	if err := s.planWorkspace(ctx, req, b, r); err != nil {
+		return nil, nil, err
 	}
 	return r, warnings, nil
 }

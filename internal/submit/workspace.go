@@ -2,11 +2,13 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // validateWorkspace checks the workspace's mode, history and include
@@ -52,5 +54,44 @@ func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Back
 			}
 		}
 	}
+	included, err := planInclude(ctx, w, r.Repo)
+	if err != nil {
+		return err
+	}
+	r.Provenance.Included = included
 	return nil
+}
+
+// planInclude resolves the git-ignored files of the user's working tree
+// to copy into the workspace: those its .worktreeinclude lists (unless
+// turned off) and those the request's patterns match. The list is read
+// from the user's working tree, never from a commit: it names the user's
+// own files.
+func planInclude(ctx context.Context, w run.WorkspaceSpec, repo string) ([]run.IncludedFile, error) {
+	var patterns []string
+	if !w.NoInclude {
+		fromFile, _, err := workspace.ReadIncludeList(repo)
+		if err != nil {
+			return nil, includeError(err)
+		}
+		patterns = fromFile
+	}
+	patterns = append(patterns, w.Include...)
+	files, err := workspace.ResolveInclude(ctx, repo, patterns)
+	if err != nil {
+		return nil, includeError(err)
+	}
+	return files, nil
+}
+
+// includeError is the catalog error of a file that cannot be included.
+func includeError(err error) error {
+	var ie *workspace.IncludeError
+	switch {
+	case errors.As(err, &ie):
+		return catalog.BadInclude.Wrap(err, "%s: %s", ie.Path, ie.Why)
+	case errors.Is(err, workspace.ErrIncludeTooLarge):
+		return catalog.IncludeTooLarge.Wrap(err, "%v (at most %d files, %d MiB)", err, workspace.MaxIncludeFiles, workspace.MaxIncludeBytes>>20)
+	}
+	return catalog.BadInclude.Wrap(err, "%v", err)
 }

@@ -150,7 +150,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return nil, nil
+		return nil, s.include(ctx, s.ws)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -163,7 +163,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return ws, nil
+		return ws, s.include(ctx, ws)
 	}, nil
 }
 
@@ -257,7 +257,7 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
 			ws, err := s.Overlay.Create(ctx, s.Record.Repo, s.Record.Base, s.Dir, s.StateDir)
 			if err == nil {
 				s.ws, s.mode = ws, modeOverlay
-				return true, nil
+				return true, s.include(ctx, ws)
 			}
 			why = "making the overlay failed: " + err.Error()
 		}
@@ -268,6 +268,20 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
 	s.mode = modeCopy + ": " + why
 	s.Event(run.NewEvent(run.EventWarning, "the workspace is a full copy of the repository, not an overlay: "+why, map[string]any{"workspace": s.mode}))
 	return false, nil
+}
+
+// include copies into the new workspace the git-ignored files of the
+// user's working tree that the run asked for (its provenance lists them),
+// before anything runs in it.
+func (s *workspaceStep) include(ctx context.Context, ws workspace.Workspace) error {
+	files := s.Record.Provenance.Included
+	if len(files) == 0 {
+		return nil
+	}
+	if err := workspace.Include(ctx, ws, s.Record.Repo, files); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
 }
 
 // probe asks the sandbox whether it can mount an overlay's layers, made
