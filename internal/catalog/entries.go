@@ -91,7 +91,6 @@ var (
 	BadInclude      = Entry{"bad_include", "a file cannot be included in the workspace", "include only git-ignored regular files (and symlinks within the repository): fix the pattern in ‹include› or .worktreeinclude, or pass ‹no_include›", ExitUsage}
 	IncludeTooLarge = Entry{"include_too_large", "the included files are too large", "include fewer or smaller files (fix .worktreeinclude or ‹include›), or pass ‹no_include›", ExitUsage}
 	DiskBudget      = Entry{"disk_budget", "the run would exceed the disk budget", "run 'agentrun gc' (it removes finished runs' workspaces and unused cached layers), or raise disk_budget in config.toml", ExitUsage}
-	LowDiskSpace    = Entry{"low_disk_space", "not enough free space for the run's workspace", "free space on the device that holds the data directory; 'agentrun gc' removes finished runs' workspaces and unused cached layers", ExitUsage}
 
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}

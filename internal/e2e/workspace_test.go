@@ -106,6 +106,7 @@ func TestIncludeRefusedCreatesNothing(t *testing.T) {
 		{[]string{"--include", ".env", "--no-include"}, `"conflicting_flags"`},
 		{[]string{"--workspace", "cow"}, `"bad_workspace"`},
 		{[]string{"--history", "deep"}, `"bad_history"`},
+		{[]string{"--workspace", "overlay"}, `"no_overlay"`}, // host mounts none
 	} {
 		res := e.run(append(append([]string{"submit", "--json", "--sandbox", "host", "--include-dirty", "--agent-cmd", "true"}, c.args...), "t")...)
 		if res.code != 2 || !strings.Contains(res.stdout, c.code) {

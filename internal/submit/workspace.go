@@ -59,7 +59,7 @@ func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Back
 		return err
 	}
 	r.Provenance.Included = included
-	return nil
+	return planDisk(ctx, req, b, r)
 }
 
 // planInclude resolves the git-ignored files of the user's working tree
