@@ -235,7 +235,9 @@ the full copy, never the layer cache) or overlay (refused where none can be
 mounted). Git-ignored files of your working tree are copied in only on request:
 those .worktreeinclude (at the top of the working tree) lists, and those
 --include PATTERN matches; --no-include turns the file off. They are listed in
-the run's provenance and never exported.
+the run's provenance and never exported. --history shallow (default) gives the
+agent the base commit alone; --history full also your repository's whole object
+store, read-only (every branch's history; native and docker sandboxes only).
 
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
 attempts, timeout, author_name, author_email, max_files, max_bytes, disk,

@@ -48,7 +48,7 @@ func TestDiskBudgetPreflight(t *testing.T) {
 		t.Fatalf("a refused submit made runs %v", ids)
 	}
 	setBudget("7M")
-	_, res = e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--wait", "t")
+	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--wait", "t")
 	must(t, res, 0)
 	// The first run's copy (6 MiB: the file and its pack) stays until gc:
 	// a second one would pass 7M.
@@ -56,7 +56,9 @@ func TestDiskBudgetPreflight(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stdout, `"disk_budget"`) {
 		t.Fatalf("second submit: exit %d %s", res.code, res.stdout)
 	}
-	// agentrun gc frees the first run's workspace: the next fits.
+	// agentrun gc frees the first run's workspace (once its supervisor
+	// has let go of it): the next fits.
+	e.released(d.ID)
 	must(t, e.run("gc", "--keep", "0"), 0)
 	_, res = e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo y > y.txt", "--wait", "t")
 	must(t, res, 0)

@@ -199,6 +199,9 @@ type WorkspaceSpec struct {
 	// .worktreeinclude lists (unless NoInclude).
 	Include   []string `json:"include,omitempty"`
 	NoInclude bool     `json:"no_include,omitempty"`
+	// Objects are the user's object directories the agent sees read-only
+	// with full history (they are among Sandbox.ReadOnlyPaths too).
+	Objects []string `json:"objects,omitempty"`
 }
 
 // ModeOrAuto is Mode, "auto" when unset.

@@ -163,13 +163,19 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		r.Dirty = true
 		warnings = append(warnings, fmt.Sprintf("the repository has uncommitted changes; the run starts from %s without them", short(r.Base)))
 	}
+	// The workspace before the policy's digest: full history widens what
+	// the sandbox shows read-only.
+	included, err := s.planWorkspace(ctx, req, b, r)
+	if err != nil {
+		return nil, nil, err
+	}
 	host, _ := os.Hostname()
 	r.Provenance = run.Provenance{
 		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
-		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests,
+		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests, Included: included,
 	}
-	if err := s.planWorkspace(ctx, req, b, r); err != nil {
+	if err := planDisk(ctx, req, b, r); err != nil {
 		return nil, nil, err
 	}
 	return r, warnings, nil

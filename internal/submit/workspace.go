@@ -3,6 +3,7 @@ package submit
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -38,28 +39,39 @@ func validateWorkspace(w run.WorkspaceSpec) error {
 // planWorkspace records what the run asks of its workspace and checks,
 // before anything is created, that the sandbox can give it: an overlay
 // asked for by name must mount (the backend's probe, in the data
-// directory's cache, where the layers will be).
-func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) error {
+// directory's cache, where the layers will be); full history needs a
+// backend that shows only named paths, read-only, and makes the
+// repository's object directories such paths. It returns the files to
+// include from the working tree.
+func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) ([]run.IncludedFile, error) {
 	w := req.Workspace
 	w.Mode, w.History = w.ModeOrAuto(), w.HistoryOrShallow()
-	r.Workspace = w
 	if w.Mode == run.WorkspaceOverlay {
 		lm, ok := b.(sandbox.LayerMounter)
 		if !ok {
-			return catalog.NoOverlay.New("the %s sandbox mounts no overlay", r.Sandbox.Backend)
+			return nil, catalog.NoOverlay.New("the %s sandbox mounts no overlay", r.Sandbox.Backend)
 		}
 		if req.Data != nil {
 			if err := lm.ProbeLayers(ctx, req.Data.Cache()); err != nil {
-				return catalog.NoOverlay.Wrap(err, "the %s sandbox: %v", r.Sandbox.Backend, err)
+				return nil, catalog.NoOverlay.Wrap(err, "the %s sandbox: %v", r.Sandbox.Backend, err)
 			}
 		}
 	}
-	included, err := planInclude(ctx, w, r.Repo)
-	if err != nil {
-		return err
+	if w.History == run.HistoryFull {
+		if !b.Isolation().Files {
+			return nil, catalog.NoFullHistory.New("the %s sandbox shows the agent all your files, writable: it cannot show the repository's objects read-only", r.Sandbox.Backend)
+		}
+		dirs, err := workspace.ObjectDirs(ctx, r.Repo)
+		if err != nil {
+			return nil, catalog.NoFullHistory.Wrap(err, "%v", err)
+		}
+		w.Objects = dirs
+		ro := append(slices.Clone(r.Sandbox.ReadOnlyPaths), dirs...)
+		slices.Sort(ro)
+		r.Sandbox.ReadOnlyPaths = slices.Compact(ro)
 	}
-	r.Provenance.Included = included
-	return planDisk(ctx, req, b, r)
+	r.Workspace = w
+	return planInclude(ctx, w, r.Repo)
 }
 
 // planInclude resolves the git-ignored files of the user's working tree

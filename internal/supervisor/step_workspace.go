@@ -270,16 +270,21 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// include copies into the new workspace the git-ignored files of the
-// user's working tree that the run asked for (its provenance lists them),
-// before anything runs in it.
+// include readies the new workspace as the run asked, before anything
+// runs in it: it copies in the git-ignored files of the user's working
+// tree the run's provenance lists, and with full history gives it the
+// user's object directories (which the sandbox shows read-only).
 func (s *workspaceStep) include(ctx context.Context, ws workspace.Workspace) error {
-	files := s.Record.Provenance.Included
-	if len(files) == 0 {
-		return nil
+	r := s.Record
+	if files := r.Provenance.Included; len(files) > 0 {
+		if err := workspace.Include(ctx, ws, r.Repo, files); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
 	}
-	if err := workspace.Include(ctx, ws, s.Record.Repo, files); err != nil {
-		return fmt.Errorf("workspace: %w", err)
+	if r.Workspace.HistoryOrShallow() == run.HistoryFull {
+		if err := workspace.ShareHistory(ws, r.Workspace.Objects); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
 	}
 	return nil
 }
