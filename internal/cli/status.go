@@ -93,6 +93,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	}
 	f.add("sandbox", sandboxLine(app.Deps, r.Sandbox))
 	f.add("disk", diskLine(disk, r.Provenance.Enforced["workspace"]))
+	if w := workspaceLine(r); w != "" {
+		f.add("workspace", w)
+	}
 	addTimes(&f, r, o.Now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/jsonschema"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -94,6 +95,10 @@ func TestFullHistoryReadOnly(t *testing.T) {
 		log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
 		if d.Reason != string(run.ReasonNoChanges) || !strings.Contains(string(log), "third second init") || !strings.Contains(string(log), "blame 1") || strings.Contains(string(log), "WROTE") {
 			t.Fatalf("%s: %+v\nagent.log:\n%s\nsupervisor:\n%s", mode, d, log, e.supervisorLog(d.ID))
+		}
+		st := e.run("status", "--json", d.ID)
+		if err := loadSchemas(t).Validate("status.schema.json", []byte(st.stdout), jsonschema.Options{}); err != nil || !strings.Contains(st.stdout, `"history": "full"`) {
+			t.Fatalf("status --json: %v\n%s", err, st.stdout)
 		}
 		r := e.get(d.ID)
 		if r.Workspace.History != run.HistoryFull || len(r.Workspace.Objects) != 1 || !strings.HasPrefix(r.Provenance.Enforced["workspace"], mode) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentrun/agentrun/internal/jsonschema"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -56,6 +57,9 @@ func TestIncludedFilesReachTheAgentNeverTheBranch(t *testing.T) {
 	}
 	st := e.run("status", "--json", d.ID)
 	must(t, st, 0)
+	if err := loadSchemas(t).Validate("status.schema.json", []byte(st.stdout), jsonschema.Options{}); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, st.stdout)
+	}
 	var doc struct {
 		Workspace  run.WorkspaceSpec `json:"workspace"`
 		Provenance run.Provenance    `json:"provenance"`
