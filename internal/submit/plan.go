@@ -169,6 +169,9 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(req.Workspace.Include) > 0 && len(included) == 0 {
+		warnings = append(warnings, f("include")+" matched no git-ignored file of the working tree: nothing is included")
+	}
 	host, _ := os.Hostname()
 	r.Provenance = run.Provenance{
 		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,

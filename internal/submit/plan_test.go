@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -80,5 +81,51 @@ func TestPlanWorkspaceMode(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(home); len(ents) != 0 {
 		t.Fatalf("a refused submit made %v", ents)
+	}
+}
+
+// TestPlanInclude: the files .worktreeinclude and the request's patterns
+// match are in the record's provenance; --no-include leaves the file out;
+// patterns that include nothing at all are a warning.
+func TestPlanInclude(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{".gitignore": ".env\nlocal/\n", ".worktreeinclude": ".env\n"})
+	for p, content := range map[string]string{".env": "A=1\n", "local/x": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &Service{Backends: map[string]sandbox.Backend{"host": host.New()}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "host"}
+	paths := func(r *run.Run) string {
+		var p []string
+		for _, f := range r.Provenance.Included {
+			p = append(p, f.Path)
+		}
+		return strings.Join(p, ",")
+	}
+	r, _, err := svc.Plan(ctx, req)
+	if err != nil || paths(r) != ".env" {
+		t.Fatalf("the file: %q %v", paths(r), err)
+	}
+	req.Workspace.Include = []string{"local/"}
+	if r, _, err = svc.Plan(ctx, req); err != nil || paths(r) != ".env,local/x" {
+		t.Fatalf("and a pattern: %q %v", paths(r), err)
+	}
+	req.Workspace.NoInclude, req.Workspace.Include = true, nil
+	if r, _, err = svc.Plan(ctx, req); err != nil || paths(r) != "" {
+		t.Fatalf("no include: %q %v", paths(r), err)
+	}
+	// Without the file, a pattern that matches nothing.
+	if err := os.Remove(filepath.Join(repo, ".worktreeinclude")); err != nil {
+		t.Fatal(err)
+	}
+	req.IncludeDirty, req.Workspace.NoInclude, req.Workspace.Include = true, false, []string{"nothing/"}
+	r, warnings, err := svc.Plan(ctx, req)
+	if err != nil || paths(r) != "" || len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "matched no git-ignored file") {
+		t.Fatalf("a pattern that matches nothing: %q %v %v", paths(r), warnings, err)
 	}
 }
