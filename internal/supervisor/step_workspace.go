@@ -150,7 +150,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return nil, s.include(ctx, s.ws)
+		return nil, s.ready(ctx, s.ws)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -163,7 +163,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return ws, s.include(ctx, ws)
+		return ws, s.ready(ctx, ws)
 	}, nil
 }
 
@@ -257,7 +257,7 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
 			ws, err := s.Overlay.Create(ctx, s.Record.Repo, s.Record.Base, s.Dir, s.StateDir)
 			if err == nil {
 				s.ws, s.mode = ws, modeOverlay
-				return true, s.include(ctx, ws)
+				return true, s.ready(ctx, ws)
 			}
 			why = "making the overlay failed: " + err.Error()
 		}
@@ -270,11 +270,11 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// include readies the new workspace as the run asked, before anything
+// ready makes the new workspace what the run asked for, before anything
 // runs in it: it copies in the git-ignored files of the user's working
 // tree the run's provenance lists, and with full history gives it the
 // user's object directories (which the sandbox shows read-only).
-func (s *workspaceStep) include(ctx context.Context, ws workspace.Workspace) error {
+func (s *workspaceStep) ready(ctx context.Context, ws workspace.Workspace) error {
 	r := s.Record
 	if files := r.Provenance.Included; len(files) > 0 {
 		if err := workspace.Include(ctx, ws, r.Repo, files); err != nil {
