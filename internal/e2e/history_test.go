@@ -85,6 +85,16 @@ func TestFullHistoryReadOnly(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stdout, `"no_full_history"`) || len(e.runIDs()) != 0 {
 		t.Fatalf("host: exit %d %s", res.code, res.stdout)
 	}
+	// A repository under /tmp, which the native sandbox cannot show: refused
+	// at submit, nothing created.
+	under := newEnv(t)
+	res = under.run("submit", "--json", "--history", "full", "--agent-cmd", "true", "t")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	if res.code != 2 || !strings.Contains(res.stdout, `"no_full_history"`) || !strings.Contains(res.stdout, "/tmp") || len(under.runIDs()) != 0 {
+		t.Fatalf("under /tmp: exit %d %s", res.code, res.stdout)
+	}
 	before := treeDigest(t, filepath.Join(e.repo, ".git"))
 	for _, mode := range []string{"overlay", "copy"} {
 		res = e.run("submit", "--json", "--history", "full", "--workspace", mode, "--agent-cmd", historyAgent, "--wait", "t")

@@ -65,6 +65,13 @@ func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Back
 		if err != nil {
 			return nil, catalog.NoFullHistory.Wrap(err, "%v", err)
 		}
+		if c, ok := b.(sandbox.ReadOnlyChecker); ok {
+			for _, d := range dirs {
+				if err := c.CheckReadOnly(d); err != nil {
+					return nil, catalog.NoFullHistory.Wrap(err, "the %s sandbox cannot show %s: %v", r.Sandbox.Backend, d, err)
+				}
+			}
+		}
 		w.Objects = dirs
 		ro := append(slices.Clone(r.Sandbox.ReadOnlyPaths), dirs...)
 		slices.Sort(ro)
