@@ -96,6 +96,11 @@ var causes = map[string]string{
 	"no_target":             "`clean` was given neither a run id nor `--finished`.",
 	"interrupted":           "The command itself was interrupted (Ctrl-C or SIGTERM) while it waited. A run it was waiting for keeps running; follow it again with `agentrun logs -f ID`.",
 	"bad_fixture":           "A bench fixture (`--fixtures DIR`, the repository's `bench/`) has no task text or acceptance command, a `fixture.toml` that does not parse or names an unknown key, a path that leaves the fixture, or a `repo` that is not a repository with commits.",
+	"bad_request":           "A request to the team server's API whose body is not the JSON (or the multipart form) the route takes: malformed JSON, an unknown field, a field the server does not accept from a client (such as `repo`, which the server chooses itself), or a missing part.",
+	"bad_bundle":            "The git bundle sent with a submit to the team server is missing, too large, fails `git bundle verify` (truncated, not a bundle, or its prerequisite commits are not on the server), or has no head matching the requested `base`.",
+	"unauthorized":          "The team server listens on a non-loopback address and requires the bearer token of `--token-file`; the request had none, or a different one.",
+	"cross_origin":          "A browser sent the request for a page of another site (the standard library's cross-origin protection refused it), or the request reached a team server without a token under a host name that is not a loopback one (DNS rebinding).",
+	"no_route":              "A request to the team server for a path (or method) that its API does not have.",
 	"no_fixtures":           "`bench` found no fixture (a directory holding `task.md`) where it looked, or `--task` names one that is not there.",
 	"bad_results":           "`bench summarize` or `bench compare` was given a file that does not exist, or is not the JSON lines `bench` writes: a header line, then one line per run.",
 }

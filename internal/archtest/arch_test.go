@@ -96,6 +96,8 @@ var implementations = []string{
 	"internal/sandbox/host",
 	"internal/sandbox/native",
 	"internal/sandbox/docker",
+	"internal/sandbox/diskwatch",
+	"internal/sandbox/seccomp",
 	"internal/agent/external",
 	"internal/agent/loop",
 	"internal/agent/provider/all",

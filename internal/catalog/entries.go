@@ -83,6 +83,13 @@ var (
 	NoFixtures = Entry{"no_fixtures", "no bench fixtures to run", "name a directory of fixtures with --fixtures DIR, or --task names that exist ('agentrun bench list' shows them)", ExitUsage}
 	BadResults = Entry{"bad_results", "cannot read the bench results", "name a results file written by 'agentrun bench' (JSON lines: a header, then one line per run)", ExitUsage}
 
+	// The team server's API (agentrun server).
+	BadRequest   = Entry{"bad_request", "the request cannot be read", "send the body the API document (/v1/openapi.json) describes for this route", ExitUsage}
+	BadBundle    = Entry{"bad_bundle", "the git bundle cannot be used", "send a bundle of the base commit made with 'git bundle create base.bundle HEAD' (or the branch to start from), and name one of its heads as base", ExitUsage}
+	Unauthorized = Entry{"unauthorized", "the request carries no valid token", "send the server's token as 'Authorization: Bearer TOKEN' (the file given to agentrun server --token-file)", ExitUsage}
+	CrossOrigin  = Entry{"cross_origin", "the request came from another site or host name", "call the API from a client, not from a web page; on loopback, use 127.0.0.1, [::1] or localhost as the host name", ExitUsage}
+	NoRoute      = Entry{"no_route", "no such API route", "see the routes in the API document at /v1/openapi.json", ExitNotFound}
+
 	// Workspaces.
 	BadWorkspace    = Entry{"bad_workspace", "invalid ‹workspace›", "use ‹workspace› auto (an overlay where the sandbox can mount one, else a copy), copy or overlay", ExitUsage}
 	NoOverlay       = Entry{"no_overlay", "the sandbox cannot mount an overlay workspace", "use ‹workspace› auto (a copy where no overlay can be had) or ‹workspace› copy; 'agentrun doctor' says why the overlay cannot be mounted", ExitUsage}

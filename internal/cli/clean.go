@@ -469,7 +469,7 @@ func (app *App) sweepSandboxes(ctx context.Context, env *Env) ([]cleanSwept, err
 		if !ok {
 			continue
 		}
-		removed, err := sw.Sweep(ctx, active)
+		removed, err := sw.Sweep(ctx, env.Layout.SandboxState, active)
 		for _, s := range removed {
 			out = append(out, cleanSwept{Backend: b.Name(), Swept: s})
 		}

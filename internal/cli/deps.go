@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
+	"time"
+
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -30,6 +34,15 @@ type Deps struct {
 	// Workspaces checks results out for the bench's acceptance (the
 	// supervisor's workspace provider).
 	Workspaces workspace.Provider
+	// OpenServer opens the team server's database at url (agentrun
+	// server): sqlite:PATH or postgres://...; leaseTTL is the
+	// coordinator's (0: its default).
+	OpenServer func(ctx context.Context, url string, leaseTTL time.Duration) (*server.Backend, error)
+	// InspectRepo, when set, replaces how submit reads the repository's
+	// state (the server's bare project repositories; see submit.Service).
+	InspectRepo func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
+	// Mode is the mode submit records in provenance ("" = lite).
+	Mode string
 }
 
 // backends are the sandbox backends by name.
@@ -37,6 +50,20 @@ func (d Deps) backends(executable string) map[string]sandbox.Backend {
 	m := map[string]sandbox.Backend{}
 	for _, b := range d.Backends(executable) {
 		m[b.Name()] = b
+	}
+	return m
+}
+
+// sweepers are the backends that can leave sandboxes behind, by name.
+func (d Deps) sweepers(executable string) map[string]sandbox.Sweeper {
+	if d.Backends == nil {
+		return nil
+	}
+	m := map[string]sandbox.Sweeper{}
+	for _, b := range d.Backends(executable) {
+		if sw, ok := b.(sandbox.Sweeper); ok {
+			m[b.Name()] = sw
+		}
 	}
 	return m
 }
@@ -64,5 +91,5 @@ func (d Deps) isolates(name string) bool {
 // submitService is the submit planning service over these implementations.
 func (d Deps) submitService() *submit.Service {
 	return &submit.Service{Backends: d.backends(""), DefaultBackend: d.DefaultBackend, CachePreflight: true,
-		Agents: d.Agents, Providers: d.Providers}
+		Agents: d.Agents, Providers: d.Providers, Inspect: d.InspectRepo, Mode: d.Mode}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
@@ -21,6 +22,12 @@ type Env struct {
 	Store    run.Store
 	Coord    coord.Coordinator
 	Settings config.Settings
+	// Sweepers remove the sandboxes of runs whose supervisor died (by
+	// backend name), for Reconcile.
+	Sweepers map[string]sandbox.Sweeper
+	// Claimed: workers claim the queued runs (a team server's data
+	// directory), see supervisor.Home.
+	Claimed bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.
@@ -61,11 +68,12 @@ func (app *App) openEnv() (*Env, error) {
 	if err != nil {
 		return nil, catalog.Home.Wrap(err, "%s: %v", home, err)
 	}
-	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Coord: app.Deps.Coordinator(home), Settings: settings, settingsErr: cfgErr}
+	app.env = &Env{Home: home, Layout: layout.Layout{Home: home}, Store: st, Coord: app.Deps.Coordinator(home), Settings: settings, settingsErr: cfgErr,
+		Sweepers: app.Deps.sweepers(app.Executable)}
 	return app.env, nil
 }
 
 // runs is the data directory's runs as the supervisor package reaches them.
 func (e *Env) runs() supervisor.Home {
-	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout}
+	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Sweepers: e.Sweepers, Claimed: e.Claimed}
 }

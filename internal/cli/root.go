@@ -136,6 +136,7 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 		app.newManCmd(),
 		app.newConfigCmd(),
 		app.newMCPCmd(),
+		app.newServerCmd(),
 		app.newBenchCmd(),
 	} {
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)

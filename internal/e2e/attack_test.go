@@ -20,15 +20,20 @@ import (
 // The tests in this file attack the real binary as a hostile agent, a
 // hostile repository and a careless user, and assert that each attack
 // fails. Each one runs with the native sandbox (skipped by name where it
-// cannot run) and with the host backend where the claim holds there too.
+// cannot run), with the host backend where the claim holds there too, and
+// with the docker sandbox where its test engine is set up.
 
 // backends are the sandboxes an attack runs against.
-var backends = []string{"native", "host"}
+var backends = []string{"native", "host", "docker"}
 
 // submitOn submits with --sandbox backend; a native preflight failure skips
-// the test (a failure under AGENTRUN_REQUIRE_CAPS=1).
+// the test (a failure under AGENTRUN_REQUIRE_CAPS=1), and so does docker
+// without the test engine; docker runs the test image.
 func (e *env) submitOn(backend string, extraEnv []string, args ...string) (submitDoc, result) {
 	e.t.Helper()
+	if backend == "docker" {
+		args = append([]string{"--image", e.useDocker()}, args...)
+	}
 	res := e.agentrun(extraEnv, append([]string{"submit", "--json", "--sandbox", backend}, args...)...)
 	if backend == "native" && res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
 		requireCaps(e.t, "the native sandbox", false, res.stdout)

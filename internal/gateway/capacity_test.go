@@ -416,8 +416,10 @@ func TestFlockCapacityCancel(t *testing.T) {
 	defer holder()
 	stop := errors.New("the run was cancelled")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(30*time.Millisecond, func() { cancel(stop) })
+	// t0 before the timer: under load the test may be descheduled between
+	// the two, and the cancel comes 30 ms after the timer's start.
 	t0 := time.Now()
+	time.AfterFunc(30*time.Millisecond, func() { cancel(stop) })
 	release, err := c.Acquire(ctx, testServer, 1)
 	if err == nil {
 		release()

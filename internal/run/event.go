@@ -19,6 +19,7 @@ const (
 	EventEgress    = "egress"     // an egress decision (Data: decision, host, port, bytes, why)
 	EventSandbox   = "sandbox"    // sandbox started/stopped; enforced limits
 	EventCancel    = "cancel"     // cancel requested
+	EventResume    = "resume"     // resumed, for a worker to claim (Data: note, ended)
 	EventWarning   = "warning"    // something the user should know
 	EventTool      = "tool"       // built-in agent tool call summary
 	EventVerdict   = "verdict"    // a reviewer's verdict (Data: run.Verdict)

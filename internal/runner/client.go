@@ -24,6 +24,10 @@ type DialOptions struct {
 	ReconnectTimeout time.Duration
 	// HandshakeTimeout bounds reading the server's hello (0: 5s).
 	HandshakeTimeout time.Duration
+	// Dial, if set, makes each connection instead of dialling the socket
+	// path: a backend whose runner connects out to the host hands over
+	// the runner's authenticated connections here.
+	Dial func(ctx context.Context) (net.Conn, error)
 }
 
 // ErrClosed is returned by calls on a closed client.
@@ -146,8 +150,14 @@ func (c *call) deliver(r *response) {
 }
 
 func (cl *client) dialOnce(ctx context.Context) (net.Conn, *hello, *bufio.Reader, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", cl.path)
+	var conn net.Conn
+	var err error
+	if cl.opts.Dial != nil {
+		conn, err = cl.opts.Dial(ctx)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "unix", cl.path)
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dial runner: %w", err)
 	}

@@ -215,10 +215,12 @@ type Image struct {
 // supervisor (a container engine keeps a container when the supervisor
 // is killed).
 type Sweeper interface {
-	// Sweep removes the sandboxes this backend made whose run is not
-	// active, and nothing else, and returns what it removed. With no
-	// engine to reach it removes nothing and returns no error.
-	Sweep(ctx context.Context, active func(runID string) bool) ([]Swept, error)
+	// Sweep removes the sandboxes this backend made for one data
+	// directory, those whose Spec.StateDir was stateDir(runID), whose run
+	// is not active, and nothing else (not another data directory's, not
+	// another user's on a shared engine), and returns what it removed.
+	// With no engine to reach it removes nothing and returns no error.
+	Sweep(ctx context.Context, stateDir func(runID string) string, active func(runID string) bool) ([]Swept, error)
 }
 
 // Swept is one sandbox a Sweeper removed.

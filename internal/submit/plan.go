@@ -39,6 +39,13 @@ type Service struct {
 	CachePreflight bool
 	Agents         agent.Catalog
 	Providers      provider.Registry
+	// Inspect reads the state of the repository a request names (nil:
+	// the user's work tree, workspace.Inspect). A server names its own:
+	// its project repositories are bare, hold only what clients sent, and
+	// are never dirty. Errors are catalog errors.
+	Inspect func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
+	// Mode is the mode recorded in provenance ("" = lite).
+	Mode string
 }
 
 // Request is a validated-syntax submit: flags parsed, task read. Plan
@@ -174,7 +181,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	}
 	host, _ := os.Hostname()
 	r.Provenance = run.Provenance{
-		Version: req.Version, Host: host, Mode: "lite", Sandbox: name, BaseCommit: r.Base,
+		Version: req.Version, Host: host, Mode: cmp.Or(s.Mode, "lite"), Sandbox: name, BaseCommit: r.Base,
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
 		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests, Included: included,
 	}
@@ -220,7 +227,7 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string) (b
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		info, repoErr = inspectRepo(ctx, repo, ref)
+		info, repoErr = s.inspectRepo(ctx, repo, ref)
 	}()
 	var preErr error
 	if s.CachePreflight {

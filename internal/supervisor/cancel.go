@@ -89,7 +89,7 @@ func Unsupervised(ctx context.Context, h Home, r *run.Run) (bool, error) {
 	if err != nil || held {
 		return false, err
 	}
-	return !AboutToStart(r), nil
+	return !AboutToStart(r) && !(h.Claimed && Unclaimed(r)), nil
 }
 
 // AboutToStart reports a freshly submitted run whose supervisor is being

@@ -36,7 +36,9 @@ func (s *Supervisor) execute(parent context.Context) error {
 	}
 	host, _ := os.Hostname()
 	info := &run.SupervisorInfo{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
-	info.ProcStart, _ = procStart(info.PID) // 0 where unknown: cancel then never signals, it polls
+	if !s.InProcess {
+		info.ProcStart, _ = procStart(info.PID) // 0 where unknown: cancel then never signals, it polls
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	go s.watchCancel(ctx, cancel)

@@ -126,6 +126,12 @@ type Supervisor struct {
 	Lease coord.Lease
 	// Poll is the queue polling interval (default 25ms).
 	Poll time.Duration
+	// InProcess says that the supervisor runs inside a process that is not
+	// its own (a worker, which supervises many runs): no start time is
+	// recorded with its PID, so a cancel never signals that process (which
+	// would stop every run in it) and the supervisor sees the cancel
+	// request when it rereads the run.
+	InProcess bool
 
 	// release stops the sandbox and the proxy; it runs once, before the
 	// run's end state is stored, so that a run seen ended has nothing left

@@ -22,7 +22,8 @@ type StartOptions struct {
 }
 
 // Start stores the planned run (queued) and spawns its supervisor. If the
-// spawn fails, the run is marked failed so it is not left queued.
+// spawn fails, the run is marked failed so it is not left queued. Where
+// workers claim runs (h.Claimed), the queued run is all there is to do.
 func Start(ctx context.Context, h Home, r *run.Run, o StartOptions) error {
 	st := h.Store
 	if err := st.Create(ctx, r); err != nil {
@@ -30,6 +31,9 @@ func Start(ctx context.Context, h Home, r *run.Run, o StartOptions) error {
 	}
 	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
 		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
+	if h.Claimed {
+		return nil
+	}
 	return spawnFor(ctx, h, r.ID, r.Seq, o, Handoff{Env: o.Env})
 }
 
@@ -65,7 +69,9 @@ func endedAs(r *run.Run) string {
 
 // Resume queues an interrupted or failed run again and spawns a new
 // supervisor that continues it on its own workspace with new attempts.
-// note is added to the next prompt.
+// note is added to the next prompt. Where workers claim runs (h.Claimed),
+// nothing is spawned: the note and how the run ended are journaled (an
+// EventResume) for the worker that claims it (ClaimHandoff).
 func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions) (*run.Run, error) {
 	st, l := h.Store, h.Layout
 	if !r.State.Resumable() {
@@ -125,10 +131,18 @@ func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions
 		// it may have left it half made. The new supervisor makes it again.
 		err = errors.Join(os.RemoveAll(l.Workspace(r.ID)), os.RemoveAll(l.WorkspaceState(r.ID)))
 	}
-	if err == nil {
+	if err == nil && h.Claimed {
+		// The lease was held until the record was complete: no worker
+		// claims the run half resumed.
+		defer lease.Release()
+		_, err = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventResume, "resumed", Handoff{Note: note, Ended: endedAs(r)}))
+		if err == nil {
+			return nr, nil
+		}
+	} else if err == nil {
 		err = h.Coord.Enqueue(ctx, lease, nr.Seq)
 	}
-	if err == nil {
+	if err == nil && !h.Claimed {
 		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
 			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lease: lease, Coord: h.Coord})
 	} else {

@@ -108,6 +108,12 @@ func (s *workspaceStep) Mode() string { return s.mode }
 // Layers are the overlay workspace's layers for the sandbox (nil: the
 // workspace is a plain directory), once Start returned.
 func (s *workspaceStep) Layers() *sandbox.Layers {
+	if s.done != nil {
+		// Being filled (while the sandbox starts, which asks for this):
+		// a plain checkout, never layered, and s.ws is the filler's to
+		// write until it is done.
+		return nil
+	}
 	l, ok := s.ws.(workspace.Layered)
 	if !ok {
 		return nil

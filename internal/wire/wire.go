@@ -9,8 +9,11 @@ package wire
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -19,13 +22,17 @@ import (
 	providers "github.com/agentrun/agentrun/internal/agent/provider/all"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/coord/flock"
+	"github.com/agentrun/agentrun/internal/coord/sqlcoord"
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/server"
+	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/store/sqlstore"
 	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -64,15 +71,54 @@ func Supervisor(home string) (supervisor.Deps, error) {
 	return SupervisorDeps(st, layout.Layout{Home: home}), nil
 }
 
-// SupervisorDeps are the supervisor's seams over store st.
+// SupervisorDeps are the supervisor's seams over store st, with Lite's
+// coordinator (flocks under l.Home).
 func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
+	return supervisorDeps(st, Coordinator(l.Home), l)
+}
+
+// OpenServer opens a team server's database at url (sqlite:PATH or
+// postgres://...), brings its schema up to date, and returns the SQL run
+// store and coordinator on it (Full mode). leaseTTL is the coordinator's
+// (0: its default).
+func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*server.Backend, error) {
+	db, err := sqldb.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := sqldb.Migrations(db.Dialect)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	latest := ms[len(ms)-1].Version
+	st := sqlstore.New(db)
+	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
+	return &server.Backend{
+		Store: st, Coord: co, Dialect: db.Dialect.String(),
+		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
+		Ready: func(ctx context.Context) error {
+			v, err := db.Version(ctx)
+			if err != nil {
+				return err
+			}
+			if v != latest {
+				return fmt.Errorf("the database schema is at version %d, this build's is %d", v, latest)
+			}
+			return nil
+		},
+		Close: func() error { return errors.Join(co.Close(), st.Close(), db.Close()) },
+	}, nil
+}
+
+func supervisorDeps(st run.Store, co coord.Coordinator, l layout.Layout) supervisor.Deps {
 	backends := map[string]sandbox.Backend{}
 	for _, b := range Backends("") {
 		backends[b.Name()] = b
 	}
 	return supervisor.Deps{
 		Store:       st,
-		Coord:       Coordinator(l.Home),
+		Coord:       co,
 		Layout:      l,
 		Workspaces:  Workspaces(),
 		Overlay:     workspace.NewOverlay(workspace.NewLayerCache(l.LayerCache())),

@@ -6,7 +6,7 @@ const (
 	homeDir     = "/home/agent"
 	innerDir    = "/.agentrun"
 	innerExe    = innerDir + "/agentrun"
-	innerSock   = innerDir + "/sock"
+	innerLink   = innerDir + "/runner.sock"
 	runnerSock  = "runner.sock"
 	innerProxy  = innerDir + "/egress.sock"
 	innerGate   = innerDir + "/gateway.sock"
@@ -34,4 +34,7 @@ type config struct {
 	// innerGate; the runner bridges them to these loopback addresses.
 	ProxyListen   string `json:"proxy_listen,omitempty"`
 	GatewayListen string `json:"gateway_listen,omitempty"`
+	// Token is what the runner sends first on its connection to the
+	// host's socket at innerLink, so that the host knows it is the runner.
+	Token string `json:"token"`
 }

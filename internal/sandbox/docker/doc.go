@@ -24,24 +24,26 @@
 // on rootless Podman), private pid/ipc/uts namespaces, tmpfs /tmp with a
 // size, memory (no swap), CPUs, pids and nofile/nproc/fsize/core ulimits.
 // Mounted from the host: the workspace at /workspace and HOME at
-// /home/agent (read-write), the runner binary, the runner's socket
-// directory (in the state dir), the egress proxy's and the model gateway's
-// sockets (read-only, at /.agentrun/egress.sock and gateway.sock; the
-// runner bridges them to 127.0.0.1:3128 and :3129), and the named
-// read-only paths. No other host path.
+// /home/agent (read-write), the runner binary, the host's socket the
+// runner dials (read-only, at /.agentrun/runner.sock), the egress proxy's
+// and the model gateway's sockets (read-only, at /.agentrun/egress.sock
+// and gateway.sock; the runner bridges them to 127.0.0.1:3128 and :3129),
+// and the named read-only paths. No other host path.
 //
-// The runner serves the same protocol as in every backend, on a unix
-// socket it makes in the mounted socket directory; the host dials it.
-// Known limit: the agent runs as the runner's uid, so it could replace
-// that socket; the live connection is unaffected, and a redial to another
-// instance fails the calls in flight (the runner's hello names its
-// instance), but a relay put in its place would be trusted. Native holds
-// the socket as a descriptor made by the host and has no such gap.
+// The runner serves the same protocol as in every backend, on a
+// connection it dials out to the host (link.go): the host listens in the
+// state dir, which only the host user can write, and keeps a connection
+// only once it has sent the run's random token, which the init and the
+// runner hold in non-dumpable memory. The agent runs as the runner's uid
+// and can connect to that socket as well, but it cannot replace it (a
+// read-only mount on a read-only root), listen in its place, or learn the
+// token, so nothing it does is taken for the runner.
 //
 // Enforced is read back from the engine (ContainerInspect, Info) and says
-// which features the inside checked itself. Disk: /tmp is bounded; the
-// workspace and HOME are host directories with no bound of their own
-// (LimitWarnings says so before a run).
+// which features the inside checked itself. Disk: /tmp is a tmpfs with a
+// size and each file is bounded (RLIMIT_FSIZE); the workspace, HOME and
+// /tmp together are sampled against the bound (internal/sandbox/diskwatch,
+// as in native) and the container is killed past it.
 //
 // Every container carries the labels agentrun.run (the run id),
 // agentrun.repo and agentrun.owner; Destroy removes it; Sweep removes the

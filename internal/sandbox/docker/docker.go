@@ -22,12 +22,15 @@ import (
 const Name = "docker"
 
 // Labels on every container the backend makes. Sweep touches nothing
-// without LabelRun.
+// without LabelRun, our owner label and the caller's state dir.
 const (
 	LabelRun  = "agentrun.run"
 	LabelRepo = "agentrun.repo"
 	// labelOwner marks what this backend made (value "agentrun").
 	labelOwner = "agentrun.owner"
+	// labelState is the sandbox's state dir: which data directory (and
+	// so which user) the container belongs to, for Sweep.
+	labelState = "agentrun.state"
 )
 
 // Options configure the backend.
@@ -77,7 +80,6 @@ func (b *Backend) Isolation() sandbox.Isolation {
 var (
 	_ sandbox.Backend       = (*Backend)(nil)
 	_ sandbox.ImageResolver = (*Backend)(nil)
-	_ sandbox.LimitWarner   = (*Backend)(nil)
 	_ sandbox.Sweeper       = (*Backend)(nil)
 )
 
@@ -138,7 +140,8 @@ func engineError(host string, err error) error {
 }
 
 // Preflight implements sandbox.Backend: the engine answers, runs Linux
-// containers, and the runner binary is there. The image is checked by
+// containers, can apply the limits (not a rootless engine on cgroup v1),
+// and the runner binary is there. The image is checked by
 // ResolveImage (it is the run's, not the backend's).
 func (b *Backend) Preflight(ctx context.Context) error {
 	if _, err := b.executable(); err != nil {
@@ -156,7 +159,8 @@ func (b *Backend) Preflight(ctx context.Context) error {
 	if os := info.Info.OSType; os != "" && os != "linux" {
 		return refuse(fmt.Sprintf("the engine runs %s containers", os), "switch the engine to Linux containers")
 	}
-	return nil
+	host := cl.DaemonHost()
+	return limitsRefusal(host, rootlessEngine(host, info.Info.SecurityOptions), info.Info.CgroupVersion)
 }
 
 func refuse(cause, fix string) error {

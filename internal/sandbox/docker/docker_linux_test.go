@@ -135,8 +135,8 @@ func TestConfinement(t *testing.T) {
 	if !strings.HasPrefix(enf["memory"], "enforced: 268435456") || !strings.HasPrefix(enf["pids"], "enforced: 128") {
 		t.Errorf("limits read back: memory %q, pids %q", enf["memory"], enf["pids"])
 	}
-	if !strings.HasPrefix(enf["disk"], "unavailable") {
-		t.Errorf("Enforced[disk] = %q: the workspace is not bounded", enf["disk"])
+	if !strings.HasPrefix(enf["disk"], "sampled") {
+		t.Errorf("Enforced[disk] = %q: the workspace is sampled against the bound", enf["disk"])
 	}
 }
 
@@ -161,11 +161,23 @@ func TestLabelsAndSweep(t *testing.T) {
 	sb := start(t, b, spec)
 	ctx := context.Background()
 	// An active run's container stays.
-	swept, err := b.Sweep(ctx, func(id string) bool { return true })
+	stateDir := func(string) string { return spec.StateDir }
+	swept, err := b.Sweep(ctx, stateDir, func(id string) bool { return true })
 	if err != nil || len(swept) != 0 {
 		t.Fatalf("sweep with every run active: %v %v", swept, err)
 	}
-	swept, err = b.Sweep(ctx, func(id string) bool { return id != spec.RunID })
+	// Another data directory's sweep (or another user's) leaves it alone.
+	elsewhere := func(id string) string { return filepath.Join(t.TempDir(), "runs", id, "sandbox") }
+	swept, err = b.Sweep(ctx, elsewhere, func(id string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range swept {
+		if s.RunID == spec.RunID {
+			t.Fatalf("another data directory's sweep removed this run's container: %v", swept)
+		}
+	}
+	swept, err = b.Sweep(ctx, stateDir, func(id string) bool { return id != spec.RunID })
 	if err != nil {
 		t.Fatal(err)
 	}

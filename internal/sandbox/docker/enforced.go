@@ -1,18 +1,14 @@
 package docker
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
 	"github.com/moby/moby/api/types/container"
-
-	"github.com/agentrun/agentrun/internal/sandbox"
 )
-
-const diskUnbounded = "unavailable: the workspace and HOME are host directories with no bound of their own (only /tmp is bounded)"
 
 // enforced reads what the engine applied to the container (its inspect
 // record), feature by feature; what the inside checked itself before
@@ -63,11 +59,11 @@ func enforced(in container.InspectResponse, eng engineInfo) map[string]string {
 	}
 	switch {
 	case slices.Contains(hc.SecurityOpt, "seccomp=unconfined") || slices.Contains(hc.SecurityOpt, "seccomp:unconfined"):
-		m["seccomp"] = "unavailable: seccomp=unconfined"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init); the engine's profile is off (seccomp=unconfined)"
 	case eng.seccomp != "":
-		m["seccomp"] = "enforced: the engine's " + eng.seccomp + " profile"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init) over the engine's " + eng.seccomp + " profile"
 	default:
-		m["seccomp"] = "unavailable: the engine applies no seccomp profile"
+		m["seccomp"] = "enforced: agentrun's filter (loaded by the init); the engine applies no profile of its own"
 	}
 	if hc.ReadonlyRootfs {
 		m["read_only_root"] = "enforced (checked inside)"
@@ -109,7 +105,6 @@ func enforced(in container.InspectResponse, eng engineInfo) map[string]string {
 	} else {
 		m["disk_tmpfs"] = "unavailable: /tmp is not a bounded tmpfs"
 	}
-	m["disk"] = diskUnbounded
 	return m
 }
 
@@ -138,8 +133,9 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// LimitWarnings implements sandbox.LimitWarner: the disk bound covers
-// /tmp only; the workspace and HOME are host directories.
-func (b *Backend) LimitWarnings(ctx context.Context, lim sandbox.Limits) []string {
-	return []string{"disk: the bound covers /tmp only, not the workspace or HOME (host directories)"}
+// diskEnforced describes the disk bound for Enforced: the kernel bounds
+// /tmp (its size) and each file (RLIMIT_FSIZE); the whole is sampled.
+func diskEnforced(p *plan) string {
+	return fmt.Sprintf("sampled every %v or more: the workspace, HOME and /tmp together; the sandbox is killed past %d bytes or %d inodes (each file: RLIMIT_FSIZE %d)",
+		diskwatch.Interval, p.diskBytes, p.diskInodes, p.fsize)
 }

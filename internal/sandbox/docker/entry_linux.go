@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 )
 
 // Main is the "__docker" entry point, run inside the container from the
@@ -49,6 +48,13 @@ func initMain() int {
 	cfg := os.Getenv(configEnv)
 	os.Unsetenv(configEnv)
 	if err := checkConfined(); err != nil {
+		return fail("init", err)
+	}
+	// The engine's seccomp profile may allow what the native sandbox
+	// refuses (Podman's lets a process without capabilities make a user
+	// namespace and use the kernel's keyrings): ours goes over it, on
+	// every thread, before the runner starts; everything inherits it.
+	if err := seccomp.LoadAllThreads(); err != nil {
 		return fail("init", err)
 	}
 	r, w, err := os.Pipe()
@@ -129,8 +135,9 @@ func checkConfined() error {
 	return nil
 }
 
-// serveMain is the runner: config on fd 3, its socket in the mounted
-// socket directory, bridges to the mounted proxy and gateway sockets.
+// serveMain is the runner: config on fd 3, its connection dialled out to
+// the host's mounted socket, bridges to the mounted proxy and gateway
+// sockets.
 func serveMain() int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail("serve", fmt.Errorf("set not dumpable: %w", err))
@@ -145,16 +152,11 @@ func serveMain() int {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return fail("serve", fmt.Errorf("parse config: %w", err))
 	}
-	sock := filepath.Join(innerSock, runnerSock)
-	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		return fail("serve", fmt.Errorf("listen: %w", err))
+	if len(c.Token) != tokenLen {
+		return fail("serve", errors.New("the config has no token for the host's socket"))
 	}
-	// Only this uid (the host user's) may connect.
-	if err := os.Chmod(sock, 0o600); err != nil {
-		return fail("serve", err)
-	}
+	// The runner connects out to the host: see link.go.
+	ln := dialOut(innerLink, c.Token)
 	opts := runner.ServerOptions{Root: WorkDir, Env: c.Env, NoWatchdog: true}
 	if c.ProxyListen != "" {
 		opts.ProxySocket, opts.ProxyListen = innerProxy, c.ProxyListen

@@ -7,13 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
 )
+
+var _ sandbox.LimitStopper = (*sbox)(nil)
 
 // sbox is a running docker sandbox: one container.
 type sbox struct {
@@ -21,7 +27,8 @@ type sbox struct {
 	id       string
 	client   runner.Client
 	stateDir string
-	dir      *os.File // the runner's socket dir, held for long paths
+	link     *link // the host's socket the runner dials
+	disk     *diskwatch.Watch
 	gateway  bool
 	enforced map[string]string
 	done     chan struct{} // closed when the container is not running
@@ -104,7 +111,7 @@ func (s *sbox) Destroy(ctx context.Context) error {
 	} else {
 		stopErr = nil // removed with force: whatever Stop said, it is gone
 	}
-	s.dir.Close()
+	s.link.Close()
 	if err := os.RemoveAll(s.stateDir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox state: %w", err))
 	}
@@ -130,3 +137,28 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// watchDisk starts sampling the workspace, HOME and /tmp (seen from the
+// host through the init's root, when the engine runs here and tells its
+// pid) against the disk bound; past it, the container is killed and the
+// calls in flight fail at once.
+func (s *sbox) watchDisk(spec sandbox.Spec, p *plan, st *container.State) {
+	s.disk = &diskwatch.Watch{
+		Dirs:     []string{spec.Workspace, p.home},
+		MaxBytes: p.diskBytes, MaxInodes: p.diskInodes,
+		What: "the workspace, HOME and /tmp",
+		Done: s.done,
+	}
+	if st != nil && st.Pid > 0 {
+		s.disk.Tmpfs = []string{"/proc/" + strconv.Itoa(st.Pid) + "/root/tmp"}
+	}
+	go s.disk.Run(func() {
+		s.cl.ContainerKill(context.Background(), s.id, client.ContainerKillOptions{Signal: "KILL"})
+		if s.client != nil {
+			s.client.Close()
+		}
+	})
+}
+
+// LimitExceeded implements sandbox.LimitStopper.
+func (s *sbox) LimitExceeded() error { return s.disk.Exceeded() }

@@ -29,6 +29,7 @@ const (
 	defaultFileSize  = 16 << 30
 	defaultOpenFiles = 8192
 	defaultDisk      = 16 << 30
+	defaultInodes    = 1_000_000
 	readyTimeout     = 30 * time.Second
 	stopGrace        = 3 // seconds, as the engine takes it
 )
@@ -45,7 +46,10 @@ func startError(err error) error {
 type plan struct {
 	create client.ContainerCreateOptions
 	cfg    config
-	sock   string // host path of the runner's socket
+	sock   string // host path of the socket the runner dials
+	home   string // host path of HOME
+
+	diskBytes, diskInodes, fsize int64
 }
 
 // limits are the spec's limits with the backend's defaults.
@@ -98,12 +102,13 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		return nil, fmt.Errorf("workspace %s is not a directory", spec.Workspace)
 	}
 	lim := resolveLimits(spec.Limits, eng.memTotal, eng.ncpu)
-	mounts, c, err := b.mounts(spec, exe)
+	mounts, c, home, err := b.mounts(spec, exe)
 	if err != nil {
 		return nil, err
 	}
 	tmpfs := map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", lim.tmp)}
 	c.Env = sandboxEnv(spec.Env, c.ProxyListen != "")
+	c.Token = randomHex(tokenLen / 2)
 	cfgJSON, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -136,7 +141,7 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		// workspace's files stay the user's.
 		hc.UsernsMode = "keep-id"
 	}
-	labels := map[string]string{LabelRun: labelValue(spec.RunID), labelOwner: "agentrun"}
+	labels := map[string]string{LabelRun: labelValue(spec.RunID), labelOwner: "agentrun", labelState: spec.StateDir}
 	if spec.Repo != "" {
 		labels[LabelRepo] = labelValue(spec.Repo)
 	}
@@ -151,21 +156,24 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 		Labels:     labels,
 	}
 	return &plan{
-		create: client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(spec.RunID)},
-		cfg:    c,
-		sock:   filepath.Join(spec.StateDir, "sock", runnerSock),
+		create:    client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(spec.RunID)},
+		cfg:       c,
+		sock:      filepath.Join(spec.StateDir, "sock", runnerSock),
+		home:      home,
+		diskBytes: orDefault(spec.Limits.DiskBytes, defaultDisk), diskInodes: orDefault(spec.Limits.DiskInodes, defaultInodes),
+		fsize: lim.fsize,
 	}, nil
 }
 
-// mounts are the container's bind mounts (workspace, runner binary and
-// socket dir, HOME, read-only paths, proxy and gateway sockets) and the
+// mounts are the container's bind mounts (workspace, runner binary, the
+// host's socket the runner dials, HOME, read-only paths, proxy and gateway sockets) and the
 // inside's config for the bridges.
-func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, error) {
+func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, string, error) {
 	var c config
 	mounts := []mount.Mount{
 		bind(spec.Workspace, WorkDir, false),
 		bind(exe, innerExe, true),
-		bind(filepath.Join(spec.StateDir, "sock"), innerSock, false),
+		bind(filepath.Join(spec.StateDir, "sock", runnerSock), innerLink, true),
 	}
 	home := spec.Home
 	if home == "" {
@@ -173,16 +181,16 @@ func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, 
 		// would be root's, and engines differ in how to give it away.
 		home = filepath.Join(spec.StateDir, "home")
 		if err := os.MkdirAll(home, 0o700); err != nil {
-			return nil, c, fmt.Errorf("make the sandbox's home: %w", err)
+			return nil, c, "", fmt.Errorf("make the sandbox's home: %w", err)
 		}
 	}
 	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
-		return nil, c, fmt.Errorf("home %s is not a directory", home)
+		return nil, c, "", fmt.Errorf("home %s is not a directory", home)
 	}
 	mounts = append(mounts, bind(home, homeDir, false))
 	ro, err := b.readOnlyPaths(spec.ReadOnlyPaths)
 	if err != nil {
-		return nil, c, err
+		return nil, c, "", err
 	}
 	for _, p := range ro {
 		mounts = append(mounts, bind(p, p, true))
@@ -191,21 +199,21 @@ func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, 
 	case sandbox.NetworkNone, "":
 	case sandbox.NetworkAllowlist:
 		if err := isSocket("egress proxy", spec.ProxySocket); err != nil {
-			return nil, c, err
+			return nil, c, "", err
 		}
 		mounts = append(mounts, bind(spec.ProxySocket, innerProxy, true))
 		c.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
 	default:
-		return nil, c, fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
+		return nil, c, "", fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
 	}
 	if spec.GatewaySocket != "" {
 		if err := isSocket("model gateway", spec.GatewaySocket); err != nil {
-			return nil, c, err
+			return nil, c, "", err
 		}
 		mounts = append(mounts, bind(spec.GatewaySocket, innerGate, true))
 		c.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
 	}
-	return mounts, c, nil
+	return mounts, c, home, nil
 }
 
 func bind(src, dst string, ro bool) mount.Mount {
@@ -317,6 +325,7 @@ type engineInfo struct {
 	podmanRootless bool
 	rootless       bool
 	seccomp        string // the engine's seccomp profile, "" when none
+	cgroupVersion  string
 }
 
 // engineInfo is the engine's info, asked once per engine and backend (an
@@ -365,6 +374,9 @@ func readEngineInfo(ctx context.Context, cl *client.Client) (engineInfo, error) 
 	if e.ncpu <= 0 {
 		e.ncpu = runtime.NumCPU()
 	}
+	// Podman's /info does not name rootless: its socket's owner tells.
+	e.rootless = e.rootless || rootlessEngine(cl.DaemonHost(), in.SecurityOptions)
+	e.cgroupVersion = in.CgroupVersion
 	if e.rootless && isPodman(ctx, cl) {
 		e.podmanRootless = true
 	}
@@ -410,6 +422,10 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 	if err != nil {
 		return nil, err
 	}
+	// Again at each start: submit caches its preflight.
+	if err := limitsRefusal(cl.DaemonHost(), eng.rootless, eng.cgroupVersion); err != nil {
+		return nil, err
+	}
 	p, err := b.makePlan(spec, eng)
 	if err != nil {
 		return nil, err
@@ -423,15 +439,22 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		return nil, err
 	}
 	os.Remove(p.sock)
+	// Listening before the container exists: the mount's source must be
+	// there, and the runner dials as soon as it starts.
+	lk, err := listenLink(dir, p.sock, p.cfg.Token)
+	dir.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listen for the runner: %w", err)
+	}
 	created, err := cl.ContainerCreate(ctx, p.create)
 	if err != nil {
-		dir.Close()
+		lk.Close()
 		if cerrNotFound(err) {
 			return nil, catalog.ImageMissing.New("%s is not on the engine at %s", spec.Image, cl.DaemonHost())
 		}
 		return nil, fmt.Errorf("create the container: %w", err)
 	}
-	s := &sbox{cl: cl, id: created.ID, stateDir: spec.StateDir, dir: dir, done: make(chan struct{}),
+	s := &sbox{cl: cl, id: created.ID, stateDir: spec.StateDir, link: lk, done: make(chan struct{}),
 		gateway: p.cfg.GatewayListen != ""}
 	defer func() {
 		if err != nil {
@@ -451,9 +474,9 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		case <-dctx.Done():
 		}
 	}()
-	sock := dialablePath(dir, p.sock)
-	waitForSocket(dctx, sock, readyTimeout)
-	rc, err := runner.Dial(dctx, sock, runner.DialOptions{Wait: readyTimeout})
+	rctx, rcancel := context.WithTimeout(dctx, readyTimeout)
+	defer rcancel()
+	rc, err := runner.Dial(rctx, p.sock, runner.DialOptions{Dial: lk.Dial})
 	if err != nil {
 		if why := s.logs(ctx); why != "" {
 			return nil, fmt.Errorf("the sandbox's runner did not start: %s", why)
@@ -466,6 +489,8 @@ func (b *Backend) start(ctx context.Context, cl *client.Client, spec sandbox.Spe
 		return nil, fmt.Errorf("inspect the container: %w", err)
 	}
 	s.enforced = enforced(insp.Container, eng)
+	s.enforced["disk"] = diskEnforced(p)
+	s.watchDisk(spec, p, insp.Container.State)
 	return s, nil
 }
 
@@ -521,18 +546,5 @@ func (s *sbox) watch() {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-	}
-}
-
-// waitForSocket polls, often, until path is a socket, ctx ends or d
-// passes: the runner makes it a few hundred milliseconds after the
-// start, and the dial's own backoff would find it up to 100 ms late.
-func waitForSocket(ctx context.Context, path string, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

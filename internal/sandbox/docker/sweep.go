@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/moby/moby/client"
 
@@ -12,11 +13,14 @@ import (
 )
 
 // Sweep implements sandbox.Sweeper: it removes the containers this
-// backend made (they carry LabelRun and our owner label) whose run is not
-// active: left by a supervisor that died (SIGKILL, a crash, a reboot)
-// before Destroy. Nothing without our labels is touched. With no engine
-// to reach (none configured, or down) it does nothing.
-func (b *Backend) Sweep(ctx context.Context, active func(runID string) bool) ([]sandbox.Swept, error) {
+// backend made (they carry LabelRun and our owner label) for the caller's
+// data directory (their state label is stateDir of their run) whose run
+// is not active: left by a supervisor that died (SIGKILL, a crash, a
+// reboot) before Destroy. Nothing without those labels is touched: not
+// another data directory's containers, nor another user's on a shared
+// engine. With no engine to reach (none configured, or down) it does
+// nothing.
+func (b *Backend) Sweep(ctx context.Context, stateDir func(runID string) string, active func(runID string) bool) ([]sandbox.Swept, error) {
 	if EngineHost(b.opts.Host, b.opts.Getenv) == "" {
 		return nil, nil
 	}
@@ -39,7 +43,7 @@ func (b *Backend) Sweep(ctx context.Context, active func(runID string) bool) ([]
 	var errs []error
 	for _, c := range res.Items {
 		id, ok := c.Labels[LabelRun]
-		if !ok || c.Labels[labelOwner] != "agentrun" || active(id) {
+		if !ok || c.Labels[labelOwner] != "agentrun" || !sameDir(c.Labels[labelState], stateDir(id)) || active(id) {
 			continue
 		}
 		if _, err := cl.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isGone(err) {
@@ -49,4 +53,8 @@ func (b *Backend) Sweep(ctx context.Context, active func(runID string) bool) ([]
 		out = append(out, sandbox.Swept{ID: c.ID, RunID: id})
 	}
 	return out, errors.Join(errs...)
+}
+
+func sameDir(label, dir string) bool {
+	return label != "" && dir != "" && filepath.Clean(label) == filepath.Clean(dir)
 }

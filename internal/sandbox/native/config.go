@@ -52,8 +52,13 @@ type config struct {
 	Workspace string `json:"workspace"`
 	// Layers, when set, are mounted as an overlay at WorkDir instead of
 	// binding Workspace (which is then their upper layer).
-	Layers      *overlay.Layers `json:"layers,omitempty"`
-	Home        string          `json:"home,omitempty"` // empty: a private tmpfs
+	Layers *overlay.Layers `json:"layers,omitempty"`
+	Home   string          `json:"home,omitempty"` // empty: a private tmpfs
+	// HomeLayers, when set, mount Home (their upper layer, over an empty
+	// lower) as an overlay instead of a bind: a bind's mountinfo names
+	// its source path, an overlay's names only /proc/self/fd/N. Set where
+	// the workspace is an overlay too (the kernel allows it here).
+	HomeLayers  *overlay.Layers `json:"home_layers,omitempty"`
 	Executable  string          `json:"executable"`
 	ProxySocket string          `json:"proxy_socket,omitempty"`
 	// GatewaySocket is the model gateway's host socket, bridged to

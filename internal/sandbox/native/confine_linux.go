@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,7 +127,7 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 		return nil, err
 	}
 	out["caps"] = "enforced"
-	if err := loadSeccompAllThreads(); err != nil {
+	if err := seccomp.LoadAllThreads(); err != nil {
 		return nil, err
 	}
 	out["seccomp"] = "enforced"
@@ -135,29 +136,6 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 
 // noLandlock says why Landlock is not in force.
 const noLandlock = "the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list)"
-
-// loadSeccompAllThreads installs the filter on every thread of the
-// process (SECCOMP_FILTER_FLAG_TSYNC; no_new_privs must be set).
-// Children forked from any of them inherit it.
-func loadSeccompAllThreads() error {
-	raw, err := filterProgram()
-	if err != nil {
-		return err
-	}
-	filter := make([]unix.SockFilter, len(raw))
-	for i, ins := range raw {
-		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
-	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
-	if errno != 0 {
-		return fmt.Errorf("load seccomp filter: %w", errno)
-	}
-	if r != 0 {
-		return fmt.Errorf("load seccomp filter: thread %d could not be synchronized", r)
-	}
-	return nil
-}
 
 func lastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")

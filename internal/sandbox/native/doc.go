@@ -47,10 +47,14 @@
 // host directory is bind-mounted writable besides the workspace and HOME.
 // The agentrun binary the runner starts from and the proxy and gateway
 // sockets are held by the init as descriptors, not bind-mounted, so the
-// mount table inside names no host path of theirs. Known limit: the
-// workspace's (unless it is an overlay) and HOME's binds show, as mountinfo's root field, their
-// source path within its filesystem (only another filesystem layer could
-// hide it).
+// mount table inside names no host path of theirs. Where the kernel
+// mounts overlays in the sandbox (the workspace is then an overlay of its
+// layers), HOME is an overlay too (its directory as the upper layer over
+// an empty lower one), and the layers are named to the kernel as
+// /proc/self/fd/N: no mountinfo field names a host path. Known limit:
+// with a copy workspace (no overlay), the workspace's and HOME's binds
+// show, as mountinfo's root field, their source path within its
+// filesystem.
 //
 // Egress: the sandbox has its own network namespace with only loopback.
 // With NetworkAllowlist the runner's bridge relays to the egress proxy's

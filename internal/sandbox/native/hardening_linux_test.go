@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -293,8 +294,10 @@ func TestNoHostPathsInside(t *testing.T) {
 	// Known limit: a bind mount's root field in mountinfo is the source's
 	// path within its filesystem, whatever the mount point; for the
 	// workspace and HOME (host directories, written through) only another
-	// filesystem layer (overlay, FUSE) would hide it. Those two fields are
-	// blanked here, and only those: everything else must be neutral.
+	// filesystem layer (overlay, FUSE) hides it: where overlays work,
+	// they are mounted so (TestNoHostPathsInsideOverlays). Those two
+	// fields are blanked here, and only those: everything else must be
+	// neutral.
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) > 5 && (f[4] == native.WorkDir || f[4] == sb.HomeDir()) && strings.Contains(l, " - ") {
@@ -303,7 +306,32 @@ func TestNoHostPathsInside(t *testing.T) {
 		}
 		lines = append(lines, l)
 	}
-	out = strings.Join(lines, "\n")
+	checkNoHostPaths(t, spec, strings.Join(lines, "\n"), res)
+}
+
+// TestNoHostPathsInsideOverlays: with an overlay workspace, HOME is an
+// overlay too, and nothing at all (no mountinfo field) names a host path.
+func TestNoHostPathsInsideOverlays(t *testing.T) {
+	b := requireNative(t)
+	requirePerl(t)
+	spec := overlaySpec(t, b)
+	sb := start(t, b, spec)
+	res := run(t, sb, leakScript+"\necho made > $HOME/made-inside")
+	out := string(res.Stdout)
+	for _, mp := range []string{native.WorkDir, sb.HomeDir()} {
+		if !regexp.MustCompile(`(?m)^\S+ \S+ \S+ \S+ ` + regexp.QuoteMeta(mp) + ` .* - overlay `).MatchString(out) {
+			t.Errorf("%s is not an overlay inside:\n%s", mp, out[:min(len(out), 4000)])
+		}
+	}
+	checkNoHostPaths(t, spec, out, res)
+	// What the agent wrote in HOME is a plain file of the run's HOME.
+	if b, err := os.ReadFile(filepath.Join(spec.Home, "made-inside")); err != nil || string(b) != "made\n" {
+		t.Errorf("HOME's file on the host: %q %v", b, err)
+	}
+}
+
+func checkNoHostPaths(t *testing.T, spec sandbox.Spec, out string, res *runner.ExecResult) {
+	t.Helper()
 	data := filepath.Dir(spec.Workspace)
 	needles := map[string]string{
 		"the data directory": data,

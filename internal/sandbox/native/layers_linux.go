@@ -177,3 +177,25 @@ func removeTree(dir string) {
 	})
 	_ = os.RemoveAll(dir)
 }
+
+// homeLayers are the layers HOME is mounted from: spec.Home as the upper
+// layer over an empty lower one, both with the kernel's work directory in
+// the sandbox's state dir (on HOME's file system: the run's directory).
+// Nothing is ever in the lower layer, so the upper one stays a plain
+// directory: no whiteouts, no opaque markers, the files as written.
+func homeLayers(spec sandbox.Spec) (*overlay.Layers, error) {
+	l := &overlay.Layers{
+		Lower: filepath.Join(spec.StateDir, "home-lower"),
+		Upper: filepath.Clean(spec.Home),
+		Work:  filepath.Join(spec.StateDir, "home-work"),
+	}
+	for _, d := range []string{l.Lower, l.Work} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("make HOME's overlay layers: %w", err)
+		}
+	}
+	if ents, err := os.ReadDir(l.Lower); err != nil || len(ents) != 0 {
+		return nil, fmt.Errorf("HOME's lower layer %s is not an empty directory", l.Lower)
+	}
+	return l, nil
+}

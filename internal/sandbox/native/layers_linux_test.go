@@ -37,8 +37,15 @@ func TestProbeLayers(t *testing.T) {
 // at /workspace; what the agent changes lands in the upper layer only,
 // the lower layer is neither changed nor visible, the mount table inside
 // names no host path of the layers, and nothing stays mounted outside.
-func TestOverlayWorkspace(t *testing.T) {
-	b := requireNative(t)
+// overlaySpec is newSpec with an overlay workspace over a checkout of a
+// small repository; it skips where overlays cannot be mounted.
+func overlaySpec(t *testing.T, b *native.Backend) sandbox.Spec {
+	spec, _ := overlaySpecWS(t, b)
+	return spec
+}
+
+func overlaySpecWS(t *testing.T, b *native.Backend) (sandbox.Spec, workspace.Workspace) {
+	t.Helper()
 	if err := b.ProbeLayers(context.Background(), t.TempDir()); err != nil {
 		requireCap(t, "overlay workspaces", err.Error())
 	}
@@ -58,6 +65,13 @@ func TestOverlayWorkspace(t *testing.T) {
 	l := ws.(workspace.Layered).Layers()
 	t.Cleanup(func() { _ = workspace.RemoveTree(l.Work) }) // before TempDir's: the kernel's work directory is mode 0
 	spec.Layers = &sandbox.Layers{Lower: l.Lower, Upper: l.Upper, Work: l.Work}
+	return spec, ws
+}
+
+func TestOverlayWorkspace(t *testing.T) {
+	b := requireNative(t)
+	spec, ws := overlaySpecWS(t, b)
+	root := filepath.Dir(spec.Workspace)
 	script := `set -e
 cd /workspace
 test "$(cat README.md)" = base
@@ -76,7 +90,7 @@ grep ' /workspace ' /proc/self/mountinfo
 	if !strings.Contains(out, " - overlay overlay ") || !strings.Contains(out, "lowerdir=/proc/self/fd/") {
 		t.Fatalf("/workspace is not the overlay:\n%s", out)
 	}
-	for _, host := range []string{root, filepath.Base(root), l.Lower} {
+	for _, host := range []string{root, filepath.Base(root), spec.Layers.Lower} {
 		if strings.Contains(out, host) {
 			t.Fatalf("the mount table inside names %q:\n%s", host, out)
 		}
@@ -84,7 +98,7 @@ grep ' /workspace ' /proc/self/mountinfo
 	if !strings.Contains(out, " M README.md;") || !strings.Contains(out, " D gone.txt;") {
 		t.Fatalf("git in the sandbox does not see the changes:\n%s", out)
 	}
-	if b, err := os.ReadFile(filepath.Join(l.Lower, "README.md")); err != nil || string(b) != "base\n" {
+	if b, err := os.ReadFile(filepath.Join(spec.Layers.Lower, "README.md")); err != nil || string(b) != "base\n" {
 		t.Fatalf("the lower layer changed: %q %v", b, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(spec.Workspace, "README.md")); err != nil || string(b) != "base\nmore\n" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // TestDiskBoundTmpfs: /tmp and /dev/shm are tmpfs bounded by the disk
@@ -71,11 +72,17 @@ func TestDiskBoundHostDirs(t *testing.T) {
 		{"workspace bytes", `for i in 1 2 3 4 5 6; do head -c 3000000 /dev/zero > /workspace/f$i; done; sleep 10`},
 		{"home bytes", `for i in 1 2 3 4 5 6; do head -c 3000000 /dev/zero > $HOME/f$i; done; sleep 10`},
 		{"workspace files", `mkdir /workspace/m; i=0; while [ $i -lt 3000 ]; do : > /workspace/m/$i; i=$((i+1)); done; sleep 10`},
+		// The agent's own directories, made unreadable to hide them
+		// from the walk (unprivileged: the walk is the same user's).
+		{"hidden by chmod 000", `mkdir -p /workspace/h/d; for i in 1 2 3 4 5 6; do head -c 3000000 /dev/zero > /workspace/h/d/f$i; done; chmod 000 /workspace/h/d; chmod 100 /workspace/h; sleep 10`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := newSpec(t)
 			spec.Limits.DiskBytes = 8 << 20
 			spec.Limits.DiskInodes = 1000
+			// The directories the agent made unreadable (an unprivileged
+			// TempDir cleanup could not remove them).
+			t.Cleanup(func() { workspace.RemoveTree(spec.Workspace) })
 			sb := start(t, b, spec)
 			if v := sb.Enforced()["disk"]; !strings.HasPrefix(v, "sampled") {
 				t.Errorf("Enforced[disk] = %q", v)

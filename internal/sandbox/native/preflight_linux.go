@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 )
 
 func refuse(cause, fix string) error {
@@ -34,7 +35,7 @@ func (b *Backend) Preflight(ctx context.Context) error {
 	if _, err := b.executable(); err != nil {
 		return refuse(err.Error(), "pass the agentrun binary's path, or reinstall agentrun")
 	}
-	if auditArch == 0 {
+	if !seccomp.Available() {
 		return refuse("no seccomp filter is written for this architecture", "run agentrun on amd64 or arm64")
 	}
 	if err := unix.Prctl(unix.PR_GET_SECCOMP, 0, 0, 0, 0); errors.Is(err, unix.EINVAL) {

@@ -88,10 +88,17 @@ func buildRoot(c *config) error {
 			return err
 		}
 	}
-	if err := workspace(c, r+WorkDir); err != nil {
+	if err := mountWorkspace(c, r+WorkDir); err != nil {
 		return err
 	}
-	if c.Home != "" {
+	if c.HomeLayers != nil {
+		if err := os.MkdirAll(r+homeDir, 0o755); err != nil {
+			return fmt.Errorf("make %s: %w", homeDir, err)
+		}
+		if err := overlay.Mount(*c.HomeLayers, r+homeDir); err != nil {
+			return err
+		}
+	} else if c.Home != "" {
 		if err := bind(c.Home, r+homeDir, false, false); err != nil {
 			return err
 		}
@@ -122,13 +129,13 @@ func buildRoot(c *config) error {
 	return nil
 }
 
-// workspace mounts the workspace at dst: the host directory bound, or
+// mountWorkspace mounts the workspace at dst: the host directory bound, or
 // the overlay of its layers (mounted here, in the sandbox's own mount
 // namespace, so nothing is mounted on the host and the mount table names
 // no host path of the layers). A probe also writes through the overlay
 // what an agent's edits make the kernel write: a copy-up, a whiteout, an
 // opaque directory (probeLayers).
-func workspace(c *config, dst string) error {
+func mountWorkspace(c *config, dst string) error {
 	if c.Layers == nil {
 		return bind(c.Workspace, dst, false, false)
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Defaults for zero limits.
@@ -42,7 +44,7 @@ type proc struct {
 	done     chan struct{}
 	cg       *cgroups
 	enforced map[string]string
-	disk     *diskWatch // nil in probe mode
+	disk     *diskwatch.Watch // nil in probe mode
 }
 
 func (p *proc) wait() { <-p.done }
@@ -110,6 +112,11 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 		if fi, err := os.Stat(spec.Home); err != nil || !fi.IsDir() {
 			return nil, lim, fmt.Errorf("home %s is not a directory", spec.Home)
 		}
+		if c.Layers != nil {
+			if c.HomeLayers, err = homeLayers(spec); err != nil {
+				return nil, lim, err
+			}
+		}
 	}
 	for _, p := range b.opts.ReadOnlyPaths {
 		if _, err := os.Stat(p); err != nil {
@@ -162,7 +169,7 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 	// The disk bound: no file larger than it (RLIMIT_FSIZE), each tmpfs no
 	// larger than it nor than the memory bound (tmpfs pages count against
 	// the memory cgroup where there is one; bounded anyway so that /tmp
-	// cannot fill the host's memory), the whole sampled (diskWatch).
+	// cannot fill the host's memory), the whole sampled (diskwatch).
 	c.DiskBytes, c.DiskInodes = diskLimits(l)
 	c.FileSize = min(orDefault(l.FileSizeBytes, defaultFileSize), c.DiskBytes)
 	c.TmpSize = c.DiskBytes
@@ -486,7 +493,7 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 		return -1, nil, startError(err)
 	}
 	defer p.cg.remove()
-	go p.disk.run(p.kill)
+	go p.disk.Run(p.kill)
 	stop := context.AfterFunc(ctx, p.kill)
 	defer stop()
 	p.wait()
@@ -494,7 +501,7 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
-	if err := p.disk.exceeded(); err != nil {
+	if err := p.disk.Exceeded(); err != nil {
 		return code, p.enforced, err
 	}
 	return code, p.enforced, ctx.Err()
@@ -572,7 +579,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	}
 	s.client = cl
 	// Past the disk bound: kill, and fail the calls in flight at once.
-	go p.disk.run(func() { p.kill(); cl.Close() })
+	go p.disk.Run(func() { p.kill(); cl.Close() })
 	return s, nil
 }
 
@@ -601,7 +608,7 @@ func (s *sbox) GatewayAddr() string {
 }
 
 // LimitExceeded implements sandbox.LimitStopper.
-func (s *sbox) LimitExceeded() error { return s.p.disk.exceeded() }
+func (s *sbox) LimitExceeded() error { return s.p.disk.Exceeded() }
 
 func (s *sbox) Enforced() map[string]string {
 	m := make(map[string]string, len(s.p.enforced))
@@ -653,7 +660,8 @@ func (s *sbox) Destroy(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	s.dir.Close()
-	if err := os.RemoveAll(s.stateDir); err != nil {
+	// RemoveTree: an overlay's work directory (HOME's) is mode 0.
+	if err := workspace.RemoveTree(s.stateDir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox state: %w", err))
 	}
 	return errors.Join(errs...)

@@ -1,8 +1,9 @@
-package native
+package seccomp
 
 import (
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -66,12 +67,12 @@ var modeArgsCommon = []modeArg{
 // deniedIoctls inject input into a terminal.
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 
-// filterProgram assembles the sandbox's seccomp filter: a foreign
+// Program assembles the sandbox's seccomp filter: a foreign
 // architecture kills the process; denied calls fail with EPERM; clone3
 // fails with ENOSYS (so libcs fall back to clone, whose flags a classic
 // filter can read); clone with namespace flags fails with EPERM; so does
 // making a file setuid or setgid (chmod, open/mknod with such a mode).
-func filterProgram() ([]bpf.RawInstruction, error) {
+func Program() ([]bpf.RawInstruction, error) {
 	if auditArch == 0 {
 		return nil, fmt.Errorf("no seccomp filter for this architecture")
 	}
@@ -133,4 +134,30 @@ func filterProgram() ([]bpf.RawInstruction, error) {
 	}
 	p = append(p, bpf.RetConstant{Val: retAllow}, bpf.RetConstant{Val: retAllow})
 	return bpf.Assemble(p)
+}
+
+// Available reports whether a filter is written for this architecture.
+func Available() bool { return auditArch != 0 }
+
+// LoadAllThreads installs the filter on every thread of the process
+// (SECCOMP_FILTER_FLAG_TSYNC; no_new_privs must be set). Children forked
+// from any of them inherit it.
+func LoadAllThreads() error {
+	raw, err := Program()
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, ins := range raw {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	r, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return fmt.Errorf("load seccomp filter: %w", errno)
+	}
+	if r != 0 {
+		return fmt.Errorf("load seccomp filter: thread %d could not be synchronized", r)
+	}
+	return nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package native
+package seccomp
 
 import "golang.org/x/sys/unix"
 

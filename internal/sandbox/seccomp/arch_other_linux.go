@@ -1,6 +1,6 @@
 //go:build linux && !amd64 && !arm64
 
-package native
+package seccomp
 
 // No filter is written for this architecture: Preflight refuses to run
 // rather than run without seccomp.

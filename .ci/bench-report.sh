@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The performance report: each figure the performance targets name, beside
+# its reference, measured in one run on this machine (so that ratios hold
+# on a shared, noisy machine), with the load average. It never fails the
+# build: a missing tool (bwrap, a container engine) leaves its row out,
+# and a target missed is marked, not an error.
+#
+#   bash .ci/bench-report.sh            # from the repository's top
+#
+# The docker rows need the variables .ci/install-podman.sh prints.
+set -uo pipefail
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+log() { echo "bench-report: $*" >&2; }
+
+bench() { # file package pattern benchtime
+	local f=$1 pkg=$2 pat=$3 n=$4
+	log "go test -run '^\$' -bench '$pat' -benchtime $n $pkg"
+	go test -run '^$' -bench "$pat" -benchtime "$n" "$pkg" >"$out/$f" 2>&1 ||
+		log "$pkg: $(grep -E 'FAIL|SKIP|skip' "$out/$f" | head -3 | tr '\n' ' ')"
+}
+
+# metric file name-regexp unit: the value of unit on the first benchmark
+# line whose name matches (ns/op comes out in ms).
+metric() {
+	awk -v re="$2" -v unit="$3" '
+		$1 ~ /^Benchmark/ && $1 ~ re {
+			for (i = 3; i < NF; i += 2) if ($(i+1) == unit) {
+				v = $i; if (unit == "ns/op") v = v / 1e6
+				printf "%.2f", v; exit
+			}
+		}' "$out/$1"
+}
+
+bench e2e ./internal/e2e 'BenchmarkSubmitWait/(host|native)/1file$|BenchmarkBuiltinSubmitWait' 10x
+bench loop ./internal/agent/loop 'BenchmarkTwoTurnAttempt$' 20x
+bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwrapReference$|BenchmarkRoundTripExecTrue$' 50x
+bench workspace ./internal/workspace 'BenchmarkWorkspace/files=10000|BenchmarkScanExportOneChange/files=10000/overlay/scan\+export' 5x
+if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
+	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
+else
+	: >"$out/docker"
+fi
+
+row() { # what value reference-name reference-value target kind(ratio|max)
+	local what=$1 v=$2 refname=$3 ref=$4 target=$5 kind=$6 ratio="" mark=""
+	[ -n "$v" ] || return 0
+	if [ -n "$ref" ]; then
+		ratio=$(awk -v a="$v" -v b="$ref" 'BEGIN { if (b > 0) printf "%.3g", a / b }')
+	fi
+	case $kind in
+	ratio) [ -n "$ratio" ] && awk -v r="$ratio" -v t="$target" 'BEGIN { exit !(r > t) }' && mark=" (missed)" ;;
+	max) awk -v a="$v" -v t="$target" 'BEGIN { exit !(a > t) }' && mark=" (missed)" ;;
+	esac
+	local tgt="<= $target ms"
+	[ "$kind" = ratio ] && tgt="<= ${target}x"
+	[ "$kind" = info ] && tgt="-"
+	printf '%-40s %10s ms  %-26s %10s  %6s  %s%s\n' "$what" "$v" "$refname" "${ref:+$ref ms}" "${ratio:-}" "$tgt" "$mark"
+}
+
+echo "agentrun performance report: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-40s %13s  %-26s %10s  %6s  %s\n' "what" "agentrun" "reference" "" "ratio" "target"
+row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
+row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
+loop=$(metric loop TwoTurnAttempt 'ms/run(median)')
+row "built-in 2-turn run, host" "$(metric e2e '^BenchmarkBuiltinSubmitWait/host' 'ms/run(median)')" "the loop alone" "$loop" 0 info
+row "built-in 2-turn run, native" "$(metric e2e '^BenchmarkBuiltinSubmitWait/native' 'ms/run(median)')" "the loop alone" "$loop" 0 info
+row "native start -> first exec" "$(metric native 'StartToFirstExec' 'p50-ms')" "bwrap true" "$(metric native 'BwrapReference' 'p50-ms')" 1.0 ratio
+row "native exec into a running sandbox" "$(metric native 'RoundTripExecTrue' 'ns/op')" "" "" 2 max
+row "docker start -> first exec" "$(metric docker '^BenchmarkStartFirstExec/agentrun' 'ns/op')" "podman run --rm true" "$(metric docker '^BenchmarkStartFirstExec/engine' 'ns/op')" 1.0 ratio
+row "docker exec into a running sandbox" "$(metric docker '^BenchmarkExec/agentrun' 'ns/op')" "podman exec" "$(metric docker '^BenchmarkExec/engine' 'ns/op')" 2 max
+wt=$(metric workspace 'Workspace/files=10000/git-worktree-add' 'ns/op')
+row "workspace, 10k files, cached commit" "$(metric workspace 'Workspace/files=10000/overlay-cached' 'ns/op')" "git worktree add" "$wt" 0.1 ratio
+row "workspace, 10k files, new commit" "$(metric workspace 'Workspace/files=10000/overlay-new-commit' 'ns/op')" "git worktree add" "$wt" 1.0 ratio
+row "scan + export of one change, 10k files" "$(metric workspace '^BenchmarkScanExportOneChange/files=10000/overlay/scan[+]export' 'ns/op')" "" "" 10 max
+echo "(rows without a figure were not measured here: see the log above)"

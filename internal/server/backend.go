@@ -1,0 +1,27 @@
+package server
+
+import (
+	"context"
+
+	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+// Backend is what a team server runs on: the run store and the
+// coordinator on one database, the supervisor's seams over them, and the
+// database's health for readiness.
+type Backend struct {
+	Store run.Store
+	Coord coord.Coordinator
+	// SupervisorDeps are the supervisor's seams over Store and Coord for
+	// runs kept under l.
+	SupervisorDeps func(l layout.Layout) supervisor.Deps
+	// Ready reports whether the database answers and its schema is
+	// current.
+	Ready func(ctx context.Context) error
+	// Dialect names the database (SQLite or PostgreSQL).
+	Dialect string
+	Close   func() error
+}

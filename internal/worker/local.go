@@ -1,0 +1,261 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/submit"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+// ErrStopping is the cause of a run's context when its worker stops: the
+// supervisor then leaves the run interrupted, resumable.
+var ErrStopping = errors.New("the worker is stopping")
+
+// Local claims queued runs of Home and runs their supervisors in this
+// process, at most Slots at once.
+type Local struct {
+	// Home is the server's runs; Home.Claimed must be set.
+	Home supervisor.Home
+	// Deps are the supervisor's seams over Home's store and coordinator.
+	Deps supervisor.Deps
+	// Slots is how many runs it executes at once; 0 claims none and only
+	// reconciles (a server whose runs execute elsewhere still marks the
+	// runs of dead hosts interrupted).
+	Slots int
+	// Poll is how often it looks at the queue (default 20ms); Reconcile
+	// how often it looks for active runs that lost their supervisor
+	// (default 2s).
+	Poll, Reconcile time.Duration
+	// Getenv reads the values of the variables a run uses (its agent's
+	// and its gateway's); they reach the supervisor, never the store.
+	Getenv func(string) string
+	Log    *slog.Logger
+	// Claimed, when set, is told of each run as its supervisor starts,
+	// with how long it waited in the queue.
+	Claimed func(r *run.Run, waited time.Duration)
+
+	mu      sync.Mutex
+	running map[string]bool
+	started bool
+	cancel  context.CancelCauseFunc
+	wg      sync.WaitGroup
+	loop    chan struct{}
+	nudge   chan struct{}
+}
+
+// Nudge makes it look at the queue now, not at the next poll (a run was
+// just queued). It never blocks; before Start it does nothing.
+func (w *Local) Nudge() {
+	w.mu.Lock()
+	ch := w.nudge
+	w.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Start reconciles the runs (those a dead server or worker left active are
+// marked interrupted once their leases have expired) and starts claiming.
+// A second Start does nothing.
+func (w *Local) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return nil
+	}
+	w.started = true
+	w.running = map[string]bool{}
+	ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	w.loop = make(chan struct{})
+	w.nudge = make(chan struct{}, 1)
+	go w.run(ctx, w.nudge)
+	return nil
+}
+
+// Stop stops claiming and stops the runs it executes, which end
+// interrupted (resumable), and waits for their supervisors until ctx
+// ends. Stop before Start, and a second Stop, are fine.
+func (w *Local) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	cancel, loop := w.cancel, w.loop
+	w.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel(ErrStopping)
+	<-loop
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Running is how many runs it executes now.
+func (w *Local) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
+	defer close(w.loop)
+	poll, every := w.Poll, w.Reconcile
+	if poll <= 0 {
+		poll = 20 * time.Millisecond
+	}
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	var reconciled time.Time
+	for {
+		if time.Since(reconciled) >= every {
+			w.reconcile(ctx)
+			reconciled = time.Now()
+		}
+		w.claim(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-nudge:
+		}
+	}
+}
+
+// reconcile marks interrupted the active runs that no live supervisor
+// holds (a worker that died, a server killed with its runs).
+func (w *Local) reconcile(ctx context.Context) {
+	runs, _, err := w.Home.Store.List(ctx, run.Filter{States: []run.State{run.StatePreparing, run.StateRunning,
+		run.StateChecking, run.StateExporting, run.StateQueued}})
+	if err != nil {
+		w.logError(ctx, "list active runs", err)
+		return
+	}
+	for _, r := range runs {
+		if w.isRunning(r.ID) {
+			continue
+		}
+		if _, err := supervisor.Reconcile(ctx, w.Home, r); err != nil {
+			w.logError(ctx, "reconcile", err, "run", r.ID)
+		}
+	}
+}
+
+// claim takes queued runs, oldest first, while it has free slots.
+func (w *Local) claim(ctx context.Context) {
+	free := w.Slots - w.Running()
+	if free <= 0 {
+		return
+	}
+	runs, _, err := w.Home.Store.List(ctx, run.Filter{States: []run.State{run.StateQueued}})
+	if err != nil {
+		w.logError(ctx, "list queued runs", err)
+		return
+	}
+	for i := len(runs) - 1; i >= 0 && free > 0 && ctx.Err() == nil; i-- {
+		r := runs[i]
+		if !supervisor.Unclaimed(r) || r.CancelRequested || w.isRunning(r.ID) {
+			continue
+		}
+		if w.claimOne(ctx, r.ID) {
+			free--
+		}
+	}
+}
+
+// claimOne takes run id's lease and, if the run is still queued and
+// unclaimed, starts its supervisor.
+func (w *Local) claimOne(ctx context.Context, id string) bool {
+	lease, err := w.Home.Coord.Acquire(ctx, id, 0)
+	if err != nil {
+		if !errors.Is(err, coord.ErrHeld) && ctx.Err() == nil {
+			w.logError(ctx, "claim", err, "run", id)
+		}
+		return false
+	}
+	r, err := w.Home.Store.Get(ctx, id)
+	if err != nil || !supervisor.Unclaimed(r) || r.CancelRequested {
+		lease.Release()
+		return false
+	}
+	ho, err := supervisor.ResumeHandoff(ctx, w.Home.Store, id)
+	if err == nil {
+		err = w.Home.Coord.Enqueue(ctx, lease, r.Seq)
+	}
+	if err != nil {
+		lease.Release()
+		w.logError(ctx, "claim", err, "run", id)
+		return false
+	}
+	ho.Env = map[string]string{}
+	if w.Getenv != nil {
+		for _, n := range submit.HandoffNames(r) {
+			if v := w.Getenv(n); v != "" {
+				ho.Env[n] = v
+			}
+		}
+	}
+	w.mu.Lock()
+	w.running[id] = true
+	w.mu.Unlock()
+	waited := time.Since(r.UpdatedAt)
+	if w.Claimed != nil {
+		w.Claimed(r, waited)
+	}
+	w.log().InfoContext(ctx, "run claimed", "run", id, "token", lease.Token(), "queued_for", waited.String())
+	w.wg.Add(1)
+	go w.supervise(ctx, id, lease, ho)
+	return true
+}
+
+// supervise runs the supervisor of run id while it holds the lease.
+func (w *Local) supervise(ctx context.Context, id string, lease coord.Lease, ho supervisor.Handoff) {
+	defer w.wg.Done()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, id)
+		w.mu.Unlock()
+	}()
+	defer lease.Release()
+	s := &supervisor.Supervisor{Deps: w.Deps, ID: id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true}
+	err := s.Run(ctx)
+	if err != nil {
+		w.logError(ctx, "supervise", err, "run", id)
+	}
+	if r, gerr := w.Home.Store.Get(context.WithoutCancel(ctx), id); gerr == nil {
+		w.log().Info("run ended", "run", id, "state", string(r.State), "reason", string(r.Reason))
+	}
+}
+
+func (w *Local) isRunning(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running[id]
+}
+
+func (w *Local) log() *slog.Logger {
+	if w.Log == nil {
+		return slog.Default()
+	}
+	return w.Log
+}
+
+func (w *Local) logError(ctx context.Context, what string, err error, args ...any) {
+	w.log().ErrorContext(context.WithoutCancel(ctx), what, append(args, "error", err.Error())...)
+}
