@@ -96,6 +96,15 @@ var (
 	CrossOrigin  = Entry{"cross_origin", "the request came from another site or host name", "call the API from a client, not from a web page; on loopback, use 127.0.0.1, [::1] or localhost as the host name", ExitUsage}
 	NoRoute      = Entry{"no_route", "no such API route", "see the routes in the API document at /v1/openapi.json", ExitNotFound}
 
+	// Workspaces.
+	BadWorkspace    = Entry{"bad_workspace", "invalid ‹workspace›", "use ‹workspace› auto (an overlay where the sandbox can mount one, else a copy), copy or overlay", ExitUsage}
+	NoOverlay       = Entry{"no_overlay", "the sandbox cannot mount an overlay workspace", "use ‹workspace› auto (a copy where no overlay can be had) or ‹workspace› copy; 'agentrun doctor' says why the overlay cannot be mounted", ExitUsage}
+	BadHistory      = Entry{"bad_history", "invalid ‹history›", "use ‹history› shallow (the base commit only) or ‹history› full (the repository's whole history, read-only)", ExitUsage}
+	NoFullHistory   = Entry{"no_full_history", "the sandbox cannot show the repository's history read-only", "use ‹history› shallow, or a backend that can ('agentrun submit --help' names them)", ExitUsage}
+	BadInclude      = Entry{"bad_include", "a file cannot be included in the workspace", "include only git-ignored regular files (and symlinks within the repository): fix the pattern in ‹include› or .worktreeinclude, or pass ‹no_include›", ExitUsage}
+	IncludeTooLarge = Entry{"include_too_large", "the included files are too large", "include fewer or smaller files (fix .worktreeinclude or ‹include›), or pass ‹no_include›", ExitUsage}
+	DiskBudget      = Entry{"disk_budget", "the run would exceed the disk budget", "run 'agentrun gc' (it removes finished runs' workspaces and unused cached layers), or raise disk_budget in config.toml", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

@@ -21,7 +21,7 @@ var idCommands = map[string]bool{"status": true, "logs": true, "cancel": true, "
 
 // addCompletions registers shell completions: run ids (newest first) for
 // the commands that take one, verdict values, and the values of the flags
-// that name a profile, a backend, a state or a network mode.
+// that name a profile, a backend, a state, a network, workspace or history mode.
 func (app *App) addCompletions(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		if idCommands[c.Name()] && c.ValidArgsFunction == nil {
@@ -45,6 +45,8 @@ func (app *App) addCompletions(root *cobra.Command) {
 		fixed("sandbox", app.Deps.backendNames()...)
 		fixed("network", "none", "allowlist")
 		fixed("provider", "openai", "anthropic")
+		fixed("workspace", run.WorkspaceAuto, run.WorkspaceCopy, run.WorkspaceOverlay)
+		fixed("history", run.HistoryShallow, run.HistoryFull)
 		if c.Name() == "list" {
 			var states []string
 			for _, s := range run.States {

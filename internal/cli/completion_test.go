@@ -31,6 +31,8 @@ func TestCompletion(t *testing.T) {
 		{[]string{"submit", "--agent", ""}, "claude\ncodex\ncrush\ngemini\nopencode\nqwen\nbuiltin\n"},
 		{[]string{"submit", "--sandbox", ""}, "native\ndocker\nhost\n"},
 		{[]string{"submit", "--network", ""}, "none\nallowlist\n"},
+		{[]string{"submit", "--workspace", ""}, "auto\ncopy\noverlay\n"},
+		{[]string{"submit", "--history", ""}, "shallow\nfull\n"},
 		{[]string{"verdict", newer.ID, ""}, "accept\nreject\n"},
 		{[]string{"list", "--status", ""}, "queued\n"},
 	} {

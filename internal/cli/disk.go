@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,4 +130,29 @@ func diskLine(d *runDisk, mode string) string {
 		s += " (the workspace was removed by agentrun gc)"
 	}
 	return s
+}
+
+// workspaceLine is status's workspace line: what the run asked of its
+// workspace beyond the defaults ("" when nothing): the full history, the
+// files included from the working tree.
+func workspaceLine(r *run.Run) string {
+	var parts []string
+	if m := r.Workspace.Mode; m == run.WorkspaceCopy || m == run.WorkspaceOverlay {
+		parts = append(parts, m+" asked for")
+	}
+	if r.Workspace.History == run.HistoryFull {
+		parts = append(parts, "full history (the repository's objects, read-only)")
+	}
+	if inc := r.Provenance.Included; len(inc) > 0 {
+		var n int64
+		for _, f := range inc {
+			n += f.Size
+		}
+		s := fmt.Sprintf("%d ignored file", len(inc))
+		if len(inc) != 1 {
+			s += "s"
+		}
+		parts = append(parts, s+" included ("+humanBytes(n)+", never exported)")
+	}
+	return strings.Join(parts, "; ")
 }

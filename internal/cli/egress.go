@@ -165,22 +165,7 @@ func hostPort(host string, port int) string {
 }
 
 // humanBytes renders a byte count: 512 B, 3.4 KiB, 12 MiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, suffix := float64(n), []string{"KiB", "MiB", "GiB", "TiB"}
-	i := -1
-	for v >= unit && i < len(suffix)-1 {
-		v /= unit
-		i++
-	}
-	if v < 10 {
-		return fmt.Sprintf("%.1f %s", v, suffix[i])
-	}
-	return fmt.Sprintf("%.0f %s", v, suffix[i])
-}
+func humanBytes(n int64) string { return run.FormatSize(n) }
 
 // notNeeded marks the denials a run never needs: the agent CLI's
 // telemetry, update and feature-flag hosts (and its provider's API, which

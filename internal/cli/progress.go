@@ -38,11 +38,14 @@ type progress struct {
 // fileCount is the files written into a workspace being made, and the
 // number the base commit has.
 type fileCount struct {
-	dir   string
-	total chan int // the base commit's file count, once known
-	n     int
-	known bool
-	done  int
+	dir string
+	// overlay says how an overlay workspace is being made ("" for a
+	// copy): its upper layer, dir, starts empty, so its count would say 0.
+	overlay func() string
+	total   chan int // the base commit's file count, once known
+	n       int
+	known   bool
+	done    int
 }
 
 // newFileCount counts base's files in the background (git ls-tree in the
@@ -61,8 +64,14 @@ func newFileCount(repo, base, dir string) *fileCount {
 }
 
 // count walks the workspace (not following links, skipping .git) and
-// says "N of M files", or "" while nothing is known.
+// says "N of M files", or "" while nothing is known; for an overlay, what
+// its overlay func says.
 func (fc *fileCount) count() string {
+	if fc.overlay != nil {
+		if s := fc.overlay(); s != "" {
+			return s
+		}
+	}
 	if !fc.known {
 		select {
 		case fc.n = <-fc.total:

@@ -64,3 +64,21 @@ func TestProgressShowsTheSetup(t *testing.T) {
 		t.Fatalf("%q", out.String())
 	}
 }
+
+// For an overlay workspace the progress says what its overlay func says,
+// never "0 of N files" of its empty upper layer.
+func TestProgressOverlayWorkspace(t *testing.T) {
+	testsupport.Program(t, "git")
+	repo, ws := t.TempDir(), t.TempDir()
+	base := testsupport.RepoAt(t, repo, map[string]string{"a": "x", "b": "y"})
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, false, 1, t0)
+	p.files = newFileCount(repo, base, ws)
+	p.files.overlay = func() string { return "an overlay on the cached layer of 2 files" }
+	p.event(run.Event{Type: run.EventState, State: run.StatePreparing}, t0)
+	p.tick(t0.Add(11 * time.Second))
+	if !strings.Contains(out.String(), "making the workspace, an overlay on the cached layer of 2 files") || strings.Contains(out.String(), "0 of") {
+		t.Fatalf("%q", out.String())
+	}
+}

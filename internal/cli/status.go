@@ -96,6 +96,9 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if r.Setup != nil {
 		f.add("setup", setupLine(r.Setup))
 	}
+	if w := workspaceLine(r); w != "" {
+		f.add("workspace", w)
+	}
 	addTimes(&f, r, o.Now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))

@@ -108,3 +108,29 @@ func TestActiveTimeSkipsTheGapBeforeAResume(t *testing.T) {
 		t.Fatalf("%s, %d resumes", got, resumes)
 	}
 }
+
+// status says what the run asked of its workspace: full history and the
+// included files; a run with the defaults has no workspace line.
+func TestStatusWorkspaceLine(t *testing.T) {
+	h := newTestHome(t)
+	r := h.addFinished(func(r *run.Run) {
+		r.Workspace = run.WorkspaceSpec{Mode: run.WorkspaceCopy, History: run.HistoryFull}
+		r.Provenance.Included = []run.IncludedFile{{Path: ".env", Size: 2048, SHA256: strings.Repeat("a", 64), Mode: "100644"}}
+	})
+	plain := h.addFinished(nil)
+	app, out, _ := h.app()
+	if err := runStatus(context.Background(), &statusOptions{ID: r.ID, Now: time.Now()}, app); err != nil {
+		t.Fatal(err)
+	}
+	want := "workspace  copy asked for; full history (the repository's objects, read-only); 1 ignored file included (2.0 KiB, never exported)"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, out)
+	}
+	out.Reset()
+	if err := runStatus(context.Background(), &statusOptions{ID: plain.ID, Now: time.Now()}, app); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "\nworkspace ") {
+		t.Errorf("a default run has a workspace line:\n%s", out)
+	}
+}

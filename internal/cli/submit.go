@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,9 +17,11 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 type submitOptions struct {
@@ -59,6 +62,10 @@ type submitOptions struct {
 	NoSetup      bool
 	SetupAllow   []string
 	Toolchains   []string
+	Workspace    string
+	History      string
+	Include      []string
+	NoInclude    bool
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -89,6 +96,12 @@ func (o *submitOptions) Validate() error {
 		return catalog.Usage.New("--max-turns must be at least 1")
 	case o.NoSetup && (o.Setup != "" || len(o.SetupAllow) > 0):
 		return catalog.ConflictFlags.New("--no-setup with --setup or --setup-allow")
+	case o.set("workspace") && !config.ValidWorkspace(o.Workspace):
+		return catalog.BadWorkspace.New("--workspace %q", o.Workspace)
+	case o.set("history") && !config.ValidHistory(o.History):
+		return catalog.BadHistory.New("--history %q", o.History)
+	case o.NoInclude && len(o.Include) > 0:
+		return catalog.ConflictFlags.New("--include and --no-include")
 	case o.set("base-url") && o.set("model-server"):
 		return catalog.ConflictFlags.New("--base-url and --model-server (for the built-in agent they are the same)")
 	}
@@ -166,6 +179,10 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringVar(&o.Workspace, "workspace", "", "auto (an overlay over a cached checkout where the sandbox can mount one, else a full copy), copy (never the layer cache) or overlay (fail where none can be mounted); default auto")
+	f.StringVar(&o.History, "history", "", "shallow (the agent sees the base commit only) or full (also the repository's whole history, read-only: every branch's objects); default shallow")
+	f.StringArrayVar(&o.Include, "include", nil, "copy the git-ignored files of your working tree matching this gitignore-style PATTERN into the workspace, besides those .worktreeinclude lists (repeatable; never exported)")
+	f.BoolVar(&o.NoInclude, "no-include", false, "do not read .worktreeinclude: copy no git-ignored files into the workspace")
 	f.StringVar(&o.Image, "image", "", "image of the docker sandbox: REF@sha256:DIGEST or a local image id (a tag only if pinned in [images] of the config); never pulled")
 	f.StringVar(&o.Setup, "setup", "", "setup command (sh -c in a sandbox on the checkout, once per base commit): its result is a cached read-only layer under the workspace (default: setup in the repository's .agentrun.toml)")
 	f.BoolVar(&o.NoSetup, "no-setup", false, "run no setup command, not even the repository's")
@@ -236,9 +253,19 @@ the setup layers.
 A repository with uncommitted changes is refused unless --include-dirty; either
 way the run starts from the base commit, without them.
 
+Workspace: --workspace auto (default: an overlay over a cached checkout of the
+base commit where the sandbox can mount one, else a full copy), copy (always
+the full copy, never the layer cache) or overlay (refused where none can be
+mounted). Git-ignored files of your working tree are copied in only on request:
+those .worktreeinclude (at the top of the working tree) lists, and those
+--include PATTERN matches; --no-include turns the file off. They are listed in
+the run's provenance and never exported. --history shallow (default) gives the
+agent the base commit alone; --history full also your repository's whole object
+store, read-only (every branch's history; native and docker sandboxes only).
+
 Configuration: $XDG_CONFIG_HOME/agentrun/config.toml (max_parallel, sandbox,
 attempts, timeout, author_name, author_email, max_files, max_bytes, disk,
-disk_inodes, max_tokens,
+disk_inodes, disk_budget, workspace, history, max_tokens,
 max_cost, model_server, setup_allow, toolchain_caches, [model_servers.NAME] url/max_concurrent/api_key_*,
 [providers.NAME] url/api_key_*, [prices.MODEL] input/output/cached_input);
 environment AGENTRUN_HOME (data directory), AGENTRUN_MAX_PARALLEL,
@@ -280,6 +307,11 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	req := o.request(s, app.Getenv)
+	if home := DataHome(app.Getenv); filepath.IsAbs(home) {
+		// The data directory's layout, for the workspace's preflight;
+		// opening it (which creates it) waits until the run is planned.
+		req.Data = &layout.Layout{Home: home}
+	}
 	// The request's values are refused before the task is read (stdin
 	// may be a terminal); Plan checks them again, with the task.
 	if err := submit.Validate(req); err != nil {
@@ -339,8 +371,10 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 		Export:  run.ExportConfig{MaxFiles: s.MaxFiles, MaxBytes: s.MaxBytes, AuthorName: s.AuthorName, AuthorEmail: s.AuthorEmail},
 		Version: Version, Getenv: getenv, Models: models, ReadOnly: o.ReadOnly,
 		Image: cmp.Or(o.Image, s.Image), ImagePins: s.File.Images, ImageNamed: o.Image != "",
-		Limits: run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
-		Setup:  o.Setup, NoSetup: o.NoSetup, SetupAllow: s.File.SetupAllow, Toolchains: s.File.ToolchainCaches,
+		Limits:     run.Limits{DiskBytes: s.DiskBytes, DiskInodes: s.DiskInodes},
+		Workspace:  run.WorkspaceSpec{Mode: cmp.Or(o.Workspace, s.Workspace), History: cmp.Or(o.History, s.History), Include: o.Include, NoInclude: o.NoInclude},
+		DiskBudget: s.DiskBudget,
+		Setup:      o.Setup, NoSetup: o.NoSetup, SetupAllow: s.File.SetupAllow, Toolchains: s.File.ToolchainCaches,
 	}
 	if o.set("setup-allow") {
 		req.SetupAllow = o.SetupAllow
@@ -404,6 +438,8 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 		prog = newProgress(app.Stderr, isTerminal(app.Stderr) && app.Getenv("TERM") != "dumb", r.MaxAttempts, time.Now())
 		if len(r.Attempts) == 0 && r.Repo != "" && r.Base != "" {
 			prog.files = newFileCount(r.Repo, r.Base, env.Layout.Workspace(r.ID))
+			cache, state, base := workspace.NewLayerCache(env.Layout.LayerCache()), env.Layout.WorkspaceState(r.ID), r.Base
+			prog.files.overlay = func() string { return cache.OverlayProgress(state, base) }
 		}
 	}
 	end, err := app.awaitRun(ctx, env, r.ID, follow, prog)

@@ -59,6 +59,13 @@ type Config struct {
 	DiskInodes int64  `toml:"disk_inodes"`
 	// CacheBudget ("20G") bounds the layer cache of overlay workspaces.
 	CacheBudget string `toml:"cache_budget"`
+	// DiskBudget ("100G") bounds the runs' workspaces and the layer cache
+	// together: a submit that would pass it fails at preflight.
+	DiskBudget string `toml:"disk_budget"`
+	// Workspace is the default --workspace (auto, copy, overlay) and
+	// History the default --history (shallow, full).
+	Workspace string `toml:"workspace"`
+	History   string `toml:"history"`
 	// Model budgets per run (0 = none).
 	MaxTokens int64   `toml:"max_tokens"`
 	MaxCost   float64 `toml:"max_cost"`
@@ -121,6 +128,13 @@ type Settings struct {
 	DiskBytes   int64 // 0: the backend's default
 	DiskInodes  int64
 	CacheBudget int64
+	// DiskBudget bounds the runs' workspaces and the layer cache together
+	// (0: no budget).
+	DiskBudget int64
+	// Workspace ("auto", "copy", "overlay") and History ("shallow",
+	// "full") are the defaults of --workspace and --history.
+	Workspace   string
+	History     string
 	MaxTokens   int64
 	MaxCost     float64
 	ModelServer string
@@ -193,7 +207,8 @@ func isDigest(d string) bool {
 // Environment variables: AGENTRUN_MAX_PARALLEL, AGENTRUN_SANDBOX,
 // AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
 // AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES,
-// AGENTRUN_IMAGE, AGENTRUN_CACHE_BUDGET.
+// AGENTRUN_IMAGE, AGENTRUN_CACHE_BUDGET, AGENTRUN_DISK_BUDGET,
+// AGENTRUN_WORKSPACE, AGENTRUN_HISTORY.
 func Load(getenv func(string) string) (Settings, error) {
 	s := Settings{Path: Path(getenv)}
 	c, err := Read(s.Path)
@@ -225,6 +240,9 @@ func Load(getenv func(string) string) (Settings, error) {
 		if s.CacheBudget, err = run.ParseSize(c.CacheBudget); err != nil || s.CacheBudget < 1 {
 			return s, catalog.BadConfig.New("%s: cache_budget = %q: want a size like 20G", s.Path, c.CacheBudget)
 		}
+	}
+	if err := s.workspaceFromFile(c); err != nil {
+		return s, err
 	}
 	if c.MaxParallel < 0 || c.Attempts < 0 || c.MaxFiles < 0 || c.MaxBytes < 0 || c.MaxTokens < 0 || c.MaxCost < 0 || c.DiskInodes < 0 {
 		return s, catalog.BadConfig.New("%s: negative values are not allowed", s.Path)
@@ -285,6 +303,23 @@ func (s *Settings) fromEnvironment(getenv func(string) string) error {
 			return catalog.BadConfig.New("AGENTRUN_CACHE_BUDGET=%q: want a size like 20G", e)
 		}
 	}
+	if e := getenv("AGENTRUN_DISK_BUDGET"); e != "" {
+		if s.DiskBudget, err = run.ParseSize(e); err != nil || s.DiskBudget < 1 {
+			return catalog.BadConfig.New("AGENTRUN_DISK_BUDGET=%q: want a size like 100G", e)
+		}
+	}
+	if e := getenv("AGENTRUN_WORKSPACE"); e != "" {
+		if !ValidWorkspace(e) {
+			return catalog.BadWorkspace.New("AGENTRUN_WORKSPACE=%q", e)
+		}
+		s.Workspace = e
+	}
+	if e := getenv("AGENTRUN_HISTORY"); e != "" {
+		if !ValidHistory(e) {
+			return catalog.BadHistory.New("AGENTRUN_HISTORY=%q", e)
+		}
+		s.History = e
+	}
 	if e := getenv("AGENTRUN_MODEL_SERVER"); e != "" {
 		s.ModelServer = e
 	}
@@ -302,6 +337,34 @@ func (s *Settings) fromEnvironment(getenv func(string) string) error {
 	}
 	return nil
 }
+
+// workspaceFromFile takes the workspace settings of the file: the disk
+// budget, the workspace mode and the history mode.
+func (s *Settings) workspaceFromFile(c Config) error {
+	if c.DiskBudget != "" {
+		n, err := run.ParseSize(c.DiskBudget)
+		if err != nil || n < 1 {
+			return catalog.BadConfig.New("%s: disk_budget = %q: want a size like 100G", s.Path, c.DiskBudget)
+		}
+		s.DiskBudget = n
+	}
+	if c.Workspace != "" && !ValidWorkspace(c.Workspace) {
+		return catalog.BadWorkspace.New("%s: workspace = %q", s.Path, c.Workspace)
+	}
+	if c.History != "" && !ValidHistory(c.History) {
+		return catalog.BadHistory.New("%s: history = %q", s.Path, c.History)
+	}
+	s.Workspace, s.History = c.Workspace, c.History
+	return nil
+}
+
+// ValidWorkspace reports a workspace mode: auto, copy or overlay.
+func ValidWorkspace(m string) bool {
+	return m == run.WorkspaceAuto || m == run.WorkspaceCopy || m == run.WorkspaceOverlay
+}
+
+// ValidHistory reports a history mode: shallow or full.
+func ValidHistory(h string) bool { return h == run.HistoryShallow || h == run.HistoryFull }
 
 func parseDuration(v, where string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -51,6 +52,14 @@ var settings = []setting{
 		return strconv.FormatInt(s.DiskInodes, 10)
 	}},
 	{"cache_budget", "AGENTRUN_CACHE_BUDGET", func(s Settings) string { return strconv.FormatInt(s.CacheBudget, 10) }},
+	{"disk_budget", "AGENTRUN_DISK_BUDGET", func(s Settings) string {
+		if s.DiskBudget == 0 {
+			return ""
+		}
+		return strconv.FormatInt(s.DiskBudget, 10)
+	}},
+	{"workspace", "AGENTRUN_WORKSPACE", func(s Settings) string { return cmp.Or(s.Workspace, "auto") }},
+	{"history", "AGENTRUN_HISTORY", func(s Settings) string { return cmp.Or(s.History, "shallow") }},
 	{"max_tokens", "AGENTRUN_MAX_TOKENS", func(s Settings) string { return strconv.FormatInt(s.MaxTokens, 10) }},
 	{"max_cost", "AGENTRUN_MAX_COST", func(s Settings) string { return strconv.FormatFloat(s.MaxCost, 'f', -1, 64) }},
 	{"model_server", "AGENTRUN_MODEL_SERVER", func(s Settings) string { return s.ModelServer }},

@@ -163,13 +163,20 @@ func (e *env) stopAll() {
 	// the temp dir is not removed under it.
 	deadline := time.Now().Add(15 * time.Second)
 	for _, id := range e.runIDs() {
-		for time.Now().Before(deadline) {
-			held, err := flock.New(e.home).Held(context.Background(), id)
-			if err != nil || !held {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		e.releasedBy(id, deadline)
+	}
+}
+
+// released waits (up to 15 s) until no supervisor holds run id's lock.
+func (e *env) released(id string) { e.releasedBy(id, time.Now().Add(15*time.Second)) }
+
+func (e *env) releasedBy(id string, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		held, err := flock.New(e.home).Held(context.Background(), id)
+		if err != nil || !held {
+			return
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

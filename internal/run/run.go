@@ -104,6 +104,9 @@ type Run struct {
 	Timeout     Duration      `json:"timeout,omitempty"` // whole run; 0 = none
 	Sandbox     SandboxConfig `json:"sandbox"`
 	Export      ExportConfig  `json:"export"`
+	// Workspace is what the run asked of its workspace (zero: the
+	// defaults, auto and shallow, nothing included).
+	Workspace WorkspaceSpec `json:"workspace,omitzero"`
 	// Gateway is how the agent reaches its model (nil: no model gateway,
 	// e.g. an --agent-cmd run with no model configured).
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
@@ -200,6 +203,66 @@ type ToolchainCache struct {
 	Name string   `json:"name"` // go, npm, pip, cargo
 	Path string   `json:"path"` // host directory, visible at the same path
 	Env  []string `json:"env,omitempty"`
+}
+
+// Workspace modes (WorkspaceSpec.Mode): auto uses an overlay where the
+// sandbox can mount one and a copy elsewhere; copy never uses the layer
+// cache; overlay fails at preflight where it cannot be had.
+const (
+	WorkspaceAuto    = "auto"
+	WorkspaceCopy    = "copy"
+	WorkspaceOverlay = "overlay"
+)
+
+// History modes (WorkspaceSpec.History): shallow gives the agent only
+// the base commit's objects; full also the repository's whole object
+// store, read-only.
+const (
+	HistoryShallow = "shallow"
+	HistoryFull    = "full"
+)
+
+// WorkspaceSpec is what the run asked of its workspace. Zero fields are
+// the defaults.
+type WorkspaceSpec struct {
+	Mode    string `json:"mode,omitempty"`    // auto (""), copy, overlay
+	History string `json:"history,omitempty"` // shallow (""), full
+	// Include are the --include patterns: git-ignored paths of the user's
+	// working tree copied into the workspace, besides those its
+	// .worktreeinclude lists (unless NoInclude).
+	Include   []string `json:"include,omitempty"`
+	NoInclude bool     `json:"no_include,omitempty"`
+	// Objects are the user's object directories the agent sees read-only
+	// with full history (they are among Sandbox.ReadOnlyPaths too).
+	Objects []string `json:"objects,omitempty"`
+}
+
+// ModeOrAuto is Mode, "auto" when unset.
+func (w WorkspaceSpec) ModeOrAuto() string {
+	if w.Mode == "" {
+		return WorkspaceAuto
+	}
+	return w.Mode
+}
+
+// HistoryOrShallow is History, "shallow" when unset.
+func (w WorkspaceSpec) HistoryOrShallow() string {
+	if w.History == "" {
+		return HistoryShallow
+	}
+	return w.History
+}
+
+// IncludedFile is one git-ignored file of the user's working tree copied
+// into the workspace on request (.worktreeinclude, --include). It is
+// never exported.
+type IncludedFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// SHA256 is of the content (of a symlink: its target), in hex.
+	SHA256 string `json:"sha256"`
+	// Mode is git's: 100644, 100755 (executable) or 120000 (symlink).
+	Mode string `json:"mode"`
 }
 
 // Limits are resource limits for everything in the sandbox. Zero means the
@@ -356,6 +419,9 @@ type Provenance struct {
 	Image        string   `json:"image,omitempty"`
 	ImageID      string   `json:"image_id,omitempty"`
 	ImageDigests []string `json:"image_digests,omitempty"`
+	// Included are the git-ignored files copied into the workspace on
+	// request, as they were copied.
+	Included []IncludedFile `json:"included,omitempty"`
 }
 
 // ExportResult is what export produced.

@@ -34,3 +34,21 @@ func ParseSize(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// FormatSize renders a byte count for people: 512 B, 3.4 KiB, 12 MiB.
+func FormatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n), []string{"KiB", "MiB", "GiB", "TiB"}
+	i := -1
+	for v >= unit && i < len(suffix)-1 {
+		v /= unit
+		i++
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f %s", v, suffix[i])
+	}
+	return fmt.Sprintf("%.0f %s", v, suffix[i])
+}

@@ -83,6 +83,15 @@ type LayerMounter interface {
 	ProbeLayers(ctx context.Context, scratch string) error
 }
 
+// ReadOnlyChecker is implemented by a backend whose own mounts keep some
+// host paths from being shown read-only at their own paths (a /tmp of its
+// own). CheckReadOnly says why p cannot be one of Spec.ReadOnlyPaths (nil:
+// it can), so that a run that needs p is refused before it is created
+// rather than when its sandbox starts.
+type ReadOnlyChecker interface {
+	CheckReadOnly(p string) error
+}
+
 // Limits bound the sandbox; zero means the backend's default.
 type Limits struct {
 	MemoryBytes   int64

@@ -17,6 +17,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/gateway"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
@@ -89,6 +90,16 @@ type Request struct {
 	SetupAllow []string
 	// Toolchains name the host's toolchain caches the run reads.
 	Toolchains []string
+	// Workspace is what the run asks of its workspace: the mode (auto,
+	// copy, overlay), the history (shallow, full), the files to include.
+	Workspace run.WorkspaceSpec
+	// Data is the data directory, where the runs and the layer cache are
+	// (nil: no checks that need it, the overlay probe and the disk
+	// budget, are made).
+	Data *layout.Layout
+	// DiskBudget bounds the runs' workspaces and the layer cache together
+	// (0: no budget).
+	DiskBudget int64
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -176,11 +187,23 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		r.Dirty = true
 		warnings = append(warnings, fmt.Sprintf("the repository has uncommitted changes; the run starts from %s without them", short(r.Base)))
 	}
+	// The workspace before the policy's digest: full history widens what
+	// the sandbox shows read-only.
+	included, err := s.planWorkspace(ctx, req, b, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(req.Workspace.Include) > 0 && len(included) == 0 {
+		warnings = append(warnings, f("include")+" matched no git-ignored file of the working tree: nothing is included")
+	}
 	host, _ := os.Hostname()
 	r.Provenance = run.Provenance{
 		Version: req.Version, Host: host, Mode: cmp.Or(s.Mode, "lite"), Sandbox: name, BaseCommit: r.Base,
 		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
-		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests,
+		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests, Included: included,
+	}
+	if err := planDisk(ctx, req, b, r); err != nil {
+		return nil, nil, err
 	}
 	return r, warnings, nil
 }

@@ -2,15 +2,19 @@ package submit
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/agent/provider/all"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestPlanRefusesBadInput(t *testing.T) {
@@ -35,6 +39,10 @@ func TestPlanRefusesBadInput(t *testing.T) {
 		{"bad allow", func(r *Request) { r.Allow = []string{"http://x/"} }, catalog.BadAllow},
 		{"unknown sandbox", func(r *Request) { r.Sandbox = "nosuch" }, catalog.UnknownSandbox},
 		{"image without images", func(r *Request) { r.Image, r.ImageNamed = "sha256:x", true }, catalog.UnsupportedFlag},
+		{"bad workspace", func(r *Request) { r.Workspace.Mode = "cow" }, catalog.BadWorkspace},
+		{"bad history", func(r *Request) { r.Workspace.History = "deep" }, catalog.BadHistory},
+		{"include and no include", func(r *Request) { r.Workspace.Include, r.Workspace.NoInclude = []string{".env"}, true }, catalog.ConflictFlags},
+		{"bad include", func(r *Request) { r.Workspace.Include = []string{"a\nb"} }, catalog.BadInclude},
 		{"not a repo", func(r *Request) {}, catalog.NotGitRepo},
 		{"missing repo", func(r *Request) { r.Repo = filepath.Join(r.Repo, "nope") }, catalog.RepoMissing},
 	} {
@@ -47,5 +55,77 @@ func TestPlanRefusesBadInput(t *testing.T) {
 				t.Fatalf("want %s, got %v", c.want.Code, err)
 			}
 		})
+	}
+}
+
+// TestPlanWorkspaceMode: the run records the workspace and history modes
+// (the defaults by name), and an overlay asked for of a backend that
+// mounts none fails at preflight, creating nothing.
+func TestPlanWorkspaceMode(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	svc := &Service{Backends: map[string]sandbox.Backend{"host": host.New()}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "host"}
+	r, _, err := svc.Plan(ctx, req)
+	if err != nil || r.Workspace.Mode != run.WorkspaceAuto || r.Workspace.History != run.HistoryShallow {
+		t.Fatalf("default: %+v %v", r.Workspace, err)
+	}
+	req.Workspace.Mode = run.WorkspaceCopy
+	if r, _, err = svc.Plan(ctx, req); err != nil || r.Workspace.Mode != run.WorkspaceCopy {
+		t.Fatalf("copy: %+v %v", r.Workspace, err)
+	}
+	home := t.TempDir()
+	req.Workspace.Mode, req.Data = run.WorkspaceOverlay, &layout.Layout{Home: filepath.Join(home, "data")}
+	if _, _, err = svc.Plan(ctx, req); !catalog.Has(err, catalog.NoOverlay) {
+		t.Fatalf("overlay on host: %v", err)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 0 {
+		t.Fatalf("a refused submit made %v", ents)
+	}
+}
+
+// TestPlanInclude: the files .worktreeinclude and the request's patterns
+// match are in the record's provenance; --no-include leaves the file out;
+// patterns that include nothing at all are a warning.
+func TestPlanInclude(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{".gitignore": ".env\nlocal/\n", ".worktreeinclude": ".env\n"})
+	for p, content := range map[string]string{".env": "A=1\n", "local/x": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &Service{Backends: map[string]sandbox.Backend{"host": host.New()}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "host"}
+	paths := func(r *run.Run) string {
+		var p []string
+		for _, f := range r.Provenance.Included {
+			p = append(p, f.Path)
+		}
+		return strings.Join(p, ",")
+	}
+	r, _, err := svc.Plan(ctx, req)
+	if err != nil || paths(r) != ".env" {
+		t.Fatalf("the file: %q %v", paths(r), err)
+	}
+	req.Workspace.Include = []string{"local/"}
+	if r, _, err = svc.Plan(ctx, req); err != nil || paths(r) != ".env,local/x" {
+		t.Fatalf("and a pattern: %q %v", paths(r), err)
+	}
+	req.Workspace.NoInclude, req.Workspace.Include = true, nil
+	if r, _, err = svc.Plan(ctx, req); err != nil || paths(r) != "" {
+		t.Fatalf("no include: %q %v", paths(r), err)
+	}
+	// Without the file, a pattern that matches nothing.
+	if err := os.Remove(filepath.Join(repo, ".worktreeinclude")); err != nil {
+		t.Fatal(err)
+	}
+	req.IncludeDirty, req.Workspace.NoInclude, req.Workspace.Include = true, false, []string{"nothing/"}
+	r, warnings, err := svc.Plan(ctx, req)
+	if err != nil || paths(r) != "" || len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "matched no git-ignored file") {
+		t.Fatalf("a pattern that matches nothing: %q %v %v", paths(r), warnings, err)
 	}
 }

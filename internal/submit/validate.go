@@ -48,6 +48,9 @@ func Validate(req Request) error {
 	case req.Export.MaxFiles < 0 || req.Export.MaxBytes < 0:
 		return catalog.Usage.New("%s and %s must be at least 1 (0: the default)", f("max_files"), f("max_bytes"))
 	}
+	if err := validateWorkspace(req.Workspace); err != nil {
+		return err
+	}
 	if err := validateBuiltin(req.Builtin); err != nil {
 		return err
 	}

@@ -44,7 +44,8 @@
 // change. In the order the supervisor drives them:
 //
 //	preparing   step_workspace.go  the workspace: made from the base commit (filled while
-//	                               the sandbox starts), or opened again on resume
+//	                               the sandbox starts; the included files and full history
+//	                               added before anything runs in it), or opened again on resume
 //	            step_egress.go     the allowlist proxy (network allowlist only)
 //	            step_gateway.go    the model gateway (runs with gateway routes only)
 //	            step_sandbox.go    the sandbox on the workspace directory, with the proxy's
@@ -53,8 +54,8 @@
 //	running     step_attempt.go    agent attempt n
 //	checking    step_checks.go     the verify checks after attempt n
 //	            (resources stopped: sandbox, gateway, proxy, workspace)
-//	exporting   step_export.go     scan, commit on agentrun/<id>, patch; the branch moves
-//	                               only if the move to succeeded holds
+//	exporting   step_export.go     scan (the included files taken out), commit on agentrun/<id>,
+//	                               patch; the branch moves only if the move to succeeded holds
 //
 // interrupted and failed runs are resumed by `agentrun resume`: queued
 // again, a new supervisor, the same workspace, new attempts.

@@ -15,8 +15,10 @@ import (
 // commit on the run's branch in the user's repository, plus the patch.
 // Nothing may run in the sandbox any more when it runs.
 //
-// Run scans the workspace (without running anything in it), journals a
-// refused event for each entry it will not export, and exports the rest.
+// Run scans the workspace (without running anything in it), takes out the
+// files included from the user's working tree (journaling a warning for
+// each the agent changed), journals a refused event for each entry it
+// will not export, and exports the rest.
 // The result is recorded with the run's end state in the export's last,
 // uncancelled step: once the branch points at the commit, Run journals the
 // export event and calls Finish with a context that a cancel does not
@@ -62,6 +64,14 @@ func (e *exportStep) Run(ctx context.Context) (exportResult, error) {
 	scanTime := time.Since(t0)
 	if err != nil {
 		return exportResult{}, fmt.Errorf("scan workspace: %w", err)
+	}
+	if inc := r.Provenance.Included; len(inc) > 0 {
+		// The files included from the user's working tree are never
+		// exported; one the agent changed is said so.
+		for _, p := range workspace.ChangedIncluded(e.Workspace, inc) {
+			e.Event(run.NewEvent(run.EventWarning, p+": the agent changed this file, included from your working tree; it is not exported", map[string]any{"included": p}))
+		}
+		workspace.DropIncluded(cs, inc)
 	}
 	for _, ref := range cs.Refused {
 		e.Event(run.NewEvent(run.EventRefused, ref.Path+": "+ref.Reason, ref))

@@ -24,12 +24,14 @@ import (
 // safe twice and before Start, and it never removes or changes what the
 // workspace holds: a run that fails or stops keeps it for resume.
 //
-// With Overlay set and a sandbox that can mount its layers (Probe), a new
-// workspace is an overlay (made at once, not filled in the background: on
-// a cached base commit that takes no longer than making the directory);
-// else, or when making it fails, the plain copy of Provider, and a warning
-// event says why. Mode says which was used ("overlay", or "copy" and why
-// not an overlay); the run's provenance records it.
+// With Overlay set, a sandbox that can mount its layers (Probe) and a
+// run whose workspace mode is not copy, a new workspace is an overlay
+// (made at once, not filled in the background: on a cached base commit
+// that takes no longer than making the directory); else, or when making
+// it fails, the plain copy of Provider, and a warning event says why. A
+// run that asked for an overlay by name fails instead. Mode says which
+// was used ("overlay", or "copy" and why not an overlay); the run's
+// provenance records it.
 type workspaceStep struct {
 	Provider workspace.Provider
 	// Overlay is the copy-on-write provider (nil: none in this build).
@@ -141,8 +143,8 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if err != nil || done {
 			return nil, err
 		}
-	} else if s.Overlay != nil && s.overlayUsable(ctx) {
-		return nil, nil
+	} else if ok, err := s.overlayUsable(ctx); err != nil || ok {
+		return nil, err
 	}
 	filler, canFill := s.Provider.(workspace.Filler)
 	if !canFill {
@@ -154,7 +156,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return nil, nil
+		return nil, s.ready(ctx, s.ws)
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -167,7 +169,7 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 		if err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		return ws, nil
+		return ws, s.ready(ctx, ws)
 	}, nil
 }
 
@@ -193,8 +195,8 @@ func (s *workspaceStep) reopen(ctx context.Context) (done bool, err error) {
 	// it, or while making an overlay) is made again, or filled; anything
 	// else was made by Create.
 	if _, canFill := s.Provider.(workspace.Filler); canFill && isEmptyDir(dir) {
-		if s.Overlay != nil && len(r.Attempts) == 0 && s.overlayUsable(ctx) {
-			return true, nil
+		if len(r.Attempts) == 0 {
+			return s.overlayUsable(ctx)
 		}
 		return false, nil
 	}
@@ -215,10 +217,7 @@ func (s *workspaceStep) reopen(ctx context.Context) (done bool, err error) {
 	if err := removeContents(dir); err != nil {
 		return false, fmt.Errorf("workspace: %w", err)
 	}
-	if s.Overlay != nil && s.overlayUsable(ctx) {
-		return true, nil
-	}
-	return false, nil
+	return s.overlayUsable(ctx)
 }
 
 // Workspace modes.
@@ -227,16 +226,29 @@ const (
 	modeCopy    = "copy"
 )
 
-// overlayUsable makes the run's new workspace an overlay when the
-// sandbox can mount one, and says whether it did. When not, Mode says
-// why, and so does a warning event when the sandbox could have mounted
-// one.
-func (s *workspaceStep) overlayUsable(ctx context.Context) bool {
-	if s.Probe == nil {
+// overlayUsable makes the run's new workspace an overlay when the run
+// may have one (its workspace mode is not copy) and the sandbox can mount
+// one, and says whether it did. When not, Mode says why, and so does a
+// warning event when the sandbox could have mounted one. A run that asked
+// for an overlay by name gets none of that fallback: the error says why
+// it cannot have one.
+func (s *workspaceStep) overlayUsable(ctx context.Context) (bool, error) {
+	asked := s.Record.Workspace.ModeOrAuto()
+	switch {
+	case asked == run.WorkspaceCopy:
+		s.mode = modeCopy + ": asked for (workspace copy)"
+		return false, nil
+	case s.Overlay == nil && asked == run.WorkspaceOverlay:
+		return false, errors.New("workspace: an overlay was asked for, and this build has no overlay workspaces")
+	case s.Overlay == nil:
+		return false, nil
+	case s.Probe == nil && asked == run.WorkspaceOverlay:
+		return false, fmt.Errorf("workspace: an overlay was asked for, and the %s sandbox mounts no overlay", s.Record.Sandbox.Backend)
+	case s.Probe == nil:
 		// A backend that mounts no overlay (host): the copy is its
 		// workspace, nothing to warn about.
 		s.mode = modeCopy + ": the " + s.Record.Sandbox.Backend + " sandbox mounts no overlay"
-		return false
+		return false, nil
 	}
 	why := ""
 	if err := s.probe(ctx); err != nil {
@@ -251,14 +263,36 @@ func (s *workspaceStep) overlayUsable(ctx context.Context) bool {
 			ws, err := s.Overlay.Create(ctx, s.Record.Repo, s.Record.Base, s.Dir, s.StateDir)
 			if err == nil {
 				s.ws, s.mode = ws, modeOverlay
-				return true
+				return true, s.ready(ctx, ws)
 			}
 			why = "making the overlay failed: " + err.Error()
 		}
 	}
+	if asked == run.WorkspaceOverlay {
+		return false, errors.New("workspace: an overlay was asked for, and it cannot be had: " + why)
+	}
 	s.mode = modeCopy + ": " + why
 	s.Event(run.NewEvent(run.EventWarning, "the workspace is a full copy of the repository, not an overlay: "+why, map[string]any{"workspace": s.mode}))
-	return false
+	return false, nil
+}
+
+// ready makes the new workspace what the run asked for, before anything
+// runs in it: it copies in the git-ignored files of the user's working
+// tree the run's provenance lists, and with full history gives it the
+// user's object directories (which the sandbox shows read-only).
+func (s *workspaceStep) ready(ctx context.Context, ws workspace.Workspace) error {
+	r := s.Record
+	if files := r.Provenance.Included; len(files) > 0 {
+		if err := workspace.Include(ctx, ws, r.Repo, files); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	}
+	if r.Workspace.HistoryOrShallow() == run.HistoryFull {
+		if err := workspace.ShareHistory(ws, r.Workspace.Objects); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	}
+	return nil
 }
 
 // probe asks the sandbox whether it can mount an overlay's layers, made

@@ -168,3 +168,48 @@ func TestWorkspaceStepRemovedByGC(t *testing.T) {
 		t.Fatalf("a workspace was made: %v", err)
 	}
 }
+
+// TestWorkspaceStepMode: a run that asked for a copy gets one (no probe,
+// no layer, no warning) even where an overlay could be mounted; one that
+// asked for an overlay fails where it cannot be had instead of falling
+// back to a copy.
+func TestWorkspaceStepMode(t *testing.T) {
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	probed := 0
+	mounts := func(context.Context, string) error { probed++; return nil }
+	r, l := stepRun(t, repo, base)
+	r.Workspace.Mode = run.WorkspaceCopy
+	s, j := overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), mounts)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop(context.Background())
+	if s.Mode() != "copy: asked for (workspace copy)" || s.Layers() != nil || probed != 0 || j.len() != 0 {
+		t.Fatalf("mode %q, layers %+v, probed %d, events %+v", s.Mode(), s.Layers(), probed, j.evs)
+	}
+	if ents, _ := os.ReadDir(l.LayerCache()); len(ents) != 0 {
+		t.Fatalf("a copy used the layer cache: %v", ents)
+	}
+	if _, err := os.Stat(filepath.Join(l.Workspace(r.ID), "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, probe := range []func(context.Context, string) error{nil, func(context.Context, string) error { return errors.New("no overlay here") }} {
+		r, l = stepRun(t, repo, base)
+		r.Workspace.Mode = run.WorkspaceOverlay
+		s, _ = overlayStep(t, r, l.Workspace(r.ID), l.WorkspaceState(r.ID), l.LayerCache(), probe)
+		err := s.Start(context.Background())
+		if err == nil {
+			_, err = s.Wait()
+		}
+		s.Stop(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "an overlay was asked for") {
+			t.Fatalf("overlay asked for, probe %v: %v", probe != nil, err)
+		}
+		if _, err := os.Stat(filepath.Join(l.Workspace(r.ID), "a.txt")); err == nil {
+			t.Fatal("a copy was made where an overlay was asked for")
+		}
+	}
+}

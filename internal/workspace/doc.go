@@ -32,6 +32,16 @@
 //     An overlay workspace's scan (scan_overlay.go) walks the upper layer
 //     only, by the kernel's rules (whiteouts delete, opaque directories
 //     replace), with the same checks on every entry.
+//   - Included files (include.go, include_copy.go): git-ignored files of
+//     the user's working tree a run asks for (.worktreeinclude, --include),
+//     resolved and hashed by ResolveInclude at submit (only paths git
+//     ignores, regular files and symlinks within the repository, within
+//     bounds), copied into a new workspace by Include (an overlay's upper
+//     layer, never its lower one) and taken out of every change set by
+//     DropIncluded, so that they never reach the branch.
+//   - Full history (history.go): ObjectDirs names the user's object
+//     directories (shown read-only by the sandbox), ShareHistory lists them
+//     as the new workspace's alternates and lifts its shallow mark.
 //   - Export (export.go): writes blobs, tree, commit and branch with git
 //     plumbing in the user's repository, then the patch and the diffstat.
 //   - workspacetest: the conformance suite every Provider passes.

@@ -61,6 +61,9 @@ func checkReadOnlyTarget(p string) error {
 	return nil
 }
 
+// CheckReadOnly implements sandbox.ReadOnlyChecker.
+func (b *Backend) CheckReadOnly(p string) error { return checkReadOnlyTarget(p) }
+
 // buildRoot makes the sandbox's root on a tmpfs at c.Root and pivots into
 // it. It runs as pid 1 of the new namespaces, before any confinement.
 func buildRoot(c *config) error {

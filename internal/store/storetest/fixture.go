@@ -59,6 +59,8 @@ func FullRun(id string) *run.Run {
 			Image:         "sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 		},
 		Export: run.ExportConfig{MaxFiles: 1000, MaxBytes: 10 << 20, AuthorName: "agentrun", AuthorEmail: "agentrun@localhost"},
+		Workspace: run.WorkspaceSpec{Mode: run.WorkspaceOverlay, History: run.HistoryFull, Include: []string{"config/local.yml"},
+			NoInclude: true, Objects: []string{"/home/dev/src/app/.git/objects"}},
 		Attempts: []run.Attempt{{
 			N: 1, StartedAt: at(3), FinishedAt: ptr(at(4)), ExitCode: ptr(2),
 			Outcome: run.ReasonChecksFailed, Message: "unit failed", Resumed: true,
@@ -81,6 +83,7 @@ func FullRun(id string) *run.Run {
 			Image:        "localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 			ImageID:      "sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 			ImageDigests: []string{"localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924"},
+			Included:     []run.IncludedFile{{Path: ".env", Size: 12, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Mode: "100644"}},
 		},
 		Result: &run.ExportResult{
 			Commit: "89abcdef0123456789abcdef0123456789abcdef", Branch: run.BranchName(id),

@@ -1,0 +1,116 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
+)
+
+// validateWorkspace checks the workspace's mode, history and include
+// patterns without reading anything.
+func validateWorkspace(w run.WorkspaceSpec) error {
+	switch w.Mode {
+	case "", run.WorkspaceAuto, run.WorkspaceCopy, run.WorkspaceOverlay:
+	default:
+		return catalog.BadWorkspace.New("%s %q", f("workspace"), w.Mode)
+	}
+	switch w.History {
+	case "", run.HistoryShallow, run.HistoryFull:
+	default:
+		return catalog.BadHistory.New("%s %q", f("history"), w.History)
+	}
+	if w.NoInclude && len(w.Include) > 0 {
+		return catalog.ConflictFlags.New("%s and %s", f("include"), f("no_include"))
+	}
+	for _, p := range w.Include {
+		if strings.TrimSpace(p) == "" || strings.ContainsAny(p, "\x00\n\r") || strings.HasPrefix(p, "#") {
+			return catalog.BadInclude.New("%s %q is not a gitignore-style pattern", f("include"), p)
+		}
+	}
+	return nil
+}
+
+// planWorkspace records what the run asks of its workspace and checks,
+// before anything is created, that the sandbox can give it: an overlay
+// asked for by name must mount (the backend's probe, in the data
+// directory's cache, where the layers will be); full history needs a
+// backend that shows only named paths, read-only, and makes the
+// repository's object directories such paths. It returns the files to
+// include from the working tree.
+func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) ([]run.IncludedFile, error) {
+	w := req.Workspace
+	w.Mode, w.History = w.ModeOrAuto(), w.HistoryOrShallow()
+	if w.Mode == run.WorkspaceOverlay {
+		lm, ok := b.(sandbox.LayerMounter)
+		if !ok {
+			return nil, catalog.NoOverlay.New("the %s sandbox mounts no overlay", r.Sandbox.Backend)
+		}
+		if req.Data != nil {
+			if err := lm.ProbeLayers(ctx, req.Data.Cache()); err != nil {
+				return nil, catalog.NoOverlay.Wrap(err, "the %s sandbox: %v", r.Sandbox.Backend, err)
+			}
+		}
+	}
+	if w.History == run.HistoryFull {
+		if !b.Isolation().Files {
+			return nil, catalog.NoFullHistory.New("the %s sandbox shows the agent all your files, writable: it cannot show the repository's objects read-only", r.Sandbox.Backend)
+		}
+		dirs, err := workspace.ObjectDirs(ctx, r.Repo)
+		if err != nil {
+			return nil, catalog.NoFullHistory.Wrap(err, "%v", err)
+		}
+		if c, ok := b.(sandbox.ReadOnlyChecker); ok {
+			for _, d := range dirs {
+				if err := c.CheckReadOnly(d); err != nil {
+					return nil, catalog.NoFullHistory.Wrap(err, "the %s sandbox cannot show %s: %v", r.Sandbox.Backend, d, err)
+				}
+			}
+		}
+		w.Objects = dirs
+		ro := append(slices.Clone(r.Sandbox.ReadOnlyPaths), dirs...)
+		slices.Sort(ro)
+		r.Sandbox.ReadOnlyPaths = slices.Compact(ro)
+	}
+	r.Workspace = w
+	return planInclude(ctx, w, r.Repo)
+}
+
+// planInclude resolves the git-ignored files of the user's working tree
+// to copy into the workspace: those its .worktreeinclude lists (unless
+// turned off) and those the request's patterns match. The list is read
+// from the user's working tree, never from a commit: it names the user's
+// own files.
+func planInclude(ctx context.Context, w run.WorkspaceSpec, repo string) ([]run.IncludedFile, error) {
+	var patterns []string
+	if !w.NoInclude {
+		fromFile, _, err := workspace.ReadIncludeList(repo)
+		if err != nil {
+			return nil, includeError(err)
+		}
+		patterns = fromFile
+	}
+	patterns = append(patterns, w.Include...)
+	files, err := workspace.ResolveInclude(ctx, repo, patterns)
+	if err != nil {
+		return nil, includeError(err)
+	}
+	return files, nil
+}
+
+// includeError is the catalog error of a file that cannot be included.
+func includeError(err error) error {
+	var ie *workspace.IncludeError
+	switch {
+	case errors.As(err, &ie):
+		return catalog.BadInclude.Wrap(err, "%s: %s", ie.Path, ie.Why)
+	case errors.Is(err, workspace.ErrIncludeTooLarge):
+		return catalog.IncludeTooLarge.Wrap(err, "%v (at most %d files, %d MiB)", err, workspace.MaxIncludeFiles, workspace.MaxIncludeBytes>>20)
+	}
+	return catalog.BadInclude.Wrap(err, "%v", err)
+}
