@@ -171,12 +171,8 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
-	setup, w, err := planSetup(ctx, req, r.Repo, r.Base)
+	w, err := planEnvironment(ctx, req, r)
 	if err != nil {
-		return nil, nil, err
-	}
-	r.Setup, warnings = setup, append(warnings, w...)
-	if r.Sandbox.Toolchains, w, err = planToolchains(req.Toolchains, req.Getenv); err != nil {
 		return nil, nil, err
 	}
 	warnings = append(warnings, w...)
@@ -206,6 +202,22 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	return r, warnings, nil
+}
+
+// planEnvironment plans r's setup snapshot and the toolchain caches it
+// reads, and returns their warnings.
+func planEnvironment(ctx context.Context, req Request, r *run.Run) ([]string, error) {
+	setup, warnings, err := planSetup(ctx, req, r.Repo, r.Base)
+	if err != nil {
+		return nil, err
+	}
+	r.Setup = setup
+	tc, w, err := planToolchains(req.Toolchains, req.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	r.Sandbox.Toolchains = tc
+	return append(warnings, w...), nil
 }
 
 // readOnlyPaths are the host paths made visible read-only: what the agent

@@ -37,11 +37,9 @@ type RepoConfig struct {
 // (a zero RepoConfig when there is none). Errors are catalog errors.
 func ReadRepoConfig(ctx context.Context, dir, commit string) (RepoConfig, error) {
 	var c RepoConfig
-	repo, err := workspace.OpenRepo(ctx, dir)
-	if err != nil {
-		return c, err
-	}
-	data, ok, err := repo.FileAt(ctx, commit, RepoConfigName)
+	// dir was inspected already (submit.Service.Inspect): a work tree, or
+	// a server's bare project repository.
+	data, ok, err := workspace.FileAtDir(ctx, dir, commit, RepoConfigName)
 	if err != nil {
 		return c, catalog.BadRepoConfig.Wrap(err, "%v", err)
 	}

@@ -3,6 +3,8 @@ package submit
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -87,6 +89,14 @@ func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Back
 // from the user's working tree, never from a commit: it names the user's
 // own files.
 func planInclude(ctx context.Context, w run.WorkspaceSpec, repo string) ([]run.IncludedFile, error) {
+	if bareRepo(repo) {
+		// A team server's project repository: no working tree, nothing
+		// of the user's to include.
+		if len(w.Include) > 0 {
+			return nil, catalog.BadInclude.New("%s is a bare repository: it has no working tree to include files from", repo)
+		}
+		return nil, nil
+	}
 	var patterns []string
 	if !w.NoInclude {
 		fromFile, _, err := workspace.ReadIncludeList(repo)
@@ -113,4 +123,18 @@ func includeError(err error) error {
 		return catalog.IncludeTooLarge.Wrap(err, "%v (at most %d files, %d MiB)", err, workspace.MaxIncludeFiles, workspace.MaxIncludeBytes>>20)
 	}
 	return catalog.BadInclude.Wrap(err, "%v", err)
+}
+
+// bareRepo reports a repository without a working tree: its directory is
+// the git directory itself.
+func bareRepo(repo string) bool {
+	if _, err := os.Lstat(filepath.Join(repo, ".git")); err == nil {
+		return false
+	}
+	for _, p := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Stat(filepath.Join(repo, p)); err != nil {
+			return false
+		}
+	}
+	return true
 }

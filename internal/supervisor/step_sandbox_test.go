@@ -166,8 +166,15 @@ func TestSandboxStepReachesProxyAndGateway(t *testing.T) {
 	if err != nil || code != "403" {
 		t.Fatalf("a host not allowed, through the proxy: %q %v", code, err)
 	}
-	if evs := ej.of(run.EventEgress); len(evs) != 1 || data(t, evs[0])["host"] != "denied.invalid" || data(t, evs[0])["allowed"] != false {
-		t.Fatalf("egress events %+v", ej.evs)
+	// The proxy journals the refusal as it ends the connection: the
+	// answer may reach curl a moment before the event is written.
+	evs := ej.of(run.EventEgress)
+	for i := 0; i < 100 && len(evs) == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		evs = ej.of(run.EventEgress)
+	}
+	if len(evs) != 1 || data(t, evs[0])["host"] != "denied.invalid" || data(t, evs[0])["allowed"] != false {
+		t.Fatalf("egress events %+v", evs)
 	}
 	code, err = sh(t, sb, `curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer `+gw.host().Key+`' -H 'Content-Type: application/json' `+
 		`-d '{"model":"m","messages":[{"role":"user","content":"hi"}]}' http://`+sb.GatewayAddr()+`/openai/v1/chat/completions`)

@@ -14,6 +14,13 @@ import (
 // tree has no file there (a directory or a submodule there is not a file
 // either). A symlink reads as its target.
 func (r *Repo) FileAt(ctx context.Context, commit, path string) (data []byte, ok bool, err error) {
+	return FileAtDir(ctx, r.path, commit, path)
+}
+
+// FileAtDir is FileAt for the repository at dir, a work tree or a bare
+// repository (a team server's project), which OpenRepo does not open.
+func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok bool, err error) {
+	r := &Repo{path: dir}
 	if !isObjectID(commit) {
 		return nil, false, fmt.Errorf("read %s: %q is not a full commit id", path, commit)
 	}

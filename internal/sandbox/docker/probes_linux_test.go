@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,14 +138,14 @@ func plantTargets(t *testing.T, spec sandbox.Spec) *hostTargets {
 	tg.otherRun = filepath.Join(t.TempDir(), "runs", "other")
 	write(filepath.Join(tg.otherRun, "workspace", "secret.txt"))
 	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".agentrun-probe-"+filepath.Base(t.TempDir()))
+		p := filepath.Join(home, ".agentrun-probe-docker-"+strconv.Itoa(os.Getpid())+"-"+filepath.Base(t.TempDir()))
 		if os.WriteFile(p, []byte(probeSecret), 0o600) == nil {
 			tg.homeSecret = p
 			t.Cleanup(func() { os.Remove(p) })
 		}
 	}
 	if os.Getuid() == 0 {
-		tg.rootSecret = "/root/.agentrun-probe-" + filepath.Base(t.TempDir())
+		tg.rootSecret = "/root/.agentrun-probe-docker-root-" + strconv.Itoa(os.Getpid())
 		write(tg.rootSecret)
 		t.Cleanup(func() { os.Remove(tg.rootSecret) })
 	}
@@ -168,7 +169,7 @@ func plantTargets(t *testing.T, spec sandbox.Spec) *hostTargets {
 	if ip := externalIP(); ip != "" {
 		tg.external = listen("tcp", net.JoinHostPort(ip, "0"))
 	}
-	tg.abstract = "@agentrun-probe-" + filepath.Base(t.TempDir())
+	tg.abstract = "@agentrun-probe-docker-" + strconv.Itoa(os.Getpid())
 	listen("unix", tg.abstract)
 	if u, err := url.Parse(os.Getenv(hostEnv)); err == nil && u.Scheme == "unix" {
 		tg.engineSock = u.Path

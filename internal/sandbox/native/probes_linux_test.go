@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,14 +74,14 @@ func plant(t *testing.T, runDir string) *targets {
 	}
 	write(filepath.Join(tg.otherRun, "workspace", "secret.txt"))
 	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".agentrun-probe-"+filepath.Base(t.TempDir()))
+		p := filepath.Join(home, ".agentrun-probe-native-"+strconv.Itoa(os.Getpid())+"-"+filepath.Base(t.TempDir()))
 		if os.WriteFile(p, []byte(secretText), 0o600) == nil {
 			tg.homeSecret = p
 			t.Cleanup(func() { os.Remove(p) })
 		}
 	}
 	if os.Getuid() == 0 {
-		tg.rootSecret = "/root/.agentrun-probe-root"
+		tg.rootSecret = "/root/.agentrun-probe-native-root-" + strconv.Itoa(os.Getpid())
 		write(tg.rootSecret)
 		t.Cleanup(func() { os.Remove(tg.rootSecret) })
 	}
@@ -131,7 +132,7 @@ func plant(t *testing.T, runDir string) *targets {
 		t.Fatal(err)
 	}
 	serve(uln)
-	tg.abstract = "agentrun-probe-" + filepath.Base(t.TempDir())
+	tg.abstract = "agentrun-probe-native-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(t.TempDir())
 	aln, err := net.Listen("unix", "@"+tg.abstract)
 	if err != nil {
 		t.Fatal(err)
