@@ -135,7 +135,7 @@ var mcpRunnable = map[string]bool{"submit": true, "list": true, "status": true, 
 // in a command is an internal error of that call, not the server's end.
 func (app *App) mcpExec(ctx context.Context, args []string, stdin io.Reader) (stdout, stderr []byte, exit int) {
 	var out, errb bytes.Buffer
-	sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: app.Deps}
+	sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: app.Deps, local: true}
 	name := ""
 	if len(args) > 0 {
 		name = args[0]
