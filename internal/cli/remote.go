@@ -314,6 +314,10 @@ func (app *App) remoteResult(ctx context.Context, o *resultOptions) error {
 	if repo != "" {
 		r.Repo = repo
 	}
+	if out.Patch != "" {
+		// The server's path means nothing here; the command that shows it does.
+		out.Patch = "agentrun diff " + r.ID
+	}
 	if err := app.printResult(r, &out); err != nil {
 		return err
 	}
