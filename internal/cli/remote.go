@@ -412,17 +412,12 @@ func (app *App) remoteFollowLogs(ctx context.Context, o *logsOptions, q url.Valu
 	if err != nil {
 		return err
 	}
-	if app.JSON {
-		var line map[string]any
-		if err := decodeDoc(endDoc, &line); err != nil {
-			return err
-		}
-		line["type"] = lineEnd
-		return writeJSONLineCompact(app.Stdout, line)
-	}
 	var end submitOutput
 	if err := decodeDoc(endDoc, &end); err != nil {
 		return err
+	}
+	if app.JSON {
+		return writeJSONLineCompact(app.Stdout, endLine{Type: lineEnd, submitOutput: end})
 	}
 	app.endNote(&run.Run{ID: end.ID, State: end.Status, Reason: end.Reason})
 	return nil

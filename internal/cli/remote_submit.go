@@ -140,12 +140,7 @@ func (app *App) remoteAfter(ctx context.Context, doc []byte, out submitOutput, r
 	case app.quiet && !app.JSON:
 		fmt.Fprintln(app.Stdout, end.ID)
 	case app.JSON && follow:
-		var line map[string]any
-		if err := decodeDoc(endDoc, &line); err != nil {
-			return err
-		}
-		line["type"] = lineEnd
-		if err := writeJSONLineCompact(app.Stdout, line); err != nil {
+		if err := writeJSONLineCompact(app.Stdout, endLine{Type: lineEnd, submitOutput: end}); err != nil {
 			return err
 		}
 	case app.JSON:

@@ -150,6 +150,28 @@ func TestClientSubmitWaitBringsTheBranchBack(t *testing.T) {
 	if !strings.Contains(res.stdout, "+fixed") {
 		t.Errorf("diff:\n%s", res.stdout)
 	}
+	// submit --wait for people: progress on stderr, the end on stdout.
+	res = e.agentrun(srv, "submit", "--wait", "--sandbox", "host", "--agent-cmd", "echo two > two.txt", "Add two")
+	must(t, res, 0)
+	if !strings.Contains(res.stderr, "waiting for it to end") || !strings.Contains(res.stderr, "attempt 1") ||
+		!strings.Contains(res.stdout, " succeeded\nbranch agentrun/") {
+		t.Errorf("submit --wait:\nstdout: %s\nstderr: %s", res.stdout, res.stderr)
+	}
+	// submit --follow --json: the stream of logs -f --json.
+	res = e.agentrun(srv, "submit", "--follow", "--json", "--sandbox", "host", "--agent-cmd", "echo said; echo three > three.txt", "Add three")
+	must(t, res, 0)
+	lines = streamLines(t, s, "submit --follow --json", res.stdout)
+	said := false
+	for _, l := range lines {
+		said = said || (l["type"] == "output" && l["line"] == "said")
+	}
+	end := lines[len(lines)-1]
+	if !said || end["type"] != "end" || end["status"] != "succeeded" {
+		t.Errorf("submit --follow --json:\n%s", res.stdout)
+	}
+	if id, _ := end["id"].(string); testsupport.Git(t, e.repo, "show", "agentrun/"+id+":three.txt") != "three" {
+		t.Errorf("three.txt is not on the followed run's branch")
+	}
 	// result again: the branch is there already, with the same commit.
 	must(t, e.agentrun(srv, "result", id), 0)
 	// A local command does not take --server.
