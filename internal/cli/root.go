@@ -114,6 +114,11 @@ func (app *App) newRootCmd() *cobra.Command {
 		Short: "Run coding-agent tasks as isolated, recoverable jobs",
 		Long: `agentrun runs a coding agent on its own copy of a repository inside a sandbox,
 checks the result, and hands back a branch agentrun/<id> and a patch to review.
+
+With --server URL (or AGENTRUN_SERVER) the run commands (submit, list, status,
+logs, diff, result, cancel, resume, verdict, egress) go to a team server
+('agentrun server'), with the same flags and --json documents; --token-file
+FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 ` + exitStatus,
 		SilenceUsage:  true,
 		SilenceErrors: true,
