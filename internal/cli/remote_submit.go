@@ -131,7 +131,11 @@ func (app *App) remoteAfter(ctx context.Context, doc []byte, out submitOutput, r
 	if err != nil {
 		return err
 	}
-	if r.State == run.StateSucceeded && resultCommit(r) != "" {
+	switch {
+	case r.State != run.StateSucceeded || resultCommit(r) == "":
+	case repo == "":
+		app.warn("not inside a git repository: branch %s stays on the server; run 'agentrun result %s' inside the repository to bring it here", r.Branch, r.ID)
+	default:
 		if err := app.importResult(ctx, repo, r); err != nil {
 			return err
 		}
@@ -167,7 +171,7 @@ func (app *App) printRemoteEnd(r *run.Run, repo string) {
 		line += ": " + r.Message
 	}
 	fmt.Fprintln(app.Stdout, line)
-	if c := resultCommit(r); r.State == run.StateSucceeded && c != "" {
+	if c := resultCommit(r); r.State == run.StateSucceeded && c != "" && repo != "" {
 		fmt.Fprintf(app.Stdout, "branch %s (in %s)\ncommit %s\npatch  agentrun diff %s\n", r.Branch, app.tildePath(repo), c, r.ID)
 	}
 }
