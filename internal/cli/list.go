@@ -96,7 +96,7 @@ A run whose record is damaged does not hide the others: it is named on stderr
 				if err := o.Validate(); err != nil {
 					return err
 				}
-				return app.remoteList(c.Context(), c, &o)
+				return app.remoteList(c.Context(), &o)
 			}
 			return runList(c.Context(), &o, app)
 		},

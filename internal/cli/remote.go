@@ -139,7 +139,7 @@ func (app *App) remoteStatus(ctx context.Context, id string) error {
 	return app.printStatus(st.Run, st.Disk, evs, read, nil, time.Now())
 }
 
-func (app *App) remoteList(ctx context.Context, c *cobra.Command, o *listOptions) error {
+func (app *App) remoteList(ctx context.Context, o *listOptions) error {
 	if o.Repo != "" {
 		return catalog.Usage.New("--repo names a directory of this machine; a server's runs are listed by --status, --agent, --verdict, --since and --limit")
 	}
