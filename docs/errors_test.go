@@ -30,6 +30,11 @@ var update = flag.Bool("update", false, "rewrite errors.md from the catalog")
 // causes says, for every catalog code, what typically leads to it. The
 // what and fix come from the catalog itself.
 var causes = map[string]string{
+	"server_unreachable":    "The CLI was pointed at a team server (`--server` or `AGENTRUN_SERVER`) that does not answer: nothing listens at the address, the host name does not resolve, or a firewall drops the connection. Nothing was created.",
+	"server_tls":            "The team server's certificate is not trusted by this machine, names another host, or the URL says https:// for a server that speaks plain HTTP (or the other way round).",
+	"server_protocol":       "Whatever answers at the `--server` URL is not an agentrun team server of this version: a proxy's error page, another service, or a server from another release.",
+	"bad_result":            "The bundle of the run's branch that the team server sent does not hold what the run reports: the commit's parent is not the run's base commit, its tree is not the base with the run's patch applied, or the bundle is damaged.",
+	"branch_exists":         "Your repository already has a branch `agentrun/<id>` that points to another commit than the run's result; it is never overwritten.",
 	"usage":                 "A flag or argument the command does not accept: an unknown flag, a missing or extra argument, a value of the wrong type.",
 	"empty_task":            "The task given as an argument, on stdin (`-`) or in `--task-file` is empty or only whitespace.",
 	"task_file":             "The file named by `--task-file` does not exist, is not readable, or is not a regular file.",

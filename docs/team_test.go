@@ -41,32 +41,7 @@ func TestReadmeTeamMode(t *testing.T) {
 	testsupport.RepoAt(t, repo, map[string]string{"auth.go": "package auth\n"})
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root, "LANG=C", "AGENTRUN_HOME=" + filepath.Join(root, "data"),
 		"XDG_CONFIG_HOME=" + filepath.Join(root, "config"), "AGENTRUN_SANDBOX=host"}
-	srv := exec.Command(testsupport.Agentrun(t), "server", "--listen", "127.0.0.1:0")
-	srv.Env = env
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "agentrun server: serving "); ok {
-				a, _, _ = strings.Cut(a, " ")
-				addr <- strings.TrimSuffix(a, "/")
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-addr:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the server did not start")
-	}
+	url := startServer(t, env)
 
 	// The spec's agent is a command here; the rest is as written.
 	spec := regexp.MustCompile(`(?s)<<'EOF'\n.*?\nEOF\n`)
@@ -93,6 +68,109 @@ func TestReadmeTeamMode(t *testing.T) {
 	}
 	if got := testsupport.Git(t, repo, "show", "agentrun/"+id[1]+":auth.go"); got != "package auth\n// fixed" {
 		t.Errorf("auth.go on the fetched branch: %q", got)
+	}
+}
+
+// startServer starts the built binary as a server on a free loopback
+// port with env (and args) and returns its URL; it is killed when the
+// test ends.
+func startServer(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	srv := exec.Command(testsupport.Agentrun(t), append([]string{"server", "--listen", "127.0.0.1:0"}, args...)...)
+	srv.Env = env
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "agentrun server: serving "); ok {
+				a, _, _ = strings.Cut(a, " ")
+				addr <- strings.TrimSuffix(a, "/")
+			}
+		}
+	}()
+	select {
+	case url := <-addr:
+		return url
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not start")
+	}
+	return ""
+}
+
+// TestReadmeTeamModeCLI runs the README's "From the CLI" example against
+// a real server with a token (the built binary on PATH): the commands as
+// written, with the agent replaced by a command and the host sandbox
+// named; the branch must come back into the repository.
+func TestReadmeTeamModeCLI(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### From the CLI\n")
+	if !ok {
+		t.Fatal("README has no '### From the CLI' section")
+	}
+	script := fenced(t, section, "sh")
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	testsupport.RepoAt(t, repo, map[string]string{"auth.go": "package auth\n"})
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testsupport.Agentrun(t), filepath.Join(bin, "agentrun")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + root, "LANG=C", "AGENTRUN_HOME=" + filepath.Join(root, "data"),
+		"XDG_CONFIG_HOME=" + filepath.Join(root, "config")}
+	token := filepath.Join(root, ".config", "agentrun", "team-token")
+	if !strings.Contains(script, "~/.config/agentrun/team-token") {
+		t.Fatalf("the example names no token file:\n%s", script)
+	}
+	if err := os.MkdirAll(filepath.Dir(token), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte("team-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startServer(t, env, "--data", filepath.Join(root, "server"), "--token-file", token, "--allow-host-sandbox")
+
+	var prefix, submit, rest []string
+	for _, l := range strings.Split(strings.TrimSpace(script), "\n") {
+		switch {
+		case strings.HasPrefix(l, "  → "):
+		case strings.HasPrefix(l, "export "):
+			prefix = append(prefix, strings.ReplaceAll(l, "http://127.0.0.1:8080", url))
+		case strings.HasPrefix(l, "agentrun submit "):
+			if !strings.Contains(l, "--agent claude --check 'test=go test ./...'") {
+				t.Fatalf("the submit line changed: %s", l)
+			}
+			submit = append(submit, strings.Replace(l, "--agent claude --check 'test=go test ./...'",
+				`--sandbox host --agent-cmd "echo '// fixed' >> auth.go" --check 'test=grep -q fixed auth.go'`, 1))
+		default:
+			rest = append(rest, l)
+		}
+	}
+	pre := strings.Join(prefix, "\n") + "\n"
+	out := sh(t, repo, env, pre+strings.Join(submit, "\n"))
+	id := regexp.MustCompile(`run ([0-9a-z]{10}) succeeded`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("the submit said:\n%s", out)
+	}
+	out = sh(t, repo, env, pre+strings.ReplaceAll(strings.Join(rest, "\n"), "sem3x37949", id[1]))
+	if !strings.Contains(out, "auth.go | 1 +") || !strings.Contains(out, "run "+id[1]+" accepted") {
+		t.Errorf("the example said:\n%s", out)
+	}
+	if got := testsupport.Git(t, repo, "show", "agentrun/"+id[1]+":auth.go"); got != "package auth\n// fixed" {
+		t.Errorf("auth.go on the branch: %q", got)
 	}
 }
 

@@ -20,6 +20,17 @@ const (
 	ExitInternal    = 70 // a bug or an unexpected environment failure (not a full disk or a damaged record)
 )
 
+// KnownExit is exit if it is one of the exit codes above, else
+// ExitInternal: an error that came from elsewhere (a team server's answer)
+// exits as the catalog says, never with a code of its own.
+func KnownExit(exit int) int {
+	switch exit {
+	case ExitRunFailed, ExitUsage, ExitNotFound, ExitInterrupted, ExitInternal:
+		return exit
+	}
+	return ExitInternal
+}
+
 // Error is a catalog error.
 type Error struct {
 	Code  string `json:"code"`

@@ -105,6 +105,13 @@ var (
 	IncludeTooLarge = Entry{"include_too_large", "the included files are too large", "include fewer or smaller files (fix .worktreeinclude or ‹include›), or pass ‹no_include›", ExitUsage}
 	DiskBudget      = Entry{"disk_budget", "the run would exceed the disk budget", "run 'agentrun gc' (it removes finished runs' workspaces and unused cached layers), or raise disk_budget in config.toml", ExitUsage}
 
+	// The CLI as a client of a team server (--server, AGENTRUN_SERVER).
+	ServerUnreachable = Entry{"server_unreachable", "the team server is unreachable", "check the URL given to --server (or AGENTRUN_SERVER) and that 'agentrun server' is running there", ExitUsage}
+	ServerTLS         = Entry{"server_tls", "the TLS connection to the team server failed", "use the server's https:// URL with a certificate this machine trusts (add its CA to the system's store, or set SSL_CERT_FILE), or http:// for a server without TLS", ExitUsage}
+	ServerProtocol    = Entry{"server_protocol", "the team server answered something agentrun cannot read", "check that --server names an agentrun server (its /v1/openapi.json answers) and that client and server are the same version", ExitUsage}
+	BadResult         = Entry{"bad_result", "the run's result from the team server cannot be used", "nothing was written to your repository; fetch it again with 'agentrun result ID', and report the run to the server's operator if it persists", ExitUsage}
+	BranchExists      = Entry{"branch_exists", "the run's branch already exists in your repository and points elsewhere", "look at the branch and delete it (git branch -D agentrun/ID) if it is stale, then 'agentrun result ID' again", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

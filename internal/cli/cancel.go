@@ -36,6 +36,9 @@ SIGTERM to its whole process group, SIGKILL after a grace period, and the run
 ends cancelled. The command waits for the run to end (unless --no-wait).
 Cancelling a run that has already ended changes nothing.`,
 		RunE: oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
+			if app.remote != nil {
+				return app.remoteCancel(ctx, o)
+			}
 			return app.runCancel(ctx, o)
 		}),
 	}
@@ -74,20 +77,26 @@ func (app *App) runCancel(ctx context.Context, o *cancelOptions) error {
 			return ctx.Err()
 		}
 	}
+	out := cancelOutput{ID: r.ID, Status: r.State, Reason: r.Reason, AlreadyEnded: already}
 	if app.JSON {
-		return writeJSON(app.Stdout, cancelOutput{ID: r.ID, Status: r.State, Reason: r.Reason, AlreadyEnded: already})
+		return writeJSON(app.Stdout, out)
 	}
-	switch {
-	case already:
-		fmt.Fprintf(app.Stdout, "run %s had already ended: %s\n", r.ID, r.State)
-	case r.State == run.StateCancelled:
-		fmt.Fprintf(app.Stdout, "run %s cancelled\n", r.ID)
-	case r.State.Terminal():
-		fmt.Fprintf(app.Stdout, "run %s ended %s before the cancel took effect\n", r.ID, r.State)
-	default:
-		fmt.Fprintf(app.Stdout, "cancel requested; run %s is still %s\n", r.ID, r.State)
-	}
+	app.printCancel(out)
 	return nil
+}
+
+// printCancel is cancel for people.
+func (app *App) printCancel(out cancelOutput) {
+	switch {
+	case out.AlreadyEnded:
+		fmt.Fprintf(app.Stdout, "run %s had already ended: %s\n", out.ID, out.Status)
+	case out.Status == run.StateCancelled:
+		fmt.Fprintf(app.Stdout, "run %s cancelled\n", out.ID)
+	case out.Status.Terminal():
+		fmt.Fprintf(app.Stdout, "run %s ended %s before the cancel took effect\n", out.ID, out.Status)
+	default:
+		fmt.Fprintf(app.Stdout, "cancel requested; run %s is still %s\n", out.ID, out.Status)
+	}
 }
 
 // cancelOutput is `cancel --json`: id, status, reason first, as submit.

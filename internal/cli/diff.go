@@ -30,6 +30,9 @@ Under --json: {"id": ID, "patch": TEXT}.
 		Args: exactArgs(1, "diff needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID = args[0]
+			if app.remote != nil {
+				return app.remoteDiff(c.Context(), o.ID)
+			}
 			return runDiff(c.Context(), &o, app)
 		},
 	}

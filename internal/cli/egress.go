@@ -38,6 +38,9 @@ Under --json: {"id", "network", "allow", "allowed": [...], "denied": [...],
 		Args: exactArgs(1, "egress needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID = args[0]
+			if app.remote != nil {
+				return app.remoteEgress(c.Context(), o.ID)
+			}
 			return runEgress(c.Context(), &o, app)
 		},
 	}

@@ -92,6 +92,12 @@ A run whose record is damaged does not hide the others: it is named on stderr
 		Args: exactArgs(0, "list takes no arguments; filter with --status and --repo"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Now = time.Now()
+			if app.remote != nil {
+				if err := o.Validate(); err != nil {
+					return err
+				}
+				return app.remoteList(c.Context(), &o)
+			}
 			return runList(c.Context(), &o, app)
 		},
 	}

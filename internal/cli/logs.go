@@ -89,6 +89,9 @@ submit --json shows it; an error is one {"error": {...}} line.
 		Args: exactArgs(1, "logs needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID = args[0]
+			if app.remote != nil {
+				return app.remoteLogs(c.Context(), &o)
+			}
 			return runLogs(c.Context(), &o, app)
 		},
 	}

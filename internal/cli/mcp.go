@@ -132,7 +132,7 @@ var mcpRunnable = map[string]bool{"submit": true, "list": true, "status": true, 
 // mcpExec runs one command line for the MCP server in process (inProcess).
 func (app *App) mcpExec(ctx context.Context, args []string, stdin io.Reader) (stdout, stderr []byte, exit int) {
 	var out, errb bytes.Buffer
-	sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: app.Deps}
+	sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: app.Deps, local: true}
 	return inProcess(ctx, sub, &out, &errb, args, mcpRunnable, "the MCP server")
 }
 

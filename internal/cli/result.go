@@ -40,6 +40,9 @@ A run still in progress is an error (not_finished); follow it with
 		Args: exactArgs(1, "result needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID, o.Now = args[0], time.Now()
+			if app.remote != nil {
+				return app.remoteResult(c.Context(), &o)
+			}
 			return runResult(c.Context(), &o, app)
 		},
 	}

@@ -53,6 +53,9 @@ keys. A run that ended budget_exceeded continues with a higher --max-cost or
 	}
 	c.RunE = oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
 		o.set = func(n string) bool { return c.Flags().Changed(n) }
+		if app.remote != nil {
+			return app.remoteResume(ctx, o)
+		}
 		return app.runResume(ctx, o)
 	})
 	f := c.Flags()

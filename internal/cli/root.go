@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/client"
 )
 
 // App is what every command shares: streams, output mode, data directory.
@@ -29,6 +30,13 @@ type App struct {
 	// ndjson: the command streams JSON lines (--json with --follow), so
 	// an error is one more compact line, not an indented document.
 	ndjson bool
+	// serverURL and serverToken are --server and --token-file; remote is
+	// the team server the run commands go to (nil: this machine's runs).
+	// local: the command runs in process for a server or an MCP server,
+	// never against another server.
+	serverURL, serverToken string
+	remote                 *client.Client
+	local                  bool
 	// Deps are the implementations, chosen by the wiring.
 	Deps Deps
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
@@ -106,6 +114,11 @@ func (app *App) newRootCmd() *cobra.Command {
 		Short: "Run coding-agent tasks as isolated, recoverable jobs",
 		Long: `agentrun runs a coding agent on its own copy of a repository inside a sandbox,
 checks the result, and hands back a branch agentrun/<id> and a patch to review.
+
+With --server URL (or AGENTRUN_SERVER) the run commands (submit, list, status,
+logs, diff, result, cancel, resume, verdict, egress) go to a team server
+('agentrun server'), with the same flags and --json documents; --token-file
+FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 ` + exitStatus,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -114,9 +127,11 @@ checks the result, and hands back a branch agentrun/<id> and a patch to review.
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVar(&app.JSON, "json", false, "print one JSON document on stdout (errors too)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(err) })
-	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+	app.addRemoteFlags(root)
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error {
 		f := c.Flags().Lookup("follow")
 		app.ndjson = app.JSON && f != nil && f.Value.String() == "true"
+		return app.connect(c)
 	}
 	for _, c := range []*cobra.Command{
 		app.newSubmitCmd(),

@@ -247,7 +247,7 @@ func (app *App) serverExec(env *Env) func(ctx context.Context, args []string, st
 	deps.InspectRepo, deps.Mode = server.ResolveBare, "server"
 	return func(ctx context.Context, args []string, stdin io.Reader) ([]byte, []byte, int) {
 		var out, errb bytes.Buffer
-		sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: deps, env: env}
+		sub := &App{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: app.Getenv, Executable: app.Executable, Deps: deps, env: env, local: true}
 		return inProcess(ctx, sub, &out, &errb, args, serverCommands, "the server")
 	}
 }

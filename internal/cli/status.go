@@ -41,6 +41,9 @@ the README), with "disk": its disk use (see 'agentrun list --help').
 		Args: exactArgs(1, "status needs one run ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID, o.Now = args[0], time.Now()
+			if app.remote != nil {
+				return app.remoteStatus(c.Context(), o.ID)
+			}
 			return runStatus(c.Context(), &o, app)
 		},
 	}
@@ -64,15 +67,21 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if app.JSON {
 		return writeJSON(app.Stdout, statusOutput{Run: r, Disk: disk})
 	}
+	evs, err := env.Store.Events(ctx, r.ID, 0)
+	hint := app.networkHint(ctx, env, r, evs)
+	return app.printStatus(r, disk, evs, err == nil, hint, o.Now)
+}
+
+// printStatus is status for people, from the record, its disk use and its
+// journal (evsRead: the journal could be read).
+func (app *App) printStatus(r *run.Run, disk *runDisk, evs []run.Event, evsRead bool, hint *networkHint, now time.Time) error {
 	phases := ""
 	var active time.Duration
 	resumes := 0
-	evs, err := env.Store.Events(ctx, r.ID, 0)
-	if err == nil {
+	if evsRead {
 		phases = phaseTimes(evs)
-		active, resumes = activeTime(evs, o.Now)
+		active, resumes = activeTime(evs, now)
 	}
-	hint := app.networkHint(ctx, env, r, evs)
 	col := app.colour()
 	var f fields
 	f.add("run", r.ID)
@@ -99,7 +108,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if w := workspaceLine(r); w != "" {
 		f.add("workspace", w)
 	}
-	addTimes(&f, r, o.Now, active, resumes)
+	addTimes(&f, r, now, active, resumes)
 	if r.Supervisor != nil && r.State.Active() {
 		f.add("supervisor", fmt.Sprintf("pid %d on %s", r.Supervisor.PID, r.Supervisor.Host))
 	}
@@ -132,7 +141,7 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 	if err := f.write(app.Stdout); err != nil {
 		return err
 	}
-	if err := writeAttempts(app.Stdout, col, o.Now, r.Attempts); err != nil {
+	if err := writeAttempts(app.Stdout, col, now, r.Attempts); err != nil {
 		return err
 	}
 	if len(r.Attempts) == 0 && len(r.Checks) > 0 {

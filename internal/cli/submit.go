@@ -148,6 +148,9 @@ func (app *App) newSubmitCmd() *cobra.Command {
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			if app.remote != nil {
+				return app.remoteSubmit(cmd.Context(), o)
+			}
 			return app.runSubmit(cmd.Context(), o)
 		},
 	}

@@ -47,6 +47,12 @@ verdict replaces the first; both stay in the journal.
 		RunE: func(c *cobra.Command, args []string) error {
 			o.ID, o.Value, o.Now = args[0], args[1], time.Now().UTC()
 			o.By = app.Getenv("USER")
+			if app.remote != nil {
+				if err := o.Validate(); err != nil {
+					return err
+				}
+				return app.remoteVerdict(c.Context(), &o)
+			}
 			return runVerdict(c.Context(), &o, app)
 		},
 	}
@@ -81,11 +87,16 @@ func runVerdict(ctx context.Context, o *verdictOptions, app *App) error {
 	if app.JSON {
 		return writeJSON(app.Stdout, map[string]any{"id": nr.ID, "verdict": nr.Verdict})
 	}
-	word := map[string]string{"accept": "accepted", "reject": "rejected"}[o.Value]
-	fmt.Fprintf(app.Stdout, "run %s %s", nr.ID, word)
-	if o.Note != "" {
-		fmt.Fprintf(app.Stdout, ": %s", oneLine(strings.TrimSpace(o.Note), 72))
+	app.printVerdict(nr.ID, o.Value, o.Note)
+	return nil
+}
+
+// printVerdict is verdict for people.
+func (app *App) printVerdict(id, value, note string) {
+	word := map[string]string{"accept": "accepted", "reject": "rejected"}[value]
+	fmt.Fprintf(app.Stdout, "run %s %s", id, word)
+	if note != "" {
+		fmt.Fprintf(app.Stdout, ": %s", oneLine(strings.TrimSpace(note), 72))
 	}
 	fmt.Fprintln(app.Stdout)
-	return nil
 }
