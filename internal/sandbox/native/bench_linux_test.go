@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
 )
 
 // reportP50 reports the median of the measured durations in ms.
@@ -44,6 +48,51 @@ func BenchmarkStartToFirstExec(b *testing.B) {
 		b.StartTimer()
 	}
 	reportP50(b, ds)
+}
+
+// BenchmarkStartSteps is BenchmarkStartToFirstExec broken down: each
+// metric is the median time from Start's call until a step of the start
+// ended (the host's steps and the init's, on one clock; "runner-answered"
+// is the runner's hello, "first-exec" the first Exec's return), so the
+// gap between two steps is where the time goes. Destroy is not timed.
+func BenchmarkStartSteps(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	at := map[string][]time.Duration{}
+	// The usual order, for the metrics' names (the host's cgroups and the
+	// init's first steps run at the same time).
+	order := []string{"host-start", "host-spawn", "host-spawned", "init-main", "init-bounding-set", "host-cgroups", "init-root",
+		"init-go", "init-confined", "init-program-started", "host-ready", "host-runner-answered", "first-exec"}
+	for b.Loop() {
+		spec := newSpec(b)
+		sb, err := nb.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec true: %v %v", err, res)
+		}
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		marks := append(native.StartMarks(sb), native.Mark{Step: "first-exec", At: ts.Nano()})
+		slices.SortStableFunc(marks, func(x, y native.Mark) int { return int(x.At - y.At) })
+		for _, m := range marks {
+			if !slices.Contains(order, m.Step) {
+				order = append(order, m.Step)
+			}
+			at[m.Step] = append(at[m.Step], time.Duration(m.At-marks[0].At))
+		}
+		b.StopTimer()
+		sb.Destroy(ctx)
+		b.StartTimer()
+	}
+	for i, step := range order {
+		if d := at[step]; len(d) > 0 {
+			slices.Sort(d)
+			b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, fmt.Sprintf("%02d-%s-ms", i, step))
+		}
+	}
 }
 
 // BenchmarkCommandTrue: a one-shot sandbox running `true` (no runner), the

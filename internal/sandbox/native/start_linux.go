@@ -45,6 +45,7 @@ type proc struct {
 	cg       *cgroups
 	enforced map[string]string
 	disk     *diskwatch.Watch // nil in probe mode
+	marks    marks            // when the steps of its start ended
 }
 
 func (p *proc) wait() { <-p.done }
@@ -273,10 +274,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	defer stR.Close()
 	defer stW.Close()
 
+	var mk marks
 	cmd := initCommand(c, stdin, stdout, stderr, append([]*os.File{cfgR, stW}, extra...))
+	mk.add("host-spawn")
 	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
+	mk.add("host-spawned")
 	// The config goes at once: the init builds the root while the
 	// cgroups are made, and starts nothing before goLine says it is in
 	// them.
@@ -297,6 +301,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 		}
 	}()
 	cg.add(cmd.Process.Pid, cgEnforced)
+	mk.add("host-cgroups")
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.
 	memoryFallback(cmd.Process.Pid, lim.Memory, cgEnforced)
@@ -312,6 +317,8 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	if err != nil {
 		return nil, err
 	}
+	mk.add("host-ready")
+	p.marks = append(mk, st.Marks...)
 	p.enforced = enforcedBy(c, cgEnforced, st.Enforced)
 	if c.Mode != modeProbe {
 		p.disk = newDiskWatch(p, c, c.DiskBytes, c.DiskInodes)
@@ -509,6 +516,8 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	var mk marks
+	mk.add("host-start")
 	c, lim, err := b.makeConfig(spec, modeServe)
 	if err != nil {
 		return nil, startError(err)
@@ -578,6 +587,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, startError(fmt.Errorf("connect to the runner: %w", err))
 	}
 	s.client = cl
+	mk.add("host-runner-answered")
+	p.marks = append(append(mk[:1:1], p.marks...), mk[1])
 	// Past the disk bound: kill, and fail the calls in flight at once.
 	go p.disk.Run(func() { p.kill(); cl.Close() })
 	return s, nil
