@@ -52,8 +52,7 @@ func setRlimits(c *config) (map[string]string, error) {
 }
 
 // confine restricts the init, from whose calling (locked) thread the
-// sandboxed program is forked: no capabilities (the bounding set was
-// emptied on every thread at the init's start, dropBoundingSet),
+// sandboxed program is forked: no capabilities (bounding set emptied),
 // no_new_privs, Landlock when the kernel has it, then seccomp. Every
 // thread of the init loses its capabilities, gets no_new_privs and the
 // seccomp filter, not only the calling one: all threads share one address
@@ -68,15 +67,28 @@ func setRlimits(c *config) (map[string]string, error) {
 // confine fails instead of leaving threads unconfined.
 func confine(c *config, fds *serveFiles) (map[string]string, error) {
 	out := map[string]string{}
-	// The bounding set was emptied on every thread when the init started
-	// (dropBoundingSet); check it on the thread the program is forked from.
-	if err := boundingSetEmpty(); err != nil {
+	last, err := lastCap()
+	if err != nil {
 		return nil, err
 	}
-	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+	all := func(what string, trap, a1, a2, a3 uintptr) error {
+		if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
+			if errno == syscall.ENOTSUP {
+				return fmt.Errorf("%s on every thread: this agentrun binary uses cgo, build it with CGO_ENABLED=0: %w", what, errno)
+			}
+			return fmt.Errorf("%s on every thread: %w", what, errno)
+		}
+		return nil
+	}
+	for cp := 0; cp <= last; cp++ {
+		if err := all(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := all("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
 		return nil, err
 	}
-	if err := allThreads("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
+	if err := all("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
 		return nil, err
 	}
 	out["no_new_privs"] = "enforced"
@@ -111,7 +123,7 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := allThreads("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+	if err := all("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
 		return nil, err
 	}
 	out["caps"] = "enforced"
@@ -120,57 +132,6 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 	}
 	out["seccomp"] = "enforced"
 	return out, nil
-}
-
-// allThreads makes one system call on every thread of the process.
-func allThreads(what string, trap, a1, a2, a3 uintptr) error {
-	if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
-		if errno == syscall.ENOTSUP {
-			return fmt.Errorf("%s on every thread: this agentrun binary uses cgo, build it with CGO_ENABLED=0: %w", what, errno)
-		}
-		return fmt.Errorf("%s on every thread: %w", what, errno)
-	}
-	return nil
-}
-
-// dropBoundingSet empties the capability bounding set of every thread of
-// the init. It runs first in initMain, while the runtime has started few
-// threads: each drop is one round over all threads (AllThreadsSyscall,
-// one per capability), so its cost grows with their number, and a thread
-// started later is cloned from one of these and inherits the empty set.
-// The bounding set only bounds what an execve or capset may gain: the
-// effective capabilities that build the root stay until confine drops
-// them, and nothing is executed before.
-func dropBoundingSet() error {
-	last, err := lastCap()
-	if err != nil {
-		return err
-	}
-	for cp := 0; cp <= last; cp++ {
-		if err := allThreads(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// boundingSetEmpty checks that the calling thread's bounding set holds no
-// capability.
-func boundingSetEmpty() error {
-	last, err := lastCap()
-	if err != nil {
-		return err
-	}
-	for cp := 0; cp <= last; cp++ {
-		in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(cp), 0, 0, 0)
-		if err != nil {
-			return fmt.Errorf("read capability %d of the bounding set: %w", cp, err)
-		}
-		if in != 0 {
-			return fmt.Errorf("capability %d is still in the bounding set", cp)
-		}
-	}
-	return nil
 }
 
 // noLandlock says why Landlock is not in force.

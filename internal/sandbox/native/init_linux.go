@@ -48,9 +48,6 @@ func initMain() int {
 	// address space), descriptors or environment through /proc, even as
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// Next, while the runtime has started few threads (see dropBoundingSet).
-	bsetErr := dropBoundingSet()
-	mk.add("init-bounding-set")
 	st := statusLine{os.NewFile(statusFD, "status")}
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
@@ -60,9 +57,6 @@ func initMain() int {
 	}
 	if dumpErr != nil {
 		return st.fail("config", fmt.Errorf("set not dumpable: %w", dumpErr))
-	}
-	if bsetErr != nil {
-		return st.fail("confine", bsetErr)
 	}
 	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
 		unix.CloseOnExec(fd)
