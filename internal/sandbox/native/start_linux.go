@@ -328,11 +328,18 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 
 // initCommand is the command that starts the init: the agentrun binary
 // in new namespaces, with files (the config and status pipes, then the
-// caller's extra files) from fd 3, and an empty environment.
+// caller's extra files) from fd 3, and an environment of GOMAXPROCS=1
+// only (the program it starts gets the sandbox's own environment).
 func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
 	cmd := exec.Command(c.Executable, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
-	cmd.Env = []string{}
+	// The init does one thing at a time: one processor makes its runtime
+	// start fewer threads, and confine's every-thread calls (a round over
+	// all threads each, 45 of them) cheaper, the more so where the default
+	// GOMAXPROCS is large. On 2 cores, interleaved, 8 rounds of 30 starts
+	// at load 6: 29.7 instead of 32.4 ms of CPU per start (median; lower
+	// in 6 rounds of 8).
+	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = files
