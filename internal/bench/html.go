@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -16,13 +17,17 @@ import (
 //go:embed page.html.tmpl
 var pageText string
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"pct":  func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
-	"usd":  usd,
-	"secs": func(ms int64) string { return secs(float64(ms)) },
-	"f1":   func(f float64) string { return fmt.Sprintf("%.1f", f) },
-	"f0":   func(f float64) string { return fmt.Sprintf("%.0f", f) },
-}).Parse(pageText))
+// page is parsed when first written, not at start: every agentrun process
+// (each sandbox's init and runner too) would parse it otherwise.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"pct":  func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
+		"usd":  usd,
+		"secs": func(ms int64) string { return secs(float64(ms)) },
+		"f1":   func(f float64) string { return fmt.Sprintf("%.1f", f) },
+		"f0":   func(f float64) string { return fmt.Sprintf("%.0f", f) },
+	}).Parse(pageText))
+})
 
 // Plot geometry, in SVG user units.
 const (
@@ -91,7 +96,7 @@ func WriteHTML(w io.Writer, s Summary, generated time.Time) error {
 	wall := makePlot("wall", "Pass rate against median wall time", "median wall time per run", s.Models, d.Colours,
 		func(g Group) float64 { return float64(g.MedianWallMS) }, secs)
 	d.Plots = []plot{cost, wall}
-	return page.Execute(w, d)
+	return page().Execute(w, d)
 }
 
 func makePlot(id, title, xlabel string, models []Group, colours map[string]string, x func(Group) float64, format func(float64) string) plot {

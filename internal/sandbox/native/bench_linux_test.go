@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
 )
 
 // reportP50 reports the median of the measured durations in ms.
@@ -21,12 +25,29 @@ func reportP50(b *testing.B, d []time.Duration) {
 	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
 }
 
+// childCPU is the CPU time (user and system) of this process's reaped
+// children so far.
+func childCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportChildCPU reports the CPU time the children reaped since since
+// used per iteration: the sandbox's own processes (the init counts its
+// reaped runner and commands), which the load of the machine changes
+// less than the wall time.
+func reportChildCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64((childCPU()-since).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkStartToFirstExec: Start (namespaces, root, confinement, runner)
 // until the first Exec of `true` has returned. Destroy is not timed.
 func BenchmarkStartToFirstExec(b *testing.B) {
 	nb := requireNative(b)
 	ctx := context.Background()
 	var ds []time.Duration
+	cpu := childCPU()
 	for b.Loop() {
 		spec := newSpec(b)
 		t0 := time.Now()
@@ -44,6 +65,52 @@ func BenchmarkStartToFirstExec(b *testing.B) {
 		b.StartTimer()
 	}
 	reportP50(b, ds)
+	reportChildCPU(b, cpu)
+}
+
+// BenchmarkStartSteps is BenchmarkStartToFirstExec broken down: each
+// metric is the median time from Start's call until a step of the start
+// ended (the host's steps and the init's, on one clock; "runner-answered"
+// is the runner's hello, "first-exec" the first Exec's return), so the
+// gap between two steps is where the time goes. Destroy is not timed.
+func BenchmarkStartSteps(b *testing.B) {
+	nb := requireNative(b)
+	ctx := context.Background()
+	at := map[string][]time.Duration{}
+	// The usual order, for the metrics' names (the host's cgroups and the
+	// init's first steps run at the same time).
+	order := []string{"host-start", "host-spawn", "host-spawned", "init-main", "host-cgroups", "init-root",
+		"init-go", "init-confined", "init-program-started", "host-ready", "host-runner-answered", "first-exec"}
+	for b.Loop() {
+		spec := newSpec(b)
+		sb, err := nb.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec true: %v %v", err, res)
+		}
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		marks := append(native.StartMarks(sb), native.Mark{Step: "first-exec", At: ts.Nano()})
+		slices.SortStableFunc(marks, func(x, y native.Mark) int { return int(x.At - y.At) })
+		for _, m := range marks {
+			if !slices.Contains(order, m.Step) {
+				order = append(order, m.Step)
+			}
+			at[m.Step] = append(at[m.Step], time.Duration(m.At-marks[0].At))
+		}
+		b.StopTimer()
+		sb.Destroy(ctx)
+		b.StartTimer()
+	}
+	for i, step := range order {
+		if d := at[step]; len(d) > 0 {
+			slices.Sort(d)
+			b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, fmt.Sprintf("%02d-%s-ms", i, step))
+		}
+	}
 }
 
 // BenchmarkCommandTrue: a one-shot sandbox running `true` (no runner), the
@@ -53,6 +120,7 @@ func BenchmarkCommandTrue(b *testing.B) {
 	ctx := context.Background()
 	spec := newSpec(b)
 	var ds []time.Duration
+	cpu := childCPU()
 	for b.Loop() {
 		t0 := time.Now()
 		code, _, err := nb.Command(ctx, spec, []string{"true"}, nil, nil, nil)
@@ -62,6 +130,7 @@ func BenchmarkCommandTrue(b *testing.B) {
 		ds = append(ds, time.Since(t0))
 	}
 	reportP50(b, ds)
+	reportChildCPU(b, cpu)
 }
 
 // BenchmarkRoundTripExecTrue: Exec of `true` in a running sandbox.
@@ -93,6 +162,7 @@ func BenchmarkBwrapReference(b *testing.B) {
 		b.Skip("bwrap is not installed")
 	}
 	var ds []time.Duration
+	cpu := childCPU()
 	for b.Loop() {
 		t0 := time.Now()
 		out, err := exec.Command(path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "true").CombinedOutput()
@@ -102,6 +172,7 @@ func BenchmarkBwrapReference(b *testing.B) {
 		ds = append(ds, time.Since(t0))
 	}
 	reportP50(b, ds)
+	reportChildCPU(b, cpu)
 }
 
 // BenchmarkStopPolite: Stop without a deadline while an Exec is running,

@@ -89,7 +89,18 @@ type status struct {
 	Error    string            `json:"error,omitempty"`
 	Step     string            `json:"step,omitempty"`
 	Enforced map[string]string `json:"enforced,omitempty"`
+	Marks    marks             `json:"marks,omitempty"`
 }
+
+// mark is when a step of a sandbox's start ended, in nanoseconds of
+// CLOCK_MONOTONIC: one clock for the host and every process inside, so
+// that a benchmark can say where a start's time goes.
+type mark struct {
+	Step string `json:"step"`
+	At   int64  `json:"at"`
+}
+
+type marks []mark
 
 // serveConfig is what the init tells the serve child on its fd 3.
 type serveConfig struct {

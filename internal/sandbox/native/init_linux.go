@@ -38,6 +38,8 @@ func Main(args []string) int {
 const maxServeRestarts = 3
 
 func initMain() int {
+	var mk marks
+	mk.add("init-main")
 	// Never unlocked: Landlock is per thread, and the sandboxed program
 	// is forked from this thread.
 	runtime.LockOSThread()
@@ -65,7 +67,7 @@ func initMain() int {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE)
 
 	enforced := map[string]string{}
-	fds, failed := prepareSandbox(c, cfg, cfgR, enforced)
+	fds, failed := prepareSandbox(c, cfg, cfgR, enforced, &mk)
 	if failed != nil {
 		return st.fail(failed.step, failed.err)
 	}
@@ -76,7 +78,8 @@ func initMain() int {
 			return st.fail("confine", err)
 		}
 		maps.Copy(enforced, cf)
-		st.report(status{OK: true, Enforced: enforced})
+		mk.add("init-confined")
+		st.report(status{OK: true, Enforced: enforced, Marks: mk})
 		return 0
 	}
 	cf, err := confine(c, fds)
@@ -84,11 +87,13 @@ func initMain() int {
 		return st.fail("confine", err)
 	}
 	maps.Copy(enforced, cf)
+	mk.add("init-confined")
 	pid, err := startProgram(c, fds)
 	if err != nil {
 		return st.fail("start", err)
 	}
-	st.report(status{OK: true, Enforced: enforced})
+	mk.add("init-program-started")
+	st.report(status{OK: true, Enforced: enforced, Marks: mk})
 	return supervise(c, fds, pid, sigs)
 }
 
@@ -118,8 +123,8 @@ type stepFailure struct {
 // descriptors (serve mode), the root, the network and the rlimits (added
 // to enforced); then it waits for the host to put this process in the
 // sandbox's cgroups (cfg is closed after that) and checks that Landlock
-// can confine it.
-func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[string]string) (*serveFiles, *stepFailure) {
+// can confine it. mk gets the steps' ends.
+func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[string]string, mk *marks) (*serveFiles, *stepFailure) {
 	var fds *serveFiles
 	if c.Mode == modeServe {
 		// Before the pivot: the host paths are reachable only now.
@@ -131,6 +136,7 @@ func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[st
 	if err := buildRoot(c); err != nil {
 		return nil, &stepFailure{"root", err}
 	}
+	mk.add("init-root")
 	if err := setupNet(); err != nil {
 		return nil, &stepFailure{"network", err}
 	}
@@ -144,6 +150,7 @@ func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[st
 	if err := awaitGo(cfgR); err != nil {
 		return nil, &stepFailure{"cgroups", err}
 	}
+	mk.add("init-go")
 	cfg.Close()
 	if landlockABI() == 0 && !c.AllowNoLandlock {
 		return nil, &stepFailure{stepLandlock, errors.New(noLandlock)}

@@ -45,6 +45,7 @@ type proc struct {
 	cg       *cgroups
 	enforced map[string]string
 	disk     *diskwatch.Watch // nil in probe mode
+	marks    marks            // when the steps of its start ended
 }
 
 func (p *proc) wait() { <-p.done }
@@ -278,10 +279,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	defer stR.Close()
 	defer stW.Close()
 
+	var mk marks
 	cmd := initCommand(c, stdin, stdout, stderr, append([]*os.File{cfgR, stW}, extra...))
+	mk.add("host-spawn")
 	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
+	mk.add("host-spawned")
 	// The config goes at once: the init builds the root while the
 	// cgroups are made, and starts nothing before goLine says it is in
 	// them.
@@ -302,6 +306,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 		}
 	}()
 	cg.add(cmd.Process.Pid, cgEnforced)
+	mk.add("host-cgroups")
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.
 	memoryFallback(cmd.Process.Pid, lim.Memory, cgEnforced)
@@ -317,6 +322,8 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	if err != nil {
 		return nil, err
 	}
+	mk.add("host-ready")
+	p.marks = append(mk, st.Marks...)
 	p.enforced = enforcedBy(c, cgEnforced, st.Enforced)
 	if c.Mode != modeProbe {
 		p.disk = newDiskWatch(p, c, c.DiskBytes, c.DiskInodes)
@@ -326,11 +333,18 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 
 // initCommand is the command that starts the init: the agentrun binary
 // in new namespaces, with files (the config and status pipes, then the
-// caller's extra files) from fd 3, and an empty environment.
+// caller's extra files) from fd 3, and an environment of GOMAXPROCS=1
+// only (the program it starts gets the sandbox's own environment).
 func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
 	cmd := exec.Command(c.Executable, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
-	cmd.Env = []string{}
+	// The init does one thing at a time: one processor makes its runtime
+	// start fewer threads, and confine's every-thread calls (a round over
+	// all threads each, 45 of them) cheaper, the more so where the default
+	// GOMAXPROCS is large. On 2 cores, interleaved, 8 rounds of 30 starts
+	// at load 6: 29.7 instead of 32.4 ms of CPU per start (median; lower
+	// in 6 rounds of 8).
+	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = files
@@ -514,6 +528,8 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	var mk marks
+	mk.add("host-start")
 	c, lim, err := b.makeConfig(spec, modeServe)
 	if err != nil {
 		return nil, startError(err)
@@ -583,6 +599,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 		return nil, startError(fmt.Errorf("connect to the runner: %w", err))
 	}
 	s.client = cl
+	mk.add("host-runner-answered")
+	p.marks = append(append(mk[:1:1], p.marks...), mk[1])
 	// Past the disk bound: kill, and fail the calls in flight at once.
 	go p.disk.Run(func() { p.kill(); cl.Close() })
 	return s, nil

@@ -1,0 +1,10 @@
+package native
+
+import "github.com/agentrun/agentrun/internal/sandbox"
+
+// Mark is when a step of a sandbox's start ended (CLOCK_MONOTONIC, ns).
+type Mark = mark
+
+// StartMarks lists when the steps of sb's start ended: the host's, then
+// the init's, in the order each made them.
+func StartMarks(sb sandbox.Sandbox) []Mark { return sb.(*sbox).p.marks }
