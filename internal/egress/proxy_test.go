@@ -494,19 +494,20 @@ func TestProxyIdleTimeout(t *testing.T) {
 	t.Parallel()
 	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
-	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 200 * time.Millisecond })
+	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 600 * time.Millisecond })
 	c, br, resp := tp.connect(t, target)
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %d", resp.StatusCode)
 	}
-	// Traffic keeps the tunnel open past the idle timeout...
+	// Traffic keeps the tunnel open past the idle timeout (the gaps
+	// leave 500 ms of slack for a loaded machine under -race)...
 	buf := make([]byte, 1)
 	for range 6 {
 		io.WriteString(c, "x")
 		if _, err := io.ReadFull(br, buf); err != nil {
 			t.Fatalf("tunnel closed while busy: %v", err)
 		}
-		time.Sleep(80 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	// ...silence closes it.
 	if _, err := io.ReadAll(br); err != nil {
