@@ -157,23 +157,16 @@ func (c *LayerCache) usable(l layer, exclusive bool) (bool, error) {
 // make builds the layer of commit from repo in tmp/ and renames it into
 // place; it runs under the layer's exclusive lock. The layer is synced to
 // disk in the background afterwards (see usable for a crash meanwhile).
-func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format string) error {
-	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(c.tmpDir(), "make-")
+func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format string) (err error) {
+	tmp, err := c.newTemp()
 	if err != nil {
 		return err
 	}
-	done := false
 	defer func() {
-		if !done {
-			_ = os.RemoveAll(tmp)
+		if err != nil {
+			_ = RemoveTree(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
 	tree := filepath.Join(tmp, layerTree)
 	if err := os.Mkdir(tree, 0o755); err != nil {
 		return err
@@ -203,17 +196,43 @@ func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format str
 		bytes += (m.entries[i].size + 4095) &^ 4095
 	}
 	info := layerInfo{Version: layerVersion, Commit: commit, Format: format, Bytes: bytes, Files: len(m.entries), Boot: bootID(), Made: time.Now().UTC()}
-	b, _ := json.Marshal(info)
+	return c.publish(tmp, l, info)
+}
+
+// newTemp makes an empty directory (mode 0755) in the cache's tmp, where
+// a layer is built before publish moves it into place.
+func (c *LayerCache) newTemp() (string, error) {
+	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(c.tmpDir(), "make-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// publish writes info into tmp, a layer built whole, moves it into place
+// as l, and syncs it to disk in the background, under the layer's shared
+// lock (so that it is not removed meanwhile). On error tmp is left to the
+// caller.
+func (c *LayerCache) publish(tmp string, l layer, info any) error {
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(tmp, layerInfoName), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, l.dir); err != nil {
 		return err
 	}
-	done = true
 	syncDir(c.dir)
 	c.syncs.Go(func() {
-		// Under the shared lock: the layer is not removed meanwhile.
 		lock, err := lockFile(context.Background(), c.lockPath(l.key), unix.LOCK_SH)
 		if err != nil {
 			return

@@ -193,17 +193,13 @@ func (c *LayerCache) AcquireSetup(ctx context.Context, in SetupInput, stateDir s
 
 // buildSetup makes the layer l in tmp/ with build and renames it into
 // place; it runs under the layer's exclusive lock.
-func (c *LayerCache) buildSetup(ctx context.Context, l layer, in SetupInput, build SetupBuilder) error {
-	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(c.tmpDir(), "make-")
+func (c *LayerCache) buildSetup(ctx context.Context, l layer, in SetupInput, build SetupBuilder) (err error) {
+	tmp, err := c.newTemp()
 	if err != nil {
 		return err
 	}
-	done := false
 	defer func() {
-		if !done {
+		if err != nil {
 			_ = RemoveTree(tmp)
 		}
 	}()
@@ -238,29 +234,10 @@ func (c *LayerCache) buildSetup(ctx context.Context, l layer, in SetupInput, bui
 	info := SetupInfo{Version: layerVersion, Commit: in.Commit, Bytes: bytes, Files: files, Boot: bootID(), Made: time.Now().UTC(),
 		Kind: "setup", Repo: in.Repo, Command: in.Command, Allow: in.Allow, Backend: in.Backend, Image: in.Image, Mode: mode,
 		Duration: took.Round(time.Millisecond).String()}
-	bs, _ := json.Marshal(info)
-	if err := os.WriteFile(filepath.Join(tmp, layerInfoName), append(bs, '\n'), 0o644); err != nil {
-		return err
-	}
 	if err := os.WriteFile(filepath.Join(tmp, layerUsed), nil, 0o644); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, l.dir); err != nil {
-		return err
-	}
-	done = true
-	syncDir(c.dir)
-	c.syncs.Go(func() {
-		lock, err := lockFile(context.Background(), c.lockPath(l.key), unix.LOCK_SH)
-		if err != nil {
-			return
-		}
-		defer lock.Close()
-		if _, err := os.Lstat(l.dir); err == nil {
-			_ = syncLayer(l)
-		}
-	})
-	return nil
+	return c.publish(tmp, l, info)
 }
 
 // ownerWritable adds the owner's write and search bits to every
