@@ -105,6 +105,21 @@ func decodeDoc(doc []byte, v any) error {
 	return nil
 }
 
+// answer prints a server's answer to a command: as it came with --json,
+// else decoded into v (a zero value of the command's output) and rendered.
+func answer[T any](app *App, doc []byte, err error, v *T, render func(*T) error) error {
+	if err != nil {
+		return err
+	}
+	if app.JSON {
+		return app.printDoc(doc)
+	}
+	if err := decodeDoc(doc, v); err != nil {
+		return err
+	}
+	return render(v)
+}
+
 // remoteRun is the run as the server's status document shows it.
 func (app *App) remoteRun(ctx context.Context, id string) (*run.Run, []byte, error) {
 	doc, err := app.remote.Get(ctx, runPath(id, ""), nil)
@@ -121,22 +136,14 @@ func (app *App) remoteRun(ctx context.Context, id string) (*run.Run, []byte, err
 
 func (app *App) remoteStatus(ctx context.Context, id string) error {
 	doc, err := app.remote.Get(ctx, runPath(id, ""), nil)
-	if err != nil {
-		return err
-	}
-	if app.JSON {
-		return app.printDoc(doc)
-	}
-	st := statusOutput{Run: &run.Run{}}
-	if err := decodeDoc(doc, &st); err != nil {
-		return err
-	}
-	var evs []run.Event
-	evDoc, err := app.remote.Get(ctx, runPath(st.ID, "logs"), url.Values{"events": {"true"}})
-	read := err == nil && json.Unmarshal(evDoc, &struct {
-		Events *[]run.Event `json:"events"`
-	}{&evs}) == nil
-	return app.printStatus(st.Run, st.Disk, evs, read, nil, time.Now())
+	return answer(app, doc, err, &statusOutput{Run: &run.Run{}}, func(st *statusOutput) error {
+		var evs []run.Event
+		evDoc, err := app.remote.Get(ctx, runPath(st.ID, "logs"), url.Values{"events": {"true"}})
+		read := err == nil && json.Unmarshal(evDoc, &struct {
+			Events *[]run.Event `json:"events"`
+		}{&evs}) == nil
+		return app.printStatus(st.Run, st.Disk, evs, read, nil, time.Now())
+	})
 }
 
 func (app *App) remoteList(ctx context.Context, o *listOptions) error {
@@ -198,76 +205,50 @@ func (app *App) remoteList(ctx context.Context, o *listOptions) error {
 
 func (app *App) remoteDiff(ctx context.Context, id string) error {
 	doc, err := app.remote.Get(ctx, runPath(id, "diff"), nil)
-	if err != nil {
-		return err
-	}
-	if app.JSON {
-		return app.printDoc(doc)
-	}
-	var d struct {
-		Patch string `json:"patch"`
-	}
-	if err := decodeDoc(doc, &d); err != nil {
-		return err
-	}
-	w, done := app.rawOut()
-	if _, err := fmt.Fprint(w, d.Patch); err != nil {
-		return err
-	}
-	return done()
+	return answer(app, doc, err, &patchDoc{}, func(d *patchDoc) error {
+		w, done := app.rawOut()
+		if _, err := fmt.Fprint(w, d.Patch); err != nil {
+			return err
+		}
+		return done()
+	})
+}
+
+// patchDoc is what the server's diff answer holds for the human output.
+type patchDoc struct {
+	Patch string `json:"patch"`
+}
+
+// idDoc is the run id of a server's answer.
+type idDoc struct {
+	ID string `json:"id"`
 }
 
 func (app *App) remoteCancel(ctx context.Context, o *cancelOptions) error {
 	doc, err := app.remote.Post(ctx, runPath(o.ID, "cancel"), map[string]bool{"no_wait": o.NoWait})
-	if err != nil {
-		return err
-	}
-	if app.JSON {
-		return app.printDoc(doc)
-	}
-	var out cancelOutput
-	if err := decodeDoc(doc, &out); err != nil {
-		return err
-	}
-	app.printCancel(out)
-	return nil
+	return answer(app, doc, err, &cancelOutput{}, func(out *cancelOutput) error {
+		app.printCancel(*out)
+		return nil
+	})
 }
 
 func (app *App) remoteVerdict(ctx context.Context, o *verdictOptions) error {
 	doc, err := app.remote.Post(ctx, runPath(o.ID, "verdict"), map[string]string{"verdict": o.Value, "note": o.Note})
-	if err != nil {
-		return err
-	}
-	if app.JSON {
-		return app.printDoc(doc)
-	}
-	var out struct {
-		ID string `json:"id"`
-	}
-	if err := decodeDoc(doc, &out); err != nil {
-		return err
-	}
-	app.printVerdict(out.ID, o.Value, o.Note)
-	return nil
+	return answer(app, doc, err, &idDoc{}, func(out *idDoc) error {
+		app.printVerdict(out.ID, o.Value, o.Note)
+		return nil
+	})
 }
 
 func (app *App) remoteEgress(ctx context.Context, id string) error {
 	doc, err := app.remote.Get(ctx, runPath(id, "egress"), nil)
-	if err != nil {
-		return err
-	}
-	if app.JSON {
-		return app.printDoc(doc)
-	}
-	var out egressOutput
-	if err := decodeDoc(doc, &out); err != nil {
-		return err
-	}
-	r, _, err := app.remoteRun(ctx, out.ID)
-	if err != nil {
-		return err
-	}
-	return app.printEgress(r, &out)
+	return answer(app, doc, err, &egressOutput{}, func(out *egressOutput) error {
+		r, _, err := app.remoteRun(ctx, out.ID)
+		if err != nil {
+			return err
+		}
+		return app.printEgress(r, out)
+	})
 }
 
 // localRepo is the top level of the repository dir is in ("" when it is
