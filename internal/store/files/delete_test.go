@@ -51,11 +51,10 @@ func TestDeleteRemovesReadOnlyTrees(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		os.Chown(base, nobody, nobody) // for the helpers' start file
+		os.Chown(base, nobody, nobody) // the helper, as nobody, owns the store's parent too
 		cmd := exec.Command(bin, "-test.run=^TestHelperProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), helperEnv+"=delete", helperHomeEnv+"="+home, helperRunEnv+"="+r.ID)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		os.WriteFile(filepath.Join(home, "go"), nil, 0o644)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("delete as uid %d: %v\n%s", nobody, err, out)
 		}

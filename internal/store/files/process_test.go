@@ -1,20 +1,17 @@
 package files_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/store/files"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // The helper process: when the test binary is re-executed with
@@ -45,13 +42,7 @@ func helper(mode string) error {
 	if err != nil {
 		return err
 	}
-	// Start together: wait for the parent's go file.
-	for {
-		if _, err := os.Stat(filepath.Join(home, "go")); err == nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testsupport.AwaitGate() // start together
 	switch mode {
 	case "race":
 		_, err := s.Transition(ctx, id, []run.State{run.StateQueued}, run.StatePreparing, "", strconv.Itoa(os.Getpid()))
@@ -82,38 +73,8 @@ func helper(mode string) error {
 // returns their combined stdout once all have exited.
 func runHelpers(t *testing.T, mode, home, id string, procs, n int, cred func(*exec.Cmd)) string {
 	t.Helper()
-	var out bytes.Buffer
-	var mu sync.Mutex
-	var cmds []*exec.Cmd
-	for i := 0; i < procs; i++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperHomeEnv+"="+home,
-			helperRunEnv+"="+id, helperNEnv+"="+strconv.Itoa(n))
-		cmd.Stdout = lockedWriter{mu: &mu, w: &out}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if cred != nil {
-			cred(cmd)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() && stderr.Len() > 0 {
-				t.Logf("helper %d stderr: %s", i, stderr.String())
-			}
-		})
-		cmds = append(cmds, cmd)
-	}
-	if err := os.WriteFile(filepath.Join(home, "go"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("helper %d: %v", i, err)
-		}
-	}
-	return out.String()
+	return testsupport.RunHelpers(t, "TestHelperProcess", procs, []string{helperEnv + "=" + mode, helperHomeEnv + "=" + home,
+		helperRunEnv + "=" + id, helperNEnv + "=" + strconv.Itoa(n)}, cred)
 }
 
 func TestMultiProcessUpdatesAndEvents(t *testing.T) {
@@ -152,16 +113,4 @@ func TestMultiProcessUpdatesAndEvents(t *testing.T) {
 	if err != nil || e.Seq != int64(len(evs)+1) {
 		t.Fatalf("parent append: Seq %d, %v; want %d", e.Seq, err, len(evs)+1)
 	}
-}
-
-// lockedWriter serialises the goroutines that copy each helper's stdout.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,21 +1,17 @@
 package sqlstore_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 	"github.com/agentrun/agentrun/internal/store/sqlstore"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // The helper process: when the test binary is re-executed with
@@ -24,7 +20,6 @@ import (
 const (
 	helperEnv    = "AGENTRUN_SQLSTORE_HELPER"
 	helperURLEnv = "AGENTRUN_SQLSTORE_HELPER_URL"
-	helperGoEnv  = "AGENTRUN_SQLSTORE_HELPER_GO"
 	helperRunEnv = "AGENTRUN_SQLSTORE_HELPER_RUN"
 	helperNEnv   = "AGENTRUN_SQLSTORE_HELPER_N"
 )
@@ -50,12 +45,7 @@ func helper() error {
 		return err
 	}
 	defer s.Close()
-	for { // start together: wait for the parent's go file
-		if _, err := os.Stat(os.Getenv(helperGoEnv)); err == nil {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testsupport.AwaitGate() // start together
 	_, err = s.Transition(ctx, id, []run.State{run.StateQueued}, run.StatePreparing, "", strconv.Itoa(os.Getpid()))
 	switch {
 	case err == nil:
@@ -123,46 +113,6 @@ func TestMultiProcess(t *testing.T) {
 // their combined stdout once all have exited.
 func runHelpers(t *testing.T, url, id string, procs, n int) string {
 	t.Helper()
-	goFile := filepath.Join(t.TempDir(), "go")
-	var out bytes.Buffer
-	var mu sync.Mutex
-	var cmds []*exec.Cmd
-	for i := 0; i < procs; i++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperEnv+"=1", helperURLEnv+"="+url, helperGoEnv+"="+goFile,
-			helperRunEnv+"="+id, helperNEnv+"="+strconv.Itoa(n))
-		cmd.Stdout = lockedWriter{mu: &mu, w: &out}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() && stderr.Len() > 0 {
-				t.Logf("helper %d stderr: %s", i, stderr.String())
-			}
-		})
-		cmds = append(cmds, cmd)
-	}
-	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("helper %d: %v", i, err)
-		}
-	}
-	return out.String()
-}
-
-// lockedWriter serialises the goroutines that copy each helper's stdout.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return testsupport.RunHelpers(t, "TestHelperProcess", procs, []string{helperEnv + "=1", helperURLEnv + "=" + url,
+		helperRunEnv + "=" + id, helperNEnv + "=" + strconv.Itoa(n)}, nil)
 }
