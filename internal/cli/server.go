@@ -75,7 +75,9 @@ func (app *App) newServerCmd() *cobra.Command {
 logs (also followed as Server-Sent Events), result, diff, the result branch
 as a git bundle, cancel, resume, verdict and egress, plus /healthz, /readyz
 and /metrics (Prometheus). Every answer about runs is the --json document of
-the command of the same name; every error is the error catalog's.
+the command of the same name; every error is the error catalog's. A web UI
+is served at /ui/ (runs, live logs, diffs, verdicts, a submit form); with
+--token-file its sign-in page takes the token.
 
 The server keeps its runs under --data DIR (default: the data directory's
 "server" directory): the run directories, and one bare git repository per

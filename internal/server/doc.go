@@ -1,6 +1,7 @@
 // Package server is the team server's HTTP API (agentrun server, Full
 // mode): JSON under /v1, described by docs/openapi.json (served at
-// /v1/openapi.json), plus /healthz, /readyz and /metrics.
+// /v1/openapi.json), plus /healthz, /readyz and /metrics, and the web UI
+// under /ui/ (package web, mounted in webui.go).
 //
 // Every response body about runs is the --json document of the agentrun
 // command of the same name (docs/json): the server runs those commands in

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/mcp"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server/web"
 )
 
 // Options configure a Server.
@@ -59,12 +59,15 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopping chan struct{} // closed when shutdown begins: streams end
+
+	ui *web.UI // the web UI under /ui/ (webui.go)
 }
 
 // route is one registered route.
 type route struct {
 	method, path string
 	open         bool // served without the token (probes)
+	ui           bool // a web UI route: it sees who asked and decides itself
 	h            http.HandlerFunc
 }
 
@@ -95,6 +98,7 @@ func New(o Options) *Server {
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	s.mountUI()
 	s.mux.Handle("/", s.wrap(route{path: "/", h: func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, catalog.NoRoute.New("%s %s", r.Method, r.URL.Path))
 	}}))
@@ -175,7 +179,14 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rec, catalog.CrossOrigin.New("a request for host %q reached a server that answers loopback names only", req.Host))
 			return
 		}
-		if !rt.open && !s.authorized(req) {
+		who, ok := s.authenticate(req)
+		if rt.ui {
+			rt.h(rec, req.WithContext(web.WithViewer(req.Context(), web.Viewer{Name: who.Name, OK: ok})))
+			return
+		}
+		// A session cookie stands for a browser on the UI's pages; the
+		// API takes bearer tokens only.
+		if !rt.open && (!ok || who.Session) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
 			writeError(rec, catalog.Unauthorized.New("%s %s", req.Method, req.URL.Path))
 			return
@@ -195,14 +206,6 @@ func loopbackName(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func (s *Server) authorized(req *http.Request) bool {
-	if s.o.Token == "" {
-		return true
-	}
-	got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
 }
 
 // ShutdownTimeout bounds how long Serve waits for in-flight requests

@@ -119,6 +119,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	case spec == nil:
 		writeError(w, catalog.BadRequest.New("the part spec is missing"))
 		return
+	case repo == "" && spec.Base != "" && s.o.Projects.has(spec.Project):
+		// No bundle: the base is one the project already holds (a commit
+		// an earlier bundle brought, a run's branch), as the web UI's
+		// submit form names it; submit resolves it in the repository.
+		repo, base = s.o.Projects.Repo(spec.Project), spec.Base
 	case repo == "":
 		writeError(w, catalog.BadBundle.New("the part bundle is missing: send a git bundle of the base commit"))
 		return

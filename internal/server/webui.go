@@ -1,0 +1,94 @@
+package server
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/server/web"
+)
+
+// Identity is who made a request, as authenticate decided.
+type Identity struct {
+	Name string
+	// Session: by the web UI's session cookie rather than a bearer token.
+	Session bool
+}
+
+// authenticate is the one place that decides whether a request is
+// authenticated, and as whom: by its bearer token, else by the web UI's
+// session cookie. A session's token is looked up again on every request,
+// so a token that stops being good ends its sessions too.
+func (s *Server) authenticate(req *http.Request) (Identity, bool) {
+	if s.o.Token == "" {
+		// No token: the server answers loopback names only (wrap), and
+		// everyone who reaches it is its local user, as the API always was.
+		return Identity{Name: "local"}, true
+	}
+	if tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
+		name, ok := s.tokenIdentity(tok)
+		return Identity{Name: name}, ok
+	}
+	if tok, ok := s.ui.SessionToken(req); ok {
+		name, ok := s.tokenIdentity(tok)
+		return Identity{Name: name, Session: true}, ok
+	}
+	return Identity{}, false
+}
+
+// tokenIdentity looks a token up: today the server's one token (--token-file).
+func (s *Server) tokenIdentity(tok string) (string, bool) {
+	if s.o.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.o.Token)) == 1 {
+		return "token", true
+	}
+	return "", false
+}
+
+// mountUI serves the web UI under /ui/ (a browser asking for / is sent
+// there). The UI renders the API's own answers: it calls the routes'
+// handlers in process, past wrap (its own request was authenticated).
+func (s *Server) mountUI() {
+	api := http.NewServeMux()
+	for _, rt := range s.routes {
+		api.HandleFunc(rt.method+" "+rt.path, rt.h)
+	}
+	s.ui = web.New(web.Options{API: api, NeedLogin: s.o.Token != "", Check: s.tokenIdentity,
+		Projects: s.o.Projects.names, Log: s.o.Log})
+	s.mux.Handle("/ui/", s.wrap(route{path: "/ui/", ui: true, h: s.ui.ServeHTTP}))
+	s.mux.Handle("GET /{$}", s.wrap(route{path: "/", ui: true, h: func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.Header.Get("Accept"), "text/html"):
+			http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+		case !web.ViewerOf(r.Context()).OK:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
+			writeError(w, catalog.Unauthorized.New("%s %s", r.Method, r.URL.Path))
+		default:
+			writeError(w, catalog.NoRoute.New("%s %s", r.Method, r.URL.Path))
+		}
+	}}))
+}
+
+// names lists the projects that have a repository, for the submit form.
+func (p *Projects) names() []string {
+	ents, _ := os.ReadDir(p.Dir)
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".git"); ok && e.IsDir() && projectName.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// has reports whether project name has a repository on the server.
+func (p *Projects) has(name string) bool {
+	if !projectName.MatchString(name) {
+		return false
+	}
+	_, err := os.Stat(p.Repo(name) + "/objects")
+	return err == nil
+}
