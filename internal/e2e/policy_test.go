@@ -216,3 +216,29 @@ func mustRead(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// TestPolicyImagesByDigest: on a backend that runs images, the images
+// rule takes an image named by a digest it lists; a tag (even one pinned
+// in the config) and a digest it does not list are refused.
+func TestPolicyImagesByDigest(t *testing.T) {
+	e := newEnv(t)
+	image := e.useDocker()
+	const tag = "localhost/agentrun-test:busybox" // .ci/install-podman.sh's
+	cfg := filepath.Join(e.root, "config", "agentrun")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte("[images]\n\""+tag+"\" = \""+image+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := e.writePolicy("policy.toml", "version = 1\nimages = [\""+image+"\"]\n")
+	pol := []string{"AGENTRUN_POLICY=" + p}
+	args := func(img string, more ...string) []string {
+		return append([]string{"submit", "--json", "--sandbox", "docker", "--image", img, "--agent-cmd", "echo x > x.txt"}, append(more, "t")...)
+	}
+	e.refused(e.agentrun(pol, args(tag)...), "policy_violation", "images", 0)
+	other := e.writePolicy("other.toml", "version = 1\nimages = [\"sha256:"+strings.Repeat("0", 64)+"\"]\n")
+	e.refused(e.agentrun([]string{"AGENTRUN_POLICY=" + other}, args(image)...), "policy_violation", "images", 0)
+	res := e.agentrun(pol, args(image, "--wait")...)
+	must(t, res, 0)
+}
