@@ -107,8 +107,8 @@ type orgFile struct {
 }
 
 // OrgKeys are the policy file's keys, as the README documents them.
-var OrgKeys = []string{"version", "agents", "sandboxes", "host_sandbox", "images", "network", "env",
-	"egress.allow", "egress.presets", "checks.name", "checks.command",
+var OrgKeys = []string{"version", "agents", "sandboxes", "host_sandbox", "images", "network",
+	"egress.allow", "egress.presets", "env", "checks.name", "checks.command",
 	"max_timeout", "max_attempts", "max_tokens", "max_cost", "max_disk"}
 
 // LoadOrg reads the policy file at path. A missing, unreadable or invalid
