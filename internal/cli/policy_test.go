@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // policyFile sets every rule, so that its --json document shows each.
@@ -65,5 +69,25 @@ func TestPolicyJSON(t *testing.T) {
 	// check without a file checks the policy in force.
 	if code, out, _ = h.exec("policy", "check"); code != 0 || !strings.Contains(out, digest) {
 		t.Fatalf("policy check (in force): exit %d %s", code, out)
+	}
+}
+
+// TestPolicyMCPSubmit: the MCP server's submit is the CLI's, in process:
+// the local policy holds it too, and nothing is made.
+func TestPolicyMCPSubmit(t *testing.T) {
+	h := newTestHome(t)
+	repo, _ := testsupport.Repo(t, map[string]string{"README.md": "hi\n"})
+	h.env["PATH"] = os.Getenv("PATH")
+	h.env["AGENTRUN_POLICY"] = filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(h.env["AGENTRUN_POLICY"], []byte("version = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app, _, _ := h.app()
+	out, _, code := app.mcpExec(context.Background(), []string{"submit", "--json", "--repo", repo, "--sandbox", "host", "--agent-cmd", "true", "--", "t"}, nil)
+	if e := jsonErr(t, string(out)); code != 2 || e["code"] != "policy_violation" || !strings.Contains(string(out), "rule host_sandbox:") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if runs, _, err := h.st.List(context.Background(), run.Filter{}); err != nil || len(runs) != 0 {
+		t.Fatalf("runs %v, %v", runs, err)
 	}
 }
