@@ -35,6 +35,8 @@ var causes = map[string]string{
 	"server_protocol":       "Whatever answers at the `--server` URL is not an agentrun team server of this version: a proxy's error page, another service, or a server from another release.",
 	"bad_result":            "The bundle of the run's branch that the team server sent does not hold what the run reports: the commit's parent is not the run's base commit, its tree is not the base with the run's patch applied, or the bundle is damaged.",
 	"branch_exists":         "Your repository already has a branch `agentrun/<id>` that points to another commit than the run's result; it is never overwritten.",
+	"bad_policy":            "The organization policy file in force (`agentrun server --policy`, `policy` in config.toml, `AGENTRUN_POLICY`) is missing, does not parse, has a key it does not know, or a value it cannot take; the error names the key. A policy that was asked for is never ignored.",
+	"policy_violation":      "The run breaks a rule of the organization policy: the cause names the rule, the value asked for and what the policy allows. Submit refuses it before any record or workspace is made; resume refuses it and leaves the run as it was.",
 	"usage":                 "A flag or argument the command does not accept: an unknown flag, a missing or extra argument, a value of the wrong type.",
 	"empty_task":            "The task given as an argument, on stdin (`-`) or in `--task-file` is empty or only whitespace.",
 	"task_file":             "The file named by `--task-file` does not exist, is not readable, or is not a regular file.",

@@ -112,6 +112,10 @@ var (
 	BadResult         = Entry{"bad_result", "the run's result from the team server cannot be used", "nothing was written to your repository; fetch it again with 'agentrun result ID', and report the run to the server's operator if it persists", ExitUsage}
 	BranchExists      = Entry{"branch_exists", "the run's branch already exists in your repository and points elsewhere", "look at the branch and delete it (git branch -D agentrun/ID) if it is stale, then 'agentrun result ID' again", ExitUsage}
 
+	// The organization policy (agentrun server --policy, policy in config.toml, AGENTRUN_POLICY).
+	BadPolicy       = Entry{"bad_policy", "cannot read the organization policy file", "fix the file named (its keys are listed in the README's \"Organization policy\"; check it with 'agentrun policy check FILE'), or point policy (config.toml), AGENTRUN_POLICY or --policy at the right file", ExitUsage}
+	PolicyViolation = Entry{"policy_violation", "the organization policy does not allow this run", "keep the request within the rule named ('agentrun policy show' prints the policy in force), or ask the policy's owner to change it; nothing was created", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

@@ -231,11 +231,16 @@ func (app *App) runBench(ctx context.Context, o *benchOptions) error {
 	for _, f := range fs {
 		h.Fixtures = append(h.Fixtures, bench.FixtureInfo{Name: f.Name, Language: f.Language, Source: f.Source, Digest: f.Digest})
 	}
+	// The bench's runs keep to the policy in force as submit's do.
+	svc := app.Deps.submitService()
+	if svc.Policy, err = app.policyInForce(s); err != nil {
+		return err
+	}
 	w, err := bench.Create(out, h)
 	if err != nil {
 		return catalog.Home.Wrap(err, "results: %v", err)
 	}
-	sub := &benchSubmitter{app: app, env: env, settings: s, o: o, svc: app.Deps.submitService(), warned: map[string]bool{}}
+	sub := &benchSubmitter{app: app, env: env, settings: s, o: o, svc: svc, warned: map[string]bool{}}
 	b := &bench.Bench{
 		Submitter: sub, Store: env.Store, Layout: env.Layout, Dir: dir,
 		Scorer: &bench.Scorer{Backends: app.Deps.backends(app.Executable), Workspaces: app.Deps.Workspaces,

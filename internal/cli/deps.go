@@ -7,6 +7,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/server"
@@ -43,6 +44,11 @@ type Deps struct {
 	InspectRepo func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
 	// Mode is the mode submit records in provenance ("" = lite).
 	Mode string
+	// Policy is the organization policy the server read when it started
+	// (nil: none), in force when PolicyFixed; otherwise each command
+	// reads the one its settings name (policyInForce).
+	Policy      *policy.Org
+	PolicyFixed bool
 	// BuildSetup finds or makes the setup layer of the planned run r in
 	// data directory home's layer cache, working in scratch (agentrun
 	// setup; nil: this build cannot).

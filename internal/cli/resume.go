@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/config"
+	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
 
@@ -94,6 +96,9 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 	if o.set != nil && o.set("max-cost") {
 		so.MaxCost = &o.MaxCost
 	}
+	if err := app.resumeAllowed(settings, r, so); err != nil {
+		return err
+	}
 	nr, err := supervisor.Resume(ctx, env.runs(), r, o.Task, so)
 	if err != nil {
 		return err
@@ -102,4 +107,26 @@ func (app *App) runResume(ctx context.Context, o *resumeOptions) error {
 		fmt.Fprintf(app.Stderr, "run %s resumed (attempt %d next)\n", nr.ID, len(nr.Attempts)+1)
 	}
 	return app.afterStart(ctx, env, nr, o.Wait, o.Follow)
+}
+
+// resumeAllowed holds the run as it would continue (with the budget the
+// resume gives it) to the organization policy in force now, which may
+// have changed since the run was submitted.
+func (app *App) resumeAllowed(s config.Settings, r *run.Run, so supervisor.StartOptions) error {
+	org, err := app.policyInForce(s)
+	if err != nil || org == nil {
+		return err
+	}
+	next := *r
+	if r.Gateway != nil {
+		g := *r.Gateway
+		if so.MaxTokens != nil {
+			g.MaxTokens = *so.MaxTokens
+		}
+		if so.MaxCost != nil {
+			g.MaxCost = *so.MaxCost
+		}
+		next.Gateway = &g
+	}
+	return org.Check(&next)
 }

@@ -151,6 +151,7 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newDoctorCmd(),
 		app.newManCmd(),
 		app.newConfigCmd(),
+		app.newPolicyCmd(),
 		app.newMCPCmd(),
 		app.newServerCmd(),
 		app.newBenchCmd(),

@@ -36,6 +36,7 @@ type serverOptions struct {
 	MaxBundle   int64
 	AllowHost   bool
 	PassEnv     []string
+	Policy      string
 }
 
 // Validate refuses a non-loopback address without --listen-any, and any
@@ -101,7 +102,12 @@ in front. Logs are JSON lines on stderr.
 
 A client chooses its run's sandbox among the isolating ones; the host
 sandbox (none) only with --allow-host-sandbox. Its agent gets the server's
-variables that its spec's env names only where --pass-env names them too.`,
+variables that its spec's env names only where --pass-env names them too.
+
+--policy FILE holds every submit and resume to an organization policy (see
+'agentrun policy --help'); a file that cannot be read stops the server
+from starting. Without it, the policy named by config.toml or
+AGENTRUN_POLICY, if any, is in force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -123,6 +129,7 @@ variables that its spec's env names only where --pass-env names them too.`,
 	f.BoolVar(&o.AllowHost, "allow-host-sandbox", false, "let clients ask for the host sandbox (no isolation: their agents run as this server's user)")
 	f.StringArrayVar(&o.PassEnv, "pass-env", nil, "a `NAME` of this server's variables that clients may pass to their agents (repeatable)")
 	f.Int64Var(&o.MaxBundle, "max-bundle", server.DefaultMaxBundle, "refuse bundles over this many `BYTES`")
+	f.StringVar(&o.Policy, "policy", "", "hold every submit and resume to the organization policy `FILE` (default: policy in config.toml, AGENTRUN_POLICY)")
 	_ = f.MarkHidden("lease-ttl")
 	return c
 }
@@ -154,6 +161,9 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	defer be.Close()
 	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
 	settings, cfgErr := config.Load(app.Getenv)
+	if err := app.fixServerPolicy(o, settings, cfgErr, log); err != nil {
+		return err
+	}
 	l := layout.Layout{Home: data}
 	sweepers := app.Deps.sweepers(app.Executable)
 	env := &Env{Home: data, Layout: l, Store: be.Store, Coord: be.Coord, Settings: settings, settingsErr: cfgErr, Claimed: true, Sweepers: sweepers}

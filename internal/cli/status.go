@@ -209,6 +209,9 @@ func writeProvenance(w io.Writer, p run.Provenance) error {
 	pf.add("  sandbox", p.Sandbox)
 	pf.add("  agent", oneLine(p.AgentCommand, 72))
 	pf.add("  policy", p.PolicyDigest)
+	if p.OrgPolicyDigest != "" {
+		pf.add("  org policy", p.OrgPolicyDigest)
+	}
 	for _, g := range groupEnforced(p.Enforced) {
 		pf.add("  "+g.label, oneLine(g.what, 0))
 	}

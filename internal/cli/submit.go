@@ -323,7 +323,11 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if req.Task, err = app.readTask(o); err != nil {
 		return err
 	}
-	r, warnings, err := app.Deps.submitService().Plan(ctx, req)
+	svc := app.Deps.submitService()
+	if svc.Policy, err = app.policyInForce(s); err != nil {
+		return err
+	}
+	r, warnings, err := svc.Plan(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -90,6 +90,9 @@ type Config struct {
 	// ToolchainCaches name the host caches runs read, read-only: go,
 	// npm, pip, cargo.
 	ToolchainCaches []string `toml:"toolchain_caches"`
+	// Policy is the organization policy file every submit and resume
+	// keeps to (a path; relative: to the config file's directory).
+	Policy string `toml:"policy"`
 }
 
 // KeySource names where a key comes from; at most one field is set.
@@ -140,6 +143,9 @@ type Settings struct {
 	ModelServer string
 	// Image is the image of backends that run images ("" = none named).
 	Image string
+	// Policy is the organization policy file in force ("" = none): an
+	// absolute path (AGENTRUN_POLICY over the file's policy).
+	Policy string
 	// File is the file's content (model servers, providers, prices).
 	File Config
 	// Path is the config file consulted (it may not exist).
@@ -208,7 +214,7 @@ func isDigest(d string) bool {
 // AGENTRUN_ATTEMPTS, AGENTRUN_TIMEOUT, AGENTRUN_AUTHOR_NAME,
 // AGENTRUN_AUTHOR_EMAIL, AGENTRUN_MAX_FILES, AGENTRUN_MAX_BYTES,
 // AGENTRUN_IMAGE, AGENTRUN_CACHE_BUDGET, AGENTRUN_DISK_BUDGET,
-// AGENTRUN_WORKSPACE, AGENTRUN_HISTORY.
+// AGENTRUN_WORKSPACE, AGENTRUN_HISTORY, AGENTRUN_POLICY.
 func Load(getenv func(string) string) (Settings, error) {
 	s := Settings{Path: Path(getenv)}
 	c, err := Read(s.Path)
@@ -253,6 +259,12 @@ func Load(getenv func(string) string) (Settings, error) {
 	s.File = c
 	s.MaxTokens, s.MaxCost, s.ModelServer = c.MaxTokens, c.MaxCost, c.ModelServer
 	s.Image = c.Image
+	if c.Policy != "" {
+		s.Policy = c.Policy
+		if !filepath.IsAbs(s.Policy) {
+			s.Policy = filepath.Join(filepath.Dir(s.Path), s.Policy)
+		}
+	}
 	err = s.fromEnvironment(getenv)
 	return s, err
 }
@@ -328,6 +340,11 @@ func (s *Settings) fromEnvironment(getenv func(string) string) error {
 	}
 	if e := getenv("AGENTRUN_IMAGE"); e != "" {
 		s.Image = e
+	}
+	if e := getenv("AGENTRUN_POLICY"); e != "" {
+		if s.Policy, err = filepath.Abs(e); err != nil {
+			return catalog.BadConfig.New("AGENTRUN_POLICY=%q: %v", e, err)
+		}
 	}
 	if e := getenv("AGENTRUN_AUTHOR_NAME"); e != "" {
 		s.AuthorName = e

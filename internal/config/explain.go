@@ -64,6 +64,7 @@ var settings = []setting{
 	{"max_cost", "AGENTRUN_MAX_COST", func(s Settings) string { return strconv.FormatFloat(s.MaxCost, 'f', -1, 64) }},
 	{"model_server", "AGENTRUN_MODEL_SERVER", func(s Settings) string { return s.ModelServer }},
 	{"image", "AGENTRUN_IMAGE", func(s Settings) string { return s.Image }},
+	{"policy", "AGENTRUN_POLICY", func(s Settings) string { return s.Policy }},
 }
 
 // Explain lists every scalar setting with its effective value and source,

@@ -7,6 +7,14 @@
 // give the same bytes (fields in a fixed order, set-like lists sorted and
 // deduplicated, no whitespace). It never includes secret values: only the
 // NAMES of environment variables.
+//
+// It also reads an organization policy file (Org, org.go): the bounds an
+// organization sets on every run (agents, sandboxes, images by digest,
+// network, egress, variables, required checks, maxima), with a canonical
+// digest of its content recorded on every run beside the effective
+// policy's. Submit applies it (Apply) and refuses a run outside it
+// (Check); resume checks the run as it would continue. It never reads a
+// repository: only the user's or the server operator's file.
 package policy
 
 import (

@@ -413,6 +413,11 @@ type Provenance struct {
 	AgentCommand string            `json:"agent_command"`
 	PolicyDigest string            `json:"policy_digest"`      // sha256:<hex> of policy canonical bytes
 	Enforced     map[string]string `json:"enforced,omitempty"` // limit/isolation -> "enforced" | "unavailable: why"
+
+	// OrgPolicyDigest is the canonical digest of the organization policy
+	// file the run was submitted under (absent: none was in force).
+	OrgPolicyDigest string `json:"org_policy_digest,omitempty"`
+
 	// Image is the sandbox's image as the user named it (REF@sha256:...,
 	// an id, or a pinned tag), ImageID the engine's id of it and
 	// ImageDigests its repository digests (backends that run images).

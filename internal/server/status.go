@@ -22,6 +22,9 @@ var statusByCode = map[string]int{
 	catalog.Home.Code:         http.StatusInternalServerError,
 	catalog.DiskFull.Code:     http.StatusInsufficientStorage,
 	catalog.BadBundle.Code:    http.StatusUnprocessableEntity,
+
+	// A run the organization policy does not allow.
+	catalog.PolicyViolation.Code: http.StatusForbidden,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.

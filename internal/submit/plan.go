@@ -46,6 +46,9 @@ type Service struct {
 	Inspect func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
 	// Mode is the mode recorded in provenance ("" = lite).
 	Mode string
+	// Policy is the organization policy in force (nil: none): Plan
+	// applies it to the planned run and refuses a run outside it.
+	Policy *policy.Org
 }
 
 // Request is a validated-syntax submit: flags parsed, task read. Plan
@@ -192,11 +195,17 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	if len(req.Workspace.Include) > 0 && len(included) == 0 {
 		warnings = append(warnings, f("include")+" matched no git-ignored file of the working tree: nothing is included")
 	}
+	// The organization policy fills what the run leaves open before the
+	// effective policy's digest, and refuses it before anything is made.
+	s.Policy.Apply(r)
 	host, _ := os.Hostname()
 	r.Provenance = run.Provenance{
 		Version: req.Version, Host: host, Mode: cmp.Or(s.Mode, "lite"), Sandbox: name, BaseCommit: r.Base,
-		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(),
+		AgentCommand: agentCommand(r.Agent), PolicyDigest: policy.FromRun(r).Digest(), OrgPolicyDigest: s.Policy.Digest(),
 		Image: img.Ref, ImageID: img.ID, ImageDigests: img.Digests, Included: included,
+	}
+	if err := s.Policy.Check(r); err != nil {
+		return nil, nil, err
 	}
 	if err := planDisk(ctx, req, b, r); err != nil {
 		return nil, nil, err

@@ -15,15 +15,10 @@ const MaxTaskBytes = 1 << 20
 // f names a request field in an error (catalog.Field).
 var f = catalog.Field
 
-var (
-	checkNameRe = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$`)
-	envNameRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// ValidCheckName reports a usable check name: letters, digits, '-', '_'
-// and '.', not starting with '.', at most 64 (the name becomes a file name
-// under attempts/<n>/checks).
-func ValidCheckName(n string) bool { return checkNameRe.MatchString(n) }
+// ValidCheckName reports a usable check name (run.ValidCheckName).
+func ValidCheckName(n string) bool { return run.ValidCheckName(n) }
 
 // Validate checks the request's values without reading anything: the
 // part of Plan that needs neither the machine nor the repository, which a
