@@ -37,11 +37,11 @@ func (c *Checkpointer) defaults() {
 }
 
 // Start begins sealing in the background until Stop. A second Start does
-// nothing.
+// nothing, nor does a Checkpointer without a Log.
 func (c *Checkpointer) Start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stop != nil || c.stopped {
+	if c.stop != nil || c.stopped || c.Log == nil {
 		return
 	}
 	c.defaults()
@@ -66,6 +66,9 @@ func (c *Checkpointer) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if c.Log == nil {
+		return nil
 	}
 	_, _, err := c.Log.Seal(ctx, c.Signer)
 	return err

@@ -2,11 +2,13 @@ package audit_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -216,4 +218,88 @@ func TestKeyFile(t *testing.T) {
 	if _, err := audit.ParsePublicKey("abcd"); err == nil {
 		t.Fatal("a short key taken")
 	}
+}
+
+// memLog is a Log in memory, for the checkpointer's test.
+type memLog struct {
+	mu  sync.Mutex
+	es  []audit.Entry
+	cps []audit.Checkpoint
+}
+
+func (m *memLog) Append(_ context.Context, e audit.Entry) (audit.Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seq, hash := int64(0), audit.ZeroHash
+	if n := len(m.es); n > 0 {
+		seq, hash = m.es[n-1].Seq, m.es[n-1].Hash
+	}
+	c, err := audit.Chain(e, seq, hash, time.Now())
+	if err == nil {
+		m.es = append(m.es, c)
+	}
+	return c, err
+}
+
+func (m *memLog) Entries(context.Context, audit.Query) ([]audit.Entry, error) { return nil, nil }
+
+func (m *memLog) Checkpoints(context.Context, int64, int) ([]audit.Checkpoint, error) {
+	return nil, nil
+}
+
+func (m *memLog) Seal(_ context.Context, s audit.Signer) (audit.Checkpoint, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.es)
+	if n == 0 || (len(m.cps) > 0 && m.cps[len(m.cps)-1].Seq == int64(n)) {
+		return audit.Checkpoint{}, false, nil
+	}
+	cp := s.Sign(audit.Checkpoint{Seq: int64(n), Hash: m.es[n-1].Hash, Time: audit.FormatTime(time.Now())})
+	m.cps = append(m.cps, cp)
+	return cp, true, nil
+}
+
+func (m *memLog) Head(context.Context) (int64, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sealed := int64(0)
+	if len(m.cps) > 0 {
+		sealed = m.cps[len(m.cps)-1].Seq
+	}
+	return int64(len(m.es)), sealed, nil
+}
+
+// TestCheckpointer: a checkpoint comes once Every entries are unsealed,
+// and at Stop for the rest; Stop twice, and Stop before Start, only seal.
+func TestCheckpointer(t *testing.T) {
+	m := &memLog{}
+	c := &audit.Checkpointer{Log: m, Signer: newKey(t), Every: 3, Interval: time.Hour}
+	c.Start()
+	for i := range 4 {
+		m.Append(context.Background(), audit.Entry{Actor: "a", Action: fmt.Sprint(i)})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, sealed, _ := m.Head(context.Background()); sealed >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after 4 entries with Every 3")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.Append(context.Background(), audit.Entry{Actor: "a", Action: "last"})
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if head, sealed, _ := m.Head(context.Background()); head != 5 || sealed != 5 {
+		t.Fatalf("after Stop: head %d, sealed %d", head, sealed)
+	}
+	if err := (&audit.Checkpointer{Log: &memLog{}, Signer: newKey(t)}).Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	(&audit.Checkpointer{}).Start()
 }
