@@ -112,6 +112,11 @@ var (
 	BadResult         = Entry{"bad_result", "the run's result from the team server cannot be used", "nothing was written to your repository; fetch it again with 'agentrun result ID', and report the run to the server's operator if it persists", ExitUsage}
 	BranchExists      = Entry{"branch_exists", "the run's branch already exists in your repository and points elsewhere", "look at the branch and delete it (git branch -D agentrun/ID) if it is stale, then 'agentrun result ID' again", ExitUsage}
 
+	// The team server's audit trail (agentrun audit).
+	AuditTampered = Entry{"audit_tampered", "the audit trail was altered", "treat the entries from the one named on as untrustworthy: compare them with an export taken earlier (agentrun audit verify --file), and find who could write the server's database", ExitTampered}
+	AuditKey      = Entry{"audit_key", "no usable audit key is pinned", "pin the server's key: run 'agentrun server audit-key > audit.pub' on the server (or take it from GET /v1/audit/key once and compare its fingerprint out of band), then pass --key audit.pub (or --key-hex, or set AGENTRUN_AUDIT_KEY)", ExitUsage}
+	AuditFile     = Entry{"audit_file", "the audit export cannot be read", "name a file written by 'agentrun audit export' (JSON lines of {\"entry\": ...} and {\"checkpoint\": ...})", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )
