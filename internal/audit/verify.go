@@ -110,7 +110,9 @@ func Verify(entries []Entry, cps []Checkpoint, keys []ed25519.PublicKey) Report 
 			return rep
 		}
 	}
-	for ; ci < len(cps); ci++ {
+	// A checkpoint past the last entry: signed, it shows the log was cut
+	// short; unsigned, it is a forgery.
+	if ci < len(cps) {
 		cp := cps[ci]
 		if p := v.signature(cp); p != nil {
 			rep.Problem = p
