@@ -52,7 +52,7 @@ func TestReadmeAuditTrail(t *testing.T) {
 		}
 	}
 	out = sh(t, root, env, strings.Join(lines, "\n"))
-	for _, want := range []string{"run.state", "submit", id[1], "ok  " + url + ": ", "ok  trail-2026-12-01.jsonl: ", "checkpoints verified with sha256:"} {
+	for _, want := range []string{"run.state", "submit", id[1], "ok  " + url + ": ", "ok  trail-2026-12-01.jsonl: ", "verified with sha256:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the example's output lacks %q:\n%s", want, out)
 		}

@@ -320,7 +320,11 @@ func (app *App) remoteExport(ctx context.Context) ([]audit.Entry, []audit.Checkp
 func (app *App) printVerify(out auditVerifyOutput) error {
 	col := app.colour()
 	fmt.Fprintf(app.Stdout, "%s  %s: %d entries, head %d (%s)\n", paint(col, sgrGreen, "ok"), out.Source, out.Entries, out.Head, short(out.HeadHash))
-	fmt.Fprintf(app.Stdout, "    %d checkpoints verified with %s", out.Checkpoints, strings.Join(out.Keys, ", "))
+	cps := "checkpoints"
+	if out.Checkpoints == 1 {
+		cps = "checkpoint"
+	}
+	fmt.Fprintf(app.Stdout, "    %d %s verified with %s", out.Checkpoints, cps, strings.Join(out.Keys, ", "))
 	if out.Sealed > 0 {
 		fmt.Fprintf(app.Stdout, "; the last seals entry %d", out.Sealed)
 	}

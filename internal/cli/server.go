@@ -104,6 +104,13 @@ needs --token-file FILE, whose content every request must send as
 with --tls-cert and --tls-key, or put a reverse proxy that terminates TLS
 in front. Logs are JSON lines on stderr.
 
+Every state-changing request and every run event is appended to the
+server's audit trail, a hash chain in its database; every --audit-every
+entries or --audit-interval, and at shutdown, the server signs a checkpoint
+with its key, DIR/audit.key (made on first start, mode 0600). 'agentrun
+server audit-key' prints the public key to pin; 'agentrun audit verify'
+checks the trail with it.
+
 A client chooses its run's sandbox among the isolating ones; the host
 sandbox (none) only with --allow-host-sandbox. Its agent gets the server's
 variables that its spec's env names only where --pass-env names them too.`,
