@@ -114,6 +114,9 @@ var causes = map[string]string{
 	"no_route":              "A request to the team server for a path (or method) that its API does not have.",
 	"no_fixtures":           "`bench` found no fixture (a directory holding `task.md`) where it looked, or `--task` names one that is not there.",
 	"bad_results":           "`bench summarize` or `bench compare` was given a file that does not exist, or is not the JSON lines `bench` writes: a header line, then one line per run.",
+	"audit_tampered":        "`agentrun audit verify` recomputed the audit trail's hashes and checked its checkpoints' signatures, and found an entry edited, removed, inserted or moved, the chain rewritten up to a checkpoint, the log cut short before a checkpoint, or a checkpoint that the pinned key did not sign. The cause names the first such entry.",
+	"audit_key":             "`agentrun audit verify` checks checkpoints only with a key the user pinned, never with the one the server it checks serves now: no `--key`, `--key-hex` or `AGENTRUN_AUDIT_KEY` was given, or what was given is not an ed25519 public key.",
+	"audit_file":            "`agentrun audit verify --file` was given a file that does not exist or is not what `agentrun audit export` writes: JSON lines, each `{\"entry\": ...}` or `{\"checkpoint\": ...}`.",
 }
 
 // extra are codes made outside the catalog (internal/cli/render.go).
@@ -131,7 +134,7 @@ type section struct {
 
 var exitCodes = map[string]int{
 	"ExitOK": catalog.ExitOK, "ExitRunFailed": catalog.ExitRunFailed, "ExitUsage": catalog.ExitUsage,
-	"ExitNotFound": catalog.ExitNotFound, "ExitInterrupted": catalog.ExitInterrupted, "ExitInternal": catalog.ExitInternal,
+	"ExitNotFound": catalog.ExitNotFound, "ExitTampered": catalog.ExitTampered, "ExitInterrupted": catalog.ExitInterrupted, "ExitInternal": catalog.ExitInternal,
 }
 
 // readCatalog parses internal/catalog for every `X = Entry{...}`, in

@@ -16,6 +16,7 @@ const (
 	ExitRunFailed   = 1 // the run ended other than succeeded (submit --wait, resume --wait)
 	ExitUsage       = 2 // usage, preflight or environment error (disk full, damaged record); nothing was created
 	ExitNotFound    = 3 // run not found
+	ExitTampered    = 4 // agentrun audit verify found the audit trail altered
 	ExitInterrupted = 130
 	ExitInternal    = 70 // a bug or an unexpected environment failure (not a full disk or a damaged record)
 )
@@ -25,7 +26,7 @@ const (
 // exits as the catalog says, never with a code of its own.
 func KnownExit(exit int) int {
 	switch exit {
-	case ExitRunFailed, ExitUsage, ExitNotFound, ExitInterrupted, ExitInternal:
+	case ExitRunFailed, ExitUsage, ExitNotFound, ExitTampered, ExitInterrupted, ExitInternal:
 		return exit
 	}
 	return ExitInternal

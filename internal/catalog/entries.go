@@ -115,6 +115,10 @@ var (
 	// The organization policy (agentrun server --policy, policy in config.toml, AGENTRUN_POLICY).
 	BadPolicy       = Entry{"bad_policy", "cannot read the organization policy file", "fix the file named (its keys are listed in the README's \"Organization policy\"; check it with 'agentrun policy check FILE'), or point policy (config.toml), AGENTRUN_POLICY or --policy at the right file", ExitUsage}
 	PolicyViolation = Entry{"policy_violation", "the organization policy does not allow this run", "keep the request within the rule named ('agentrun policy show' prints the policy in force), or ask the policy's owner to change it; nothing was created", ExitUsage}
+	// The team server's audit trail (agentrun audit).
+	AuditTampered = Entry{"audit_tampered", "the audit trail was altered", "treat the entries from the one named on as untrustworthy: compare them with an export taken earlier (agentrun audit verify --file), and find who could write the server's database", ExitTampered}
+	AuditKey      = Entry{"audit_key", "no usable audit key is pinned", "pin the server's key: run 'agentrun server audit-key > audit.pub' on the server (or take it from GET /v1/audit/key once and compare its fingerprint out of band), then pass --key audit.pub (or --key-hex, or set AGENTRUN_AUDIT_KEY)", ExitUsage}
+	AuditFile     = Entry{"audit_file", "the audit export cannot be read", "name a file written by 'agentrun audit export' (JSON lines of {\"entry\": ...} and {\"checkpoint\": ...})", ExitUsage}
 
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}

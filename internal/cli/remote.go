@@ -49,7 +49,7 @@ func (app *App) connect(c *cobra.Command) error {
 		return nil
 	}
 	flagged := c.Flags().Changed("server") || c.Flags().Changed("token-file")
-	if !remoteCommands[name] || c.Parent() != c.Root() {
+	if (!remoteCommands[name] || c.Parent() != c.Root()) && !isAuditCmd(c) {
 		if flagged {
 			return catalog.Usage.New("agentrun %s acts on this machine; it does not take --server or --token-file", c.CommandPath()[len("agentrun "):]).
 				WithFix("drop --server (the run commands submit, list, status, logs, diff, result, cancel, resume, verdict and egress take it)")

@@ -154,6 +154,7 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newPolicyCmd(),
 		app.newMCPCmd(),
 		app.newServerCmd(),
+		app.newAuditCmd(),
 		app.newBenchCmd(),
 	} {
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentrun/agentrun/internal/audit"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -37,6 +38,10 @@ type serverOptions struct {
 	AllowHost   bool
 	PassEnv     []string
 	Policy      string
+	// AuditEvery and AuditInterval: a checkpoint every so many entries
+	// or so much time, whichever comes first.
+	AuditEvery    int64
+	AuditInterval time.Duration
 }
 
 // Validate refuses a non-loopback address without --listen-any, and any
@@ -55,6 +60,8 @@ func (o *serverOptions) Validate() error {
 			WithFix("give --token-file FILE (a secret of your choosing; clients send it as 'Authorization: Bearer TOKEN')")
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return catalog.ConflictFlags.New("--tls-cert and --tls-key go together")
+	case o.AuditEvery < 1 || o.AuditInterval <= 0:
+		return catalog.Usage.New("--audit-every %d, --audit-interval %s: a checkpoint needs at least one entry and a positive interval", o.AuditEvery, o.AuditInterval)
 	case o.LocalWorker < -1:
 		return catalog.Usage.New("--local-worker %d: the runs it executes at once, 0 for none", o.LocalWorker)
 	}
@@ -100,6 +107,13 @@ needs --token-file FILE, whose content every request must send as
 with --tls-cert and --tls-key, or put a reverse proxy that terminates TLS
 in front. Logs are JSON lines on stderr.
 
+Every state-changing request and every run event is appended to the
+server's audit trail, a hash chain in its database; every --audit-every
+entries or --audit-interval, and at shutdown, the server signs a checkpoint
+with its key, DIR/audit.key (made on first start, mode 0600). 'agentrun
+server audit-key' prints the public key to pin; 'agentrun audit verify'
+checks the trail with it.
+
 A client chooses its run's sandbox among the isolating ones; the host
 sandbox (none) only with --allow-host-sandbox. Its agent gets the server's
 variables that its spec's env names only where --pass-env names them too.
@@ -130,7 +144,10 @@ AGENTRUN_POLICY, if any, is in force.`,
 	f.StringArrayVar(&o.PassEnv, "pass-env", nil, "a `NAME` of this server's variables that clients may pass to their agents (repeatable)")
 	f.Int64Var(&o.MaxBundle, "max-bundle", server.DefaultMaxBundle, "refuse bundles over this many `BYTES`")
 	f.StringVar(&o.Policy, "policy", "", "hold every submit and resume to the organization policy `FILE` (default: policy in config.toml, AGENTRUN_POLICY)")
+	f.Int64Var(&o.AuditEvery, "audit-every", 100, "sign an audit checkpoint after this many `N` entries")
+	f.DurationVar(&o.AuditInterval, "audit-interval", time.Minute, "sign an audit checkpoint at least this often (`DURATION`) while entries come")
 	_ = f.MarkHidden("lease-ttl")
+	c.AddCommand(app.newServerAuditKeyCmd())
 	return c
 }
 
@@ -154,12 +171,20 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err != nil {
 		return err
 	}
+	key, err := audit.LoadOrCreateKey(data)
+	if err != nil {
+		return catalog.Home.Wrap(err, "the server's audit key: %v", err)
+	}
 	be, err := app.Deps.OpenServer(ctx, url, o.LeaseTTL)
 	if err != nil {
 		return catalog.Home.Wrap(err, "the server's database: %v", err).WithFix("check --database-url and that the database is reachable")
 	}
 	defer be.Close()
 	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
+	seals := &audit.Checkpointer{Log: be.Audit, Signer: key, Every: o.AuditEvery, Interval: o.AuditInterval, Logger: log}
+	seals.Start()
+	// On the way out early (the listen failed); a second Stop only seals.
+	defer func() { _ = seals.Stop(context.WithoutCancel(ctx)) }()
 	settings, cfgErr := config.Load(app.Getenv)
 	if err := app.fixServerPolicy(o, settings, cfgErr, log); err != nil {
 		return err
@@ -189,7 +214,8 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 		return err
 	}
 	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
-		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv})
+		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv,
+		Audit: be.Audit, AuditKey: key.Public()})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")
@@ -210,6 +236,10 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	defer cancel()
 	if err := w.Stop(sctx); err != nil {
 		log.Error("stop worker", "error", err.Error())
+	}
+	// The last checkpoint seals the entries of the runs just stopped.
+	if err := seals.Stop(sctx); err != nil {
+		log.Error("audit checkpoint at shutdown", "error", err.Error())
 	}
 	log.Info("stopped")
 	if serr != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/agentrun/agentrun/internal/audit"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
@@ -21,6 +22,9 @@ type Backend struct {
 	// Ready reports whether the database answers and its schema is
 	// current.
 	Ready func(ctx context.Context) error
+	// Audit is the audit trail on the same database, whose run events
+	// Store appends to it.
+	Audit audit.Log
 	// Dialect names the database (SQLite or PostgreSQL).
 	Dialect string
 	Close   func() error

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/audit"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/mcp"
 	"github.com/agentrun/agentrun/internal/run"
@@ -48,6 +50,15 @@ type Options struct {
 	// every request but /healthz and /readyz.
 	Token string
 	Log   *slog.Logger
+	// Audit is the audit trail: every state-changing request is appended
+	// to it (nil: none kept, the audit routes answer an error).
+	Audit audit.Log
+	// AuditKey is the public key that verifies the trail's checkpoints,
+	// served at /v1/audit/key.
+	AuditKey ed25519.PublicKey
+	// Actor names who made a request, for the audit trail (nil, or "":
+	// "token" on a server with a token, else "anonymous").
+	Actor func(*http.Request) string
 }
 
 // Server is the HTTP API.
@@ -94,6 +105,10 @@ func New(o Options) *Server {
 		{method: "POST", path: "/v1/runs/{id}/cancel", h: s.cancel},
 		{method: "POST", path: "/v1/runs/{id}/resume", h: s.resume},
 		{method: "POST", path: "/v1/runs/{id}/verdict", h: s.verdict},
+		{method: "GET", path: "/v1/audit", h: s.auditList},
+		{method: "GET", path: "/v1/audit/checkpoints", h: s.auditCheckpoints},
+		{method: "GET", path: "/v1/audit/key", h: s.auditKey},
+		{method: "GET", path: "/v1/audit/export", h: s.auditExport},
 	}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
@@ -189,6 +204,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.open && (!ok || who.Session) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
 			writeError(rec, catalog.Unauthorized.New("%s %s", req.Method, req.URL.Path))
+			return
+		}
+		if action, ok := auditedRoutes[rt.method+" "+rt.path]; ok {
+			s.audited(action, rt, rec, req)
 			return
 		}
 		rt.h(rec, req)

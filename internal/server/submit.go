@@ -128,6 +128,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, catalog.BadBundle.New("the part bundle is missing: send a git bundle of the base commit"))
 		return
 	}
+	noteSubmit(r, spec)
 	in := spec.SubmitInput
 	in.Repo, in.Base = repo, base
 	o := s.run(r.Context(), in.Argv(), in.Task)

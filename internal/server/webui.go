@@ -53,7 +53,12 @@ func (s *Server) tokenIdentity(tok string) (string, bool) {
 func (s *Server) mountUI() {
 	api := http.NewServeMux()
 	for _, rt := range s.routes {
-		api.HandleFunc(rt.method+" "+rt.path, rt.h)
+		h := rt.h
+		// What a browser changes is audited as what a client changes.
+		if action, ok := auditedRoutes[rt.method+" "+rt.path]; ok {
+			h = func(w http.ResponseWriter, r *http.Request) { s.audited(action, rt, &recorder{ResponseWriter: w}, r) }
+		}
+		api.HandleFunc(rt.method+" "+rt.path, h)
 	}
 	s.ui = web.New(web.Options{API: api, NeedLogin: s.o.Token != "", Check: s.tokenIdentity,
 		Projects: s.o.Projects.names, Log: s.o.Log})

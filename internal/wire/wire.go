@@ -20,6 +20,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent/loop"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	providers "github.com/agentrun/agentrun/internal/agent/provider/all"
+	"github.com/agentrun/agentrun/internal/audit/sqlaudit"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/coord/flock"
 	"github.com/agentrun/agentrun/internal/coord/sqlcoord"
@@ -92,10 +93,13 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 		return nil, err
 	}
 	latest := ms[len(ms)-1].Version
-	st := sqlstore.New(db)
+	// Every event a run's journal receives, whichever worker sends it, is
+	// also an entry of the audit trail, written in the same transaction.
+	trail := sqlaudit.New(db)
+	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
 	return &server.Backend{
-		Store: st, Coord: co, Dialect: db.Dialect.String(),
+		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail,
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)

@@ -22,6 +22,24 @@ type Store struct {
 	// nextSeq is the statement that counts the submission sequence up
 	// and returns the new value, inside a write transaction.
 	nextSeq string
+	// onEvent is told of each event inside the transaction that inserts
+	// it (WithEventHook).
+	onEvent EventHook
+}
+
+// EventHook is told of each event a run's journal receives, inside the
+// write transaction that inserts it (e.Seq and e.Time set): an error rolls
+// the event and whatever rides on it back. It must not begin another
+// write transaction on the database (on SQLite they do not nest).
+type EventHook func(ctx context.Context, tx *sql.Tx, id string, e run.Event) error
+
+// WithEventHook returns a store on the same database whose inserted
+// events are also given to h (the audit trail appends each in the same
+// transaction). s is left as it is.
+func (s *Store) WithEventHook(h EventHook) *Store {
+	c := *s
+	c.onEvent = h
+	return &c
 }
 
 var _ run.Store = (*Store)(nil)

@@ -100,7 +100,7 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 		}
 		if e != nil {
 			last++
-			if err := insertEvent(ctx, tx, id, last, e); err != nil {
+			if err := s.insertEvent(ctx, tx, id, last, e); err != nil {
 				return err
 			}
 		}
@@ -121,8 +121,8 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 }
 
 // insertEvent writes e as event seq of run id, setting e.Seq (and e.Time
-// when zero).
-func insertEvent(ctx context.Context, tx *sql.Tx, id string, seq int64, e *run.Event) error {
+// when zero), and tells the event hook.
+func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, id string, seq int64, e *run.Event) error {
 	e.Seq = seq
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -134,6 +134,9 @@ func insertEvent(ctx context.Context, tx *sql.Tx, id string, seq int64, e *run.E
 	if _, err := tx.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, type, doc) VALUES ($1, $2, $3, $4)`,
 		id, seq, e.Type, string(b)); err != nil {
 		return fmt.Errorf("append event to run %s: %w", id, err)
+	}
+	if s.onEvent != nil {
+		return s.onEvent(ctx, tx, id, *e)
 	}
 	return nil
 }
@@ -159,7 +162,7 @@ func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 		if err != nil {
 			return fmt.Errorf("append event to run %s: %w", id, err)
 		}
-		return insertEvent(ctx, tx, id, seq, &e)
+		return s.insertEvent(ctx, tx, id, seq, &e)
 	})
 	if err != nil {
 		return in, err
