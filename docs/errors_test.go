@@ -111,6 +111,16 @@ var causes = map[string]string{
 	"cross_origin":          "A browser sent the request for a page of another site (the standard library's cross-origin protection refused it), or the request reached a team server without a token under a host name that is not a loopback one (DNS rebinding).",
 	"no_route":              "A request to the team server for a path (or method) that its API does not have.",
 	"no_fixtures":           "`bench` found no fixture (a directory holding `task.md`) where it looked, or `--task` names one that is not there.",
+	"token_expired":         "The personal API token the request carries passed its expiry (`agentrun tokens create --expires`); the server refuses it from then on.",
+	"token_revoked":         "The personal API token the request carries was revoked (`agentrun tokens revoke`), by its owner or an admin.",
+	"user_disabled":         "The token is valid, but an admin disabled its user (`agentrun users disable`): none of the user's tokens is taken until the user is enabled again.",
+	"forbidden":             "The request needs more than the caller may do: a viewer asked to change something, a member asked for user administration, or the token lacks the scope the route needs (`runs:read`, `runs:write`, `admin`).",
+	"quota_exceeded":        "A submit or resume would go past one of the user's quotas (concurrent runs, runs per day, tokens or cost per day or month), or asked for more than a per-run maximum (timeout, attempts, tokens, cost). The message names the limit, the usage and when it resets.",
+	"bad_user":              "A user or token name with other characters than lowercase letters, digits, `.`, `_` and `-`, a role other than admin, member or viewer, or an unknown scope.",
+	"user_exists":           "`users add` (or `POST /v1/users`) named a user that exists already.",
+	"user_not_found":        "A users command or route named a user the server does not have.",
+	"token_not_found":       "`tokens revoke` named a token id that does not exist, or one of another user (for a caller who is not an admin).",
+	"not_logged_in":         "A command that talks to the team server (`users`, `tokens`, `quota`) found no server: neither `--server`, `AGENTRUN_SERVER` nor a login stored by `agentrun login`.",
 	"bad_results":           "`bench summarize` or `bench compare` was given a file that does not exist, or is not the JSON lines `bench` writes: a header line, then one line per run.",
 }
 

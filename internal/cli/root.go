@@ -154,6 +154,11 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newMCPCmd(),
 		app.newServerCmd(),
 		app.newBenchCmd(),
+		app.newLoginCmd(),
+		app.newLogoutCmd(),
+		app.newUsersCmd(),
+		app.newTokensCmd(),
+		app.newQuotaCmd(),
 	} {
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)
 			c.Long = c.Long + "\n" + exitStatus

@@ -122,6 +122,7 @@ variables that its spec's env names only where --pass-env names them too.`,
 	f.StringArrayVar(&o.PassEnv, "pass-env", nil, "a `NAME` of this server's variables that clients may pass to their agents (repeatable)")
 	f.Int64Var(&o.MaxBundle, "max-bundle", server.DefaultMaxBundle, "refuse bundles over this many `BYTES`")
 	_ = f.MarkHidden("lease-ttl")
+	c.AddCommand(app.newServerUsersCmd())
 	return c
 }
 
@@ -176,8 +177,13 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	quota, err := serverUsers(ctx, be, token, settings)
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
-		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv})
+		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv,
+		Store: be.Store, Users: be.Users, Quota: quota, Attempts: settings.Attempts})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")

@@ -7,6 +7,7 @@ import (
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // Backend is what a team server runs on: the run store and the
@@ -21,6 +22,8 @@ type Backend struct {
 	// Ready reports whether the database answers and its schema is
 	// current.
 	Ready func(ctx context.Context) error
+	// Users are the users, tokens and quota ledger on the same database.
+	Users *users.Store
 	// Dialect names the database (SQLite or PostgreSQL).
 	Dialect string
 	Close   func() error

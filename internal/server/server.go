@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/mcp"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // Options configure a Server.
@@ -47,7 +47,14 @@ type Options struct {
 	// Token, when set, must come as "Authorization: Bearer TOKEN" with
 	// every request but /healthz and /readyz.
 	Token string
-	Log   *slog.Logger
+	// Users are the server's users and tokens (nil: the bootstrap token
+	// only); Quota are the users' default quotas.
+	Users *users.Store
+	Quota users.Limits
+	// Attempts is the server's default attempts (config), held to the
+	// per-run maximum.
+	Attempts int
+	Log      *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -92,6 +99,7 @@ func New(o Options) *Server {
 		{method: "POST", path: "/v1/runs/{id}/resume", h: s.resume},
 		{method: "POST", path: "/v1/runs/{id}/verdict", h: s.verdict},
 	}
+	s.routes = append(s.routes, s.userRoutes()...)
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
@@ -175,10 +183,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rec, catalog.CrossOrigin.New("a request for host %q reached a server that answers loopback names only", req.Host))
 			return
 		}
-		if !rt.open && !s.authorized(req) {
-			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
-			writeError(rec, catalog.Unauthorized.New("%s %s", req.Method, req.URL.Path))
-			return
+		if !rt.open {
+			var ok bool
+			if req, ok = s.gate(rec, req, rt); !ok {
+				return
+			}
 		}
 		rt.h(rec, req)
 	})
@@ -195,14 +204,6 @@ func loopbackName(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func (s *Server) authorized(req *http.Request) bool {
-	if s.o.Token == "" {
-		return true
-	}
-	got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.o.Token)) == 1
 }
 
 // ShutdownTimeout bounds how long Serve waits for in-flight requests

@@ -22,6 +22,13 @@ var statusByCode = map[string]int{
 	catalog.Home.Code:         http.StatusInternalServerError,
 	catalog.DiskFull.Code:     http.StatusInsufficientStorage,
 	catalog.BadBundle.Code:    http.StatusUnprocessableEntity,
+	// Users, tokens and quotas.
+	catalog.TokenExpired.Code:  http.StatusUnauthorized,
+	catalog.TokenRevoked.Code:  http.StatusUnauthorized,
+	catalog.UserDisabled.Code:  http.StatusForbidden,
+	catalog.Forbidden.Code:     http.StatusForbidden,
+	catalog.QuotaExceeded.Code: http.StatusTooManyRequests,
+	catalog.UserExists.Code:    http.StatusConflict,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.

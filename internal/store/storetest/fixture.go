@@ -95,7 +95,8 @@ func FullRun(id string) *run.Run {
 		},
 		Usage: &run.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Turns: 7, Requests: 9, CostUSD: 0.42,
 			Models: map[string]run.ModelUsage{"m-1": {PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Requests: 9, CostUSD: 0.42, Unpriced: true}}},
-		Verdict: &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
+		Verdict:     &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
+		SubmittedBy: &run.Submitter{ID: "u_abc", Name: "dev"},
 	}
 }
 
