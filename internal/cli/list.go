@@ -217,11 +217,7 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 	}
 	col := app.colour()
 	t := table{header: []string{"ID", "STATUS", "AGE", "DISK", "REPO", "BRANCH", "TASK"}, colour: col}
-	by := slices.ContainsFunc(shown, func(r *run.Run) bool { return r.SubmittedBy != nil })
-	if by {
-		// A team server's runs: who submitted each.
-		t.header = slices.Insert(t.header, 4, "BY")
-	}
+	by := byColumn(&t, shown)
 	for i, r := range shown {
 		status := string(r.State)
 		if r.State.Terminal() && r.Reason != "" && r.Reason != run.ReasonCompleted {
@@ -231,18 +227,27 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		if r.Commit != "" || r.Result != nil {
 			branch = r.Branch
 		}
-		cells := []string{r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt), diskCell(out.Runs[i].Disk),
-			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50)}
-		if by {
-			name := "-"
-			if r.SubmittedBy != nil {
-				name = r.SubmittedBy.Name
-			}
-			cells = slices.Insert(cells, 4, name)
-		}
-		t.add(cells...)
+		t.add(by(r, r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt), diskCell(out.Runs[i].Disk),
+			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50))...)
 	}
 	return t.write(app.Stdout)
+}
+
+// byColumn adds the column BY (who submitted each run) to a table of a
+// team server's runs; the function it returns puts a run's name in its
+// cells (unchanged without the column).
+func byColumn(t *table, shown []*run.Run) func(r *run.Run, cells ...string) []string {
+	if !slices.ContainsFunc(shown, func(r *run.Run) bool { return r.SubmittedBy != nil }) {
+		return func(_ *run.Run, cells ...string) []string { return cells }
+	}
+	t.header = slices.Insert(t.header, 4, "BY")
+	return func(r *run.Run, cells ...string) []string {
+		name := "-"
+		if r.SubmittedBy != nil {
+			name = r.SubmittedBy.Name
+		}
+		return slices.Insert(cells, 4, name)
+	}
 }
 
 func toListItem(r *run.Run) listItem {
