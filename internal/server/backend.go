@@ -23,7 +23,7 @@ type Backend struct {
 	// current.
 	Ready func(ctx context.Context) error
 	// Users are the users, tokens and quota ledger on the same database.
-	Users *users.Store
+	Users users.Store
 	// Dialect names the database (SQLite or PostgreSQL).
 	Dialect string
 	Close   func() error

@@ -49,7 +49,7 @@ type Options struct {
 	Token string
 	// Users are the server's users and tokens (nil: the bootstrap token
 	// only); Quota are the users' default quotas.
-	Users *users.Store
+	Users users.Store
 	Quota users.Limits
 	// Attempts is the server's default attempts (config), held to the
 	// per-run maximum.

@@ -204,7 +204,7 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request) {
 // AddUser makes a user and its first token (named "first", with the
 // role's scopes, expiring in DefaultTokenExpiry); agentrun server users
 // add calls it on the server's host.
-func AddUser(ctx context.Context, st *users.Store, name string, role users.Role) (*UserDoc, error) {
+func AddUser(ctx context.Context, st users.Store, name string, role users.Role) (*UserDoc, error) {
 	u, err := st.AddUser(ctx, name, role)
 	if err != nil {
 		return nil, usersError(err)

@@ -1,5 +1,7 @@
-// Package users keeps the team server's users, their personal API tokens
-// and the quota ledger in the server's database (sqldb, both dialects).
+// Package users is the team server's users, their roles, personal API
+// tokens and quotas: the types, the rules that need no database (token
+// format, scopes, the quota decision), and the Store seam that keeps
+// them (implemented on the server's SQL database by sqlusers).
 //
 // A token is "agr_" and 52 base32 letters of random secret, then a
 // 6-letter checksum of them: the prefix lets secret scanners find it, the
@@ -10,8 +12,6 @@
 // fast hash lets the server find the token by an index on every request
 // instead of spending tens of milliseconds comparing hashes one by one.
 //
-// Quotas are exact under load because a check and the admission it allows
-// are one write transaction (Admit): on SQLite write transactions are
-// serialised whole, on PostgreSQL the transaction locks the user's row
-// first, so two admissions of one user never read the same ledger.
+// Quotas must be exact under load: a Store checks a user's ledger
+// (Decide) and records the admission in one serialised step (Admit).
 package users

@@ -34,7 +34,7 @@ import (
 	"github.com/agentrun/agentrun/internal/store/files"
 	"github.com/agentrun/agentrun/internal/store/sqlstore"
 	"github.com/agentrun/agentrun/internal/supervisor"
-	"github.com/agentrun/agentrun/internal/users"
+	"github.com/agentrun/agentrun/internal/users/sqlusers"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -96,7 +96,7 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	st := sqlstore.New(db)
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
 	return &server.Backend{
-		Store: st, Coord: co, Dialect: db.Dialect.String(), Users: users.New(db),
+		Store: st, Coord: co, Dialect: db.Dialect.String(), Users: sqlusers.New(db),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)
