@@ -349,3 +349,36 @@ func TestTokenQuotaMidRun(t *testing.T) {
 		}
 	})
 }
+
+// TestQuotaDefaultsAndPerRunMax: the server's [quota] are every user's
+// defaults; a run asking past a per-run maximum is refused naming it,
+// one asking nothing gets the maximum; an admin's override wins.
+func TestQuotaDefaultsAndPerRunMax(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		c.token = "bootstrap-secret"
+		c.toml = "[quota]\nmax_timeout = \"1h\"\nmax_attempts = 2\nruns_per_day = 10\n"
+		repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+		bundle := bundleOf(t, repo)
+		srv := start(t, c)
+		eve := srv.as(srv.addUser(t, "eve", "member"))
+		q := eve.get(t, "/v1/quota", "").doc(t)
+		if l := q["limits"].(map[string]any); l["max_timeout"] != "1h0m0s" || l["runs_per_day"] != 10.0 {
+			t.Fatalf("defaults: %v", q)
+		}
+		for _, extra := range []map[string]any{{"timeout": "2h"}, {"timeout": "0"}, {"attempts": 3}} {
+			a := eve.submit(t, spec("x", "true", extra), bundle)
+			if a.status != http.StatusTooManyRequests || a.code(t) != "quota_exceeded" || !strings.Contains(string(a.body), "per-run maximum") {
+				t.Errorf("submit %v: %d %s", extra, a.status, a.body)
+			}
+		}
+		id := eve.runID(t, spec("x", "true", nil), bundle)
+		if d := eve.waitState(t, id, "succeeded", "failed"); d["timeout"] != "1h0m0s" {
+			t.Errorf("the run's timeout: %v", d["timeout"])
+		}
+		srv.setLimits(t, "eve", map[string]any{"max_timeout": "3h"})
+		eve.runID(t, spec("x", "true", map[string]any{"timeout": "2h"}), bundle)
+		if u := eve.get(t, "/v1/quota", "").doc(t)["usage"].(map[string]any); u["runs_today"] != 2.0 {
+			t.Errorf("runs today: %v", u)
+		}
+	})
+}
