@@ -92,6 +92,7 @@ var implementations = []string{
 	"internal/coord/flock",
 	"internal/coord/sqlcoord",
 	"internal/sqldb",
+	"internal/users/sqlusers",
 	"internal/sandbox/all",
 	"internal/sandbox/host",
 	"internal/sandbox/native",

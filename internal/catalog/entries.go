@@ -123,3 +123,17 @@ var (
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )
+
+// Users, tokens and quotas on the team server.
+var (
+	TokenExpired  = Entry{"token_expired", "the token has expired", "make a new token with 'agentrun tokens create NAME' (using a token that still works) or ask an admin for one, then 'agentrun login --server URL' with it", ExitUsage}
+	TokenRevoked  = Entry{"token_revoked", "the token was revoked", "stop using it: make a new one with 'agentrun tokens create NAME' or ask an admin, then 'agentrun login --server URL' with it", ExitUsage}
+	UserDisabled  = Entry{"user_disabled", "the token's user is disabled", "ask an admin of the server to enable the user again ('agentrun users enable NAME')", ExitUsage}
+	Forbidden     = Entry{"forbidden", "the user's role or the token's scopes do not allow this", "ask an admin for a role that does ('agentrun users list' shows roles), or use a token with the scope named ('agentrun tokens create NAME --scope SCOPE')", ExitUsage}
+	QuotaExceeded = Entry{"quota_exceeded", "a quota is reached", "wait until it resets, or ask an admin to raise it ('agentrun users quota NAME ...'); 'agentrun quota' shows your limits and usage", ExitUsage}
+	BadUser       = Entry{"bad_user", "invalid user, role, token name or scope", "name users and tokens with lowercase letters, digits, '.', '_' and '-'; roles are admin, member and viewer; scopes runs:read, runs:write and admin", ExitUsage}
+	UserExists    = Entry{"user_exists", "a user of that name exists", "choose another name, or use the user that exists ('agentrun users list')", ExitUsage}
+	UserNotFound  = Entry{"user_not_found", "no such user", "list the users with 'agentrun users list'", ExitNotFound}
+	TokenNotFound = Entry{"token_not_found", "no such token", "list your tokens with 'agentrun tokens list'", ExitNotFound}
+	NotLoggedIn   = Entry{"not_logged_in", "no team server to talk to", "log in with 'agentrun login --server URL' (the token on stdin), or name the server with --server URL and --token-file FILE", ExitUsage}
+)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
 )
 
 type listOptions struct {
@@ -128,6 +130,8 @@ type listItem struct {
 	// Usage is the run's model use: tokens, requests, estimated cost,
 	// per model (absent when the run used no model).
 	Usage *run.Usage `json:"usage,omitempty"`
+	// SubmittedBy is the team server's user who submitted the run.
+	SubmittedBy *run.Submitter `json:"submitted_by,omitempty"`
 	// Disk is what the run takes on disk (absent when counting it would
 	// have taken too long: see runDisk).
 	Disk *runDisk `json:"disk,omitempty"`
@@ -168,7 +172,12 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 	}
 	var shown []*run.Run
 	disk := newDiskCounter(env.Layout)
+	p, served := server.PrincipalFrom(ctx)
 	for _, r := range runs {
+		if served && !p.ReadsAll() && !p.Owns(r) {
+			// A member of a team server sees only their own runs.
+			continue
+		}
 		r = app.reconcile(ctx, env, r)
 		if len(o.states) > 0 && !containsState(o.states, r.State) || !o.matches(r) {
 			continue
@@ -208,6 +217,7 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 	}
 	col := app.colour()
 	t := table{header: []string{"ID", "STATUS", "AGE", "DISK", "REPO", "BRANCH", "TASK"}, colour: col}
+	by := byColumn(&t, shown)
 	for i, r := range shown {
 		status := string(r.State)
 		if r.State.Terminal() && r.Reason != "" && r.Reason != run.ReasonCompleted {
@@ -217,17 +227,34 @@ func runList(ctx context.Context, o *listOptions, app *App) error {
 		if r.Commit != "" || r.Result != nil {
 			branch = r.Branch
 		}
-		t.add(r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt), diskCell(out.Runs[i].Disk),
-			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50))
+		t.add(by(r, r.ID, paint(col, stateColour(r.State), status), ago(o.Now, r.CreatedAt), diskCell(out.Runs[i].Disk),
+			oneLine(app.tildePath(r.Repo), 40), branch, oneLine(r.Task, 50))...)
 	}
 	return t.write(app.Stdout)
+}
+
+// byColumn adds the column BY (who submitted each run) to a table of a
+// team server's runs; the function it returns puts a run's name in its
+// cells (unchanged without the column).
+func byColumn(t *table, shown []*run.Run) func(r *run.Run, cells ...string) []string {
+	if !slices.ContainsFunc(shown, func(r *run.Run) bool { return r.SubmittedBy != nil }) {
+		return func(_ *run.Run, cells ...string) []string { return cells }
+	}
+	t.header = slices.Insert(t.header, 4, "BY")
+	return func(r *run.Run, cells ...string) []string {
+		name := "-"
+		if r.SubmittedBy != nil {
+			name = r.SubmittedBy.Name
+		}
+		return slices.Insert(cells, 4, name)
+	}
 }
 
 func toListItem(r *run.Run) listItem {
 	it := listItem{
 		ID: r.ID, Status: r.State, Reason: r.Reason, CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt,
 		Repo: r.Repo, Branch: r.Branch, Commit: r.Commit, Agent: r.Agent.Name,
-		Attempts: len(r.Attempts), Task: r.Task, Usage: r.Usage,
+		Attempts: len(r.Attempts), Task: r.Task, Usage: r.Usage, SubmittedBy: r.SubmittedBy,
 	}
 	if it.Commit == "" && r.Result != nil {
 		it.Commit = r.Result.Commit

@@ -48,6 +48,9 @@ func (app *App) connect(c *cobra.Command) error {
 	if app.local || alwaysLocal[name] {
 		return nil
 	}
+	if top := topCommand(c); accountCommands[top] {
+		return app.connectAccount(c, top)
+	}
 	flagged := c.Flags().Changed("server") || c.Flags().Changed("token-file")
 	if (!remoteCommands[name] || c.Parent() != c.Root()) && !isAuditCmd(c) {
 		if flagged {
@@ -73,6 +76,9 @@ func (app *App) connect(c *cobra.Command) error {
 	token, err := readToken(tf)
 	if err != nil {
 		return err
+	}
+	if l, ok := storedLogin(app.Getenv, u); ok && tf == "" {
+		token = l.Token // (agentrun login)
 	}
 	cl, err := client.New(u, token)
 	if err != nil {

@@ -156,6 +156,11 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newServerCmd(),
 		app.newAuditCmd(),
 		app.newBenchCmd(),
+		app.newLoginCmd(),
+		app.newLogoutCmd(),
+		app.newUsersCmd(),
+		app.newTokensCmd(),
+		app.newQuotaCmd(),
 	} {
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)
 			c.Long = c.Long + "\n" + exitStatus

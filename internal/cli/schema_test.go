@@ -23,6 +23,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/jsonschema"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
@@ -60,6 +61,14 @@ func TestJSONSchemasDeclareEveryField(t *testing.T) {
 		{"version.schema.json", filled[versionInfo]()},
 		{"doctor.schema.json", filled[doctorOutput]()},
 		{"config.schema.json", filled[configOutput]()},
+		{"users.schema.json", filled[usersDoc]()},
+		{"user.schema.json", filled[userDoc]()},
+		{"tokens.schema.json", filled[tokensDoc]()},
+		{"token.schema.json", filled[tokenDoc]()},
+		{"quota.schema.json", filled[quotaDoc]()},
+		{"me.schema.json", filled[server.MeDoc]()},
+		{"login.schema.json", filled[loginOutput]()},
+		{"logout.schema.json", filled[logoutOutput]()},
 		{"bench.schema.json", filled[bench.Summary]()},
 		{"bench-results.schema.json", filled[bench.Header]()},
 		{"bench-results.schema.json", filled[bench.Result]()},

@@ -148,6 +148,7 @@ AGENTRUN_POLICY, if any, is in force.`,
 	f.DurationVar(&o.AuditInterval, "audit-interval", time.Minute, "sign an audit checkpoint at least this often (`DURATION`) while entries come")
 	_ = f.MarkHidden("lease-ttl")
 	c.AddCommand(app.newServerAuditKeyCmd())
+	c.AddCommand(app.newServerUsersCmd())
 	return c
 }
 
@@ -213,9 +214,14 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	quota, err := serverUsers(ctx, be, token, settings)
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
 		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv,
-		Audit: be.Audit, AuditKey: key.Public()})
+		Audit: be.Audit, AuditKey: key.Public(),
+		Store: be.Store, Users: be.Users, Quota: quota, Attempts: settings.Attempts})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")

@@ -88,6 +88,9 @@ func (app *App) printStatus(r *run.Run, disk *runDisk, evs []run.Event, evsRead 
 	f.add("status", stateLine(col, r))
 	f.add("task", oneLine(r.Task, 72))
 	f.add("repo", app.tildePath(r.Repo))
+	if r.SubmittedBy != nil {
+		f.add("submitted by", r.SubmittedBy.Name)
+	}
 	base := shortCommit(r.Base)
 	if r.BaseRef != "" && r.BaseRef != r.Base {
 		base = oneLine(r.BaseRef, 40) + " @ " + base

@@ -19,6 +19,7 @@ import (
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/workspace"
@@ -333,6 +334,9 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(app.Stderr, "warning: %s\n", catalog.NameFields(w, flagName))
+	}
+	if p, ok := server.PrincipalFrom(ctx); ok {
+		r.SubmittedBy = &run.Submitter{ID: p.UserID, Name: p.Name}
 	}
 	env, err := app.openEnv()
 	if err != nil {

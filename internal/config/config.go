@@ -93,6 +93,24 @@ type Config struct {
 	// Policy is the organization policy file every submit and resume
 	// keeps to (a path; relative: to the config file's directory).
 	Policy string `toml:"policy"`
+	// Quota are a team server's default quotas of each user.
+	Quota Quota `toml:"quota"`
+}
+
+// Quota are the [quota] table: a team server's default quotas of each
+// user (0 or unset: no limit); an admin overrides them per user.
+type Quota struct {
+	ConcurrentRuns int64   `toml:"concurrent_runs"`
+	RunsPerDay     int64   `toml:"runs_per_day"`
+	TokensPerDay   int64   `toml:"tokens_per_day"`
+	TokensPerMonth int64   `toml:"tokens_per_month"`
+	CostPerDay     float64 `toml:"cost_per_day"`
+	CostPerMonth   float64 `toml:"cost_per_month"`
+	// Per-run maximums.
+	MaxTimeout  string  `toml:"max_timeout"`
+	MaxAttempts int64   `toml:"max_attempts"`
+	MaxTokens   int64   `toml:"max_tokens"`
+	MaxCost     float64 `toml:"max_cost"`
 }
 
 // KeySource names where a key comes from; at most one field is set.

@@ -129,6 +129,15 @@ type Run struct {
 	Result     *ExportResult `json:"result,omitempty"`
 	Usage      *Usage        `json:"usage,omitempty"`
 	Verdict    *Verdict      `json:"verdict,omitempty"`
+	// SubmittedBy is the team server's user who submitted the run (nil:
+	// a run submitted on this machine, or before the server had users).
+	SubmittedBy *Submitter `json:"submitted_by,omitempty"`
+}
+
+// Submitter is the user who submitted a run to a team server.
+type Submitter struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
 }
 
 // AgentSpec says which agent runs and how.

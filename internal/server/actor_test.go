@@ -15,10 +15,11 @@ import (
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // TestAuditActor: a request's entry names its actor as Options.Actor
-// says, else "token" on a server with a token; the verdict's body and the
+// says, else its principal (the bootstrap admin for the server token); the verdict's body and the
 // command's answer ride in its payload, a refused request's error code
 // too.
 func TestAuditActor(t *testing.T) {
@@ -41,9 +42,9 @@ func TestAuditActor(t *testing.T) {
 		id    string
 		want  string
 	}{
-		{nil, "abc", "token"},
+		{nil, "abc", users.BootstrapName},
 		{func(r *http.Request) string { return r.Header.Get("X-Test-User") }, "abc", "alice"},
-		{nil, "nosuch", "token"},
+		{nil, "nosuch", users.BootstrapName},
 	} {
 		s := server.New(server.Options{Exec: exec, Token: "secret", Audit: trail, Actor: tc.actor, Log: slog.New(slog.DiscardHandler)})
 		rec := httptest.NewRecorder()

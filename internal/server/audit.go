@@ -36,6 +36,9 @@ func (s *Server) actor(r *http.Request) string {
 			return a
 		}
 	}
+	if p, ok := PrincipalFrom(r.Context()); ok {
+		return p.Name
+	}
 	if s.o.Token != "" {
 		return "token"
 	}

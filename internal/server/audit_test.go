@@ -23,6 +23,7 @@ import (
 	"github.com/agentrun/agentrun/internal/jsonschema"
 	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/testsupport"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // cli runs the built binary with args and returns its stdout and exit
@@ -180,7 +181,7 @@ func TestAuditTrailTampering(t *testing.T) {
 		for _, e := range list["entries"].([]any) {
 			m := e.(map[string]any)
 			actions[m["action"].(string)]++
-			if m["action"] == "submit" && (m["actor"] != "anonymous" || m["run"] != id) {
+			if m["action"] == "submit" && (m["actor"] != users.LocalName || m["run"] != id) {
 				t.Errorf("submit entry %v", m)
 			}
 			if m["action"] == "resume" && m["payload"].(map[string]any)["error"] != "not_resumable" {
@@ -239,7 +240,7 @@ func TestAuditTrailTampering(t *testing.T) {
 				exec1(t, db, `UPDATE audit_entries SET seq = -seq WHERE seq > 5`)
 				exec1(t, db, `UPDATE audit_entries SET seq = 1 - seq WHERE seq < 0`)
 				e5 := orig.entries[4]
-				x, err := audit.Chain(audit.Entry{Actor: "anonymous", Action: "cancel", Run: id}, e5.Seq, e5.Hash, srvTime(t, e5))
+				x, err := audit.Chain(audit.Entry{Actor: users.LocalName, Action: "cancel", Run: id}, e5.Seq, e5.Hash, srvTime(t, e5))
 				if err != nil {
 					t.Fatal(err)
 				}

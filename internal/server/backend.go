@@ -8,6 +8,7 @@ import (
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // Backend is what a team server runs on: the run store and the
@@ -25,6 +26,8 @@ type Backend struct {
 	// Audit is the audit trail on the same database, whose run events
 	// Store appends to it.
 	Audit audit.Log
+	// Users are the users, tokens and quota ledger on the same database.
+	Users users.Store
 	// Dialect names the database (SQLite or PostgreSQL).
 	Dialect string
 	Close   func() error

@@ -41,6 +41,8 @@ type config struct {
 	token    string // a token file's content ("": none)
 	noHost   bool   // leave out --allow-host-sandbox
 	extra    []string
+	env      []string // more of the server's variables
+	toml     string   // the server's config.toml ("": none)
 }
 
 type lockedBuf struct {
@@ -78,6 +80,15 @@ func start(t *testing.T, c config) *instance {
 	cmd := exec.Command(testsupport.Agentrun(t), append(args, c.extra...)...)
 	home := t.TempDir()
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "AGENTRUN_HOME=" + filepath.Join(home, "agentrun"), "LANG=C"}
+	cmd.Env = append(cmd.Env, c.env...)
+	if c.toml != "" {
+		if err := os.MkdirAll(filepath.Join(home, ".config", "agentrun"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, ".config", "agentrun", "config.toml"), []byte(c.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +180,7 @@ func (a answer) code(t *testing.T) string {
 // operation lists and a JSON body validates against its schema.
 func (in *instance) call(t *testing.T, method, pattern, id, contentType string, body io.Reader, hdr ...string) answer {
 	t.Helper()
-	path := strings.ReplaceAll(pattern, "{id}", id)
+	path := strings.ReplaceAll(strings.ReplaceAll(pattern, "{id}", id), "{name}", id)
 	req, err := http.NewRequest(method, in.url+path, body)
 	if err != nil {
 		t.Fatal(err)

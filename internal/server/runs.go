@@ -185,11 +185,19 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	adm, full, err := s.admitResume(r.Context(), r.PathValue("id"), &body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	in := mcp.ResumeInput{ID: r.PathValue("id"), Task: body.Task, MaxTokens: body.MaxTokens, MaxCost: body.MaxCost}
 	o := s.run(r.Context(), in.Argv(), "")
 	if o.err == nil {
 		s.queued()
+	} else {
+		full = ""
 	}
+	s.settle(r.Context(), adm, full)
 	o.write(w, http.StatusOK)
 }
 

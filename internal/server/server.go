@@ -18,6 +18,7 @@ import (
 	"github.com/agentrun/agentrun/internal/mcp"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/server/web"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // Options configure a Server.
@@ -49,7 +50,6 @@ type Options struct {
 	// Token, when set, must come as "Authorization: Bearer TOKEN" with
 	// every request but /healthz and /readyz.
 	Token string
-	Log   *slog.Logger
 	// Audit is the audit trail: every state-changing request is appended
 	// to it (nil: none kept, the audit routes answer an error).
 	Audit audit.Log
@@ -59,6 +59,14 @@ type Options struct {
 	// Actor names who made a request, for the audit trail (nil, or "":
 	// "token" on a server with a token, else "anonymous").
 	Actor func(*http.Request) string
+	// Users are the server's users and tokens (nil: the bootstrap token
+	// only); Quota are the users' default quotas.
+	Users users.Store
+	Quota users.Limits
+	// Attempts is the server's default attempts (config), held to the
+	// per-run maximum.
+	Attempts int
+	Log      *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -110,6 +118,7 @@ func New(o Options) *Server {
 		{method: "GET", path: "/v1/audit/key", h: s.auditKey},
 		{method: "GET", path: "/v1/audit/export", h: s.auditExport},
 	}
+	s.routes = append(s.routes, s.userRoutes()...)
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
@@ -194,17 +203,22 @@ func (s *Server) wrap(rt route) http.Handler {
 			writeError(rec, catalog.CrossOrigin.New("a request for host %q reached a server that answers loopback names only", req.Host))
 			return
 		}
-		who, ok := s.authenticate(req)
 		if rt.ui {
-			rt.h(rec, req.WithContext(web.WithViewer(req.Context(), web.Viewer{Name: who.Name, OK: ok})))
+			// A session cookie stands for a browser on the UI's pages
+			// only; the API takes bearer tokens.
+			p, err := s.authenticate(req, true)
+			ctx := req.Context()
+			if err == nil {
+				ctx = WithPrincipal(ctx, p)
+			}
+			rt.h(rec, req.WithContext(web.WithViewer(ctx, web.Viewer{Name: p.Name, OK: err == nil})))
 			return
 		}
-		// A session cookie stands for a browser on the UI's pages; the
-		// API takes bearer tokens only.
-		if !rt.open && (!ok || who.Session) {
-			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentrun"`)
-			writeError(rec, catalog.Unauthorized.New("%s %s", req.Method, req.URL.Path))
-			return
+		if !rt.open {
+			var ok bool
+			if req, ok = s.gate(rec, req, rt); !ok {
+				return
+			}
 		}
 		if action, ok := auditedRoutes[rt.method+" "+rt.path]; ok {
 			s.audited(action, rt, rec, req)

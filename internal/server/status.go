@@ -25,6 +25,13 @@ var statusByCode = map[string]int{
 
 	// A run the organization policy does not allow.
 	catalog.PolicyViolation.Code: http.StatusForbidden,
+	// Users, tokens and quotas.
+	catalog.TokenExpired.Code:  http.StatusUnauthorized,
+	catalog.TokenRevoked.Code:  http.StatusUnauthorized,
+	catalog.UserDisabled.Code:  http.StatusForbidden,
+	catalog.Forbidden.Code:     http.StatusForbidden,
+	catalog.QuotaExceeded.Code: http.StatusTooManyRequests,
+	catalog.UserExists.Code:    http.StatusConflict,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.

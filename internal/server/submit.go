@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/mcp"
+	"github.com/agentrun/agentrun/internal/users"
 )
 
 // SubmitRequest is the "spec" part of POST /v1/runs: submit's input as
@@ -88,6 +89,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	var spec *SubmitRequest
 	var repo, base string
+	var adm *users.Admission
+	var made string
+	defer func() { s.settle(r.Context(), adm, made) }()
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
@@ -101,6 +105,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		case name == "spec" && spec == nil:
 			if spec, err = readSpec(part); err == nil {
 				err = s.allowed(spec)
+			}
+			if err == nil {
+				adm, err = s.admitSubmit(r.Context(), spec)
 			}
 		case name == "bundle" && spec != nil && repo == "":
 			repo, base, err = s.o.Projects.Import(r.Context(), spec.Project, part, spec.Base)
@@ -137,6 +144,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			ID string `json:"id"`
 		}
 		if json.Unmarshal(o.doc, &doc) == nil && doc.ID != "" {
+			made = doc.ID
 			w.Header().Set("Location", "/v1/runs/"+doc.ID)
 			s.o.Log.Info("run submitted", "run", doc.ID, "project", spec.Project, "base", base)
 		}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/subtle"
 	"net/http"
 	"os"
 	"sort"
@@ -10,42 +9,6 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/server/web"
 )
-
-// Identity is who made a request, as authenticate decided.
-type Identity struct {
-	Name string
-	// Session: by the web UI's session cookie rather than a bearer token.
-	Session bool
-}
-
-// authenticate is the one place that decides whether a request is
-// authenticated, and as whom: by its bearer token, else by the web UI's
-// session cookie. A session's token is looked up again on every request,
-// so a token that stops being good ends its sessions too.
-func (s *Server) authenticate(req *http.Request) (Identity, bool) {
-	if s.o.Token == "" {
-		// No token: the server answers loopback names only (wrap), and
-		// everyone who reaches it is its local user, as the API always was.
-		return Identity{Name: "local"}, true
-	}
-	if tok, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
-		name, ok := s.tokenIdentity(tok)
-		return Identity{Name: name}, ok
-	}
-	if tok, ok := s.ui.SessionToken(req); ok {
-		name, ok := s.tokenIdentity(tok)
-		return Identity{Name: name, Session: true}, ok
-	}
-	return Identity{}, false
-}
-
-// tokenIdentity looks a token up: today the server's one token (--token-file).
-func (s *Server) tokenIdentity(tok string) (string, bool) {
-	if s.o.Token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.o.Token)) == 1 {
-		return "token", true
-	}
-	return "", false
-}
 
 // mountUI serves the web UI under /ui/ (a browser asking for / is sent
 // there). The UI renders the API's own answers: it calls the routes'
@@ -57,6 +20,13 @@ func (s *Server) mountUI() {
 		// What a browser changes is audited as what a client changes.
 		if action, ok := auditedRoutes[rt.method+" "+rt.path]; ok {
 			h = func(w http.ResponseWriter, r *http.Request) { s.audited(action, rt, &recorder{ResponseWriter: w}, r) }
+		}
+		// ... and the UI reaches only what its signed-in user may.
+		inner := h
+		h = func(w http.ResponseWriter, r *http.Request) {
+			if r, ok := s.gate(w, r, rt); ok {
+				inner(w, r)
+			}
 		}
 		api.HandleFunc(rt.method+" "+rt.path, h)
 	}

@@ -162,14 +162,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	r.Sandbox.Image = img.ID
-	if lw, ok := b.(sandbox.LimitWarner); ok {
-		if w := lw.LimitWarnings(ctx, sandbox.Limits(r.Sandbox.Limits)); len(w) > 0 {
-			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
-		}
-	}
-	if b.Isolation().None() {
-		warnings = append(warnings, f("sandbox")+" "+name+" does not isolate: the agent runs as you, with your files and your network")
-	}
+	warnings = append(warnings, sandboxWarnings(ctx, b, name, r)...)
 	if repoErr != nil {
 		return nil, nil, repoErr
 	}
@@ -211,6 +204,21 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	return r, warnings, nil
+}
+
+// sandboxWarnings are what the backend called name will not do for r:
+// limits it cannot hold here, or no isolation at all.
+func sandboxWarnings(ctx context.Context, b sandbox.Backend, name string, r *run.Run) []string {
+	var warnings []string
+	if lw, ok := b.(sandbox.LimitWarner); ok {
+		if w := lw.LimitWarnings(ctx, sandbox.Limits(r.Sandbox.Limits)); len(w) > 0 {
+			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
+		}
+	}
+	if b.Isolation().None() {
+		warnings = append(warnings, f("sandbox")+" "+name+" does not isolate: the agent runs as you, with your files and your network")
+	}
+	return warnings
 }
 
 // planEnvironment plans r's setup snapshot and the toolchain caches it

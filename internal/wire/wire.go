@@ -35,6 +35,7 @@ import (
 	"github.com/agentrun/agentrun/internal/store/files"
 	"github.com/agentrun/agentrun/internal/store/sqlstore"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/users/sqlusers"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -99,7 +100,7 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
 	return &server.Backend{
-		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail,
+		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)

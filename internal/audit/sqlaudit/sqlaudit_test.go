@@ -113,9 +113,11 @@ func TestRunEventsInTheTrail(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
 		k := newKey(t)
 		var entries atomic.Int64
+		var opened atomic.Bool
 		t.Run("suite", func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) run.Store {
 				db := open(t, newURL(t))
+				opened.Store(true)
 				l := sqlaudit.New(db)
 				// Checked when the subtest ends, before its database closes.
 				t.Cleanup(func() {
@@ -131,6 +133,9 @@ func TestRunEventsInTheTrail(t *testing.T) {
 				return sqlstore.New(db).WithEventHook(l.RunEvents("server"))
 			})
 		})
+		if !opened.Load() {
+			t.Skip("no database was opened: the suite's subtests were skipped")
+		}
 		if entries.Load() == 0 {
 			t.Fatal("the conformance suite's events left no audit entries")
 		}

@@ -82,7 +82,7 @@ func FullRun(id string) *run.Run {
 		Provenance: run.Provenance{
 			Version: "v0.1.0", Host: "devbox", Mode: "lite", Sandbox: "native",
 			BaseCommit: "0123456789abcdef0123456789abcdef01234567", AgentCommand: "claude -p",
-			PolicyDigest: "sha256:00ff", Enforced: map[string]string{"memory": "enforced", "pids": "unavailable: no cgroup"},
+			PolicyDigest: "sha256:00ff", OrgPolicyDigest: "sha256:0a0b", Enforced: map[string]string{"memory": "enforced", "pids": "unavailable: no cgroup"},
 			Image:        "localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 			ImageID:      "sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
 			ImageDigests: []string{"localhost/agentrun-go@sha256:5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924"},
@@ -95,7 +95,8 @@ func FullRun(id string) *run.Run {
 		},
 		Usage: &run.Usage{PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Turns: 7, Requests: 9, CostUSD: 0.42,
 			Models: map[string]run.ModelUsage{"m-1": {PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Requests: 9, CostUSD: 0.42, Unpriced: true}}},
-		Verdict: &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
+		Verdict:     &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
+		SubmittedBy: &run.Submitter{ID: "u_abc", Name: "dev"},
 	}
 }
 

@@ -1,0 +1,3 @@
+DROP TABLE quota_ledger;
+DROP TABLE api_tokens;
+DROP TABLE users;
