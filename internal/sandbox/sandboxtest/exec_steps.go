@@ -92,11 +92,12 @@ func okOut(stdout string) execOut {
 }
 
 // probeScript prints "gone" if process $1 is gone or a zombie (it holds
-// nothing and only waits for its reaper), "alive" otherwise.
+// nothing and only waits for its reaper), "alive" otherwise. A zombie
+// may be reaped while the probe reads its stat: nothing read is gone too.
 const probeScript = `p=$1
 if [ -d /proc/$p ]; then
-  s=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f1)
-  if [ "$s" = Z ]; then echo gone; else echo alive; fi
+  s=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f1)
+  case "$s" in ""|Z|X) echo gone ;; *) echo alive ;; esac
 elif kill -0 "$p" 2>/dev/null; then
   if ps -o stat= -p "$p" | grep -q Z; then echo gone; else echo alive; fi
 else
