@@ -221,7 +221,8 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
 		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv,
 		Audit: be.Audit, AuditKey: key.Public(),
-		Store: be.Store, Users: be.Users, Quota: quota, Attempts: settings.Attempts})
+		Store: be.Store, Users: be.Users, Quota: quota, Attempts: settings.Attempts,
+		Policy: server.NewPolicyDoc(app.Deps.Policy, serverPolicySource(o, app.Getenv, settings))})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")

@@ -35,3 +35,12 @@ func (app *App) fixServerPolicy(o *serverOptions, s config.Settings, cfgErr erro
 	app.Deps.Policy, app.Deps.PolicyFixed = org, true
 	return nil
 }
+
+// serverPolicySource says where the server's policy was named, for GET
+// /v1/policy: its --policy flag, else as policy show says.
+func serverPolicySource(o *serverOptions, getenv func(string) string, s config.Settings) string {
+	if o.Policy != "" {
+		return "--policy"
+	}
+	return policySource(getenv, s)
+}

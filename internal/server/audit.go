@@ -27,6 +27,14 @@ var auditedRoutes = map[string]string{
 	"POST /v1/runs/{id}/cancel":  "cancel",
 	"POST /v1/runs/{id}/resume":  "resume",
 	"POST /v1/runs/{id}/verdict": "verdict",
+	// The changes to users and tokens (a token's secret is in no request
+	// body, and only the answer's id and error are read).
+	"POST /v1/users":                "user.add",
+	"POST /v1/users/{name}/disable": "user.disable",
+	"POST /v1/users/{name}/enable":  "user.enable",
+	"POST /v1/users/{name}/limits":  "user.limits",
+	"POST /v1/tokens":               "token.create",
+	"POST /v1/tokens/{id}/revoke":   "token.revoke",
 }
 
 // actor is who made the request, for the audit trail.
@@ -146,7 +154,8 @@ func (s *Server) audited(action string, rt route, rec *recorder, r *http.Request
 		payload[k] = v
 	}
 	id := doc.ID
-	if id == "" {
+	if id == "" && strings.HasPrefix(rt.path, "/v1/runs") {
+		// (A token route's id is the token's, not a run's.)
 		id = r.PathValue("id")
 	}
 	if err := s.Audit(r, action, id, payload); err != nil {

@@ -66,7 +66,10 @@ type Options struct {
 	// Attempts is the server's default attempts (config), held to the
 	// per-run maximum.
 	Attempts int
-	Log      *slog.Logger
+	// Policy is the organization policy in force, served at /v1/policy
+	// (the zero PolicyDoc: none).
+	Policy PolicyDoc
+	Log    *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -117,6 +120,7 @@ func New(o Options) *Server {
 		{method: "GET", path: "/v1/audit/checkpoints", h: s.auditCheckpoints},
 		{method: "GET", path: "/v1/audit/key", h: s.auditKey},
 		{method: "GET", path: "/v1/audit/export", h: s.auditExport},
+		{method: "GET", path: "/v1/policy", h: s.policyShow},
 	}
 	s.routes = append(s.routes, s.userRoutes()...)
 	for _, rt := range s.routes {
@@ -211,7 +215,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			if err == nil {
 				ctx = WithPrincipal(ctx, p)
 			}
-			rt.h(rec, req.WithContext(web.WithViewer(ctx, web.Viewer{Name: p.Name, OK: err == nil})))
+			v := web.Viewer{Name: p.Name, Role: string(p.Role), Admin: p.Can(users.ScopeAdmin), Write: p.Can(users.ScopeRunsWrite), OK: err == nil}
+			rt.h(rec, req.WithContext(web.WithViewer(ctx, v)))
 			return
 		}
 		if !rt.open {

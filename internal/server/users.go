@@ -158,7 +158,26 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) quota(w http.ResponseWriter, r *http.Request) {
+	q := newQuery(r, "user")
+	if q.err != nil {
+		writeError(w, q.err)
+		return
+	}
 	u, err := s.principalUser(r.Context())
+	if name := q.str("user"); err == nil && name != "" && name != u.Name {
+		// Another user's quota: an admin's question (the users page).
+		p, _ := PrincipalFrom(r.Context())
+		if !p.Can(users.ScopeAdmin) {
+			writeError(w, forbidden(p, "reading another user's quota", users.ScopeAdmin))
+			return
+		}
+		if s.o.Users == nil {
+			writeError(w, catalog.UserNotFound.New("user %s: this server keeps no users", name))
+			return
+		}
+		u, err = s.o.Users.User(r.Context(), name)
+		err = usersError(err)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -30,7 +30,7 @@ func (s *Server) mountUI() {
 		}
 		api.HandleFunc(rt.method+" "+rt.path, h)
 	}
-	s.ui = web.New(web.Options{API: api, NeedLogin: s.o.Token != "", Check: s.tokenIdentity,
+	s.ui = web.New(web.Options{API: api, NeedLogin: s.o.Token != "", Check: s.tokenIdentity, Users: s.o.Users != nil, Audit: s.o.Audit != nil,
 		Projects: s.o.Projects.names, Log: s.o.Log})
 	s.mux.Handle("/ui/", s.wrap(route{path: "/ui/", ui: true, h: s.ui.ServeHTTP}))
 	s.mux.Handle("GET /{$}", s.wrap(route{path: "/", ui: true, h: func(w http.ResponseWriter, r *http.Request) {

@@ -9,10 +9,10 @@ import (
 
 // parsePages parses each page with the layout.
 func parsePages() map[string]*template.Template {
-	funcs := template.FuncMap{"when": when, "cost": cost, "short": short, "ended": ended}
+	funcs := template.FuncMap{"when": when, "cost": cost, "short": short, "ended": ended, "join": strings.Join, "tokens": tokenTable, "tokenform": tokenForm}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"list", "run", "submit", "login", "error"} {
-		pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html"))
+	for _, name := range []string{"list", "run", "submit", "login", "error", "tokens", "made", "users", "user", "audit", "policy"} {
+		pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
 	}
 	return pages
 }

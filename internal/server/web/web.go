@@ -29,8 +29,11 @@ type Options struct {
 	Check func(token string) (name string, ok bool)
 	// Projects lists the server's projects, offered by the submit form.
 	Projects func() []string
-	// Admin are the nav entries of admin pages the server has (users and
-	// tokens, the audit log); none are shown when it has none.
+	// Users: the server keeps users and tokens (the tokens page, and the
+	// users page for admins); Audit: it keeps an audit trail (the audit
+	// page for admins).
+	Users, Audit bool
+	// Admin are more nav entries, shown to admins only.
 	Admin []Link
 	// SessionTTL is how long a session lasts from sign-in (default 12h).
 	SessionTTL time.Duration
@@ -39,8 +42,8 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// Link is one nav entry.
-type Link struct{ Label, Path string }
+// Link is one nav entry; Page is the page it is current on.
+type Link struct{ Label, Path, Page string }
 
 // DefaultSessionTTL is a session's lifetime when Options leave it zero.
 const DefaultSessionTTL = 12 * time.Hour
@@ -53,10 +56,14 @@ type UI struct {
 	sessions *sessions
 }
 
-// Viewer is who asks, as the server decided.
+// Viewer is who asks, as the server decided: the signed-in principal.
 type Viewer struct {
 	Name string
-	OK   bool // authenticated (or no sign-in needed)
+	Role string // admin, member or viewer
+	// Admin: the principal has the admin scope (the admin pages); Write:
+	// it may change runs (the submit, cancel and verdict controls).
+	Admin, Write bool
+	OK           bool // authenticated (or no sign-in needed)
 }
 
 type viewerKey struct{}
@@ -101,6 +108,7 @@ func New(o Options) *UI {
 	u.mux.HandleFunc("POST /ui/runs/{id}/cancel", u.signedIn(u.cancel))
 	u.mux.HandleFunc("GET /ui/submit", u.signedIn(u.submitPage))
 	u.mux.HandleFunc("POST /ui/submit", u.signedIn(u.submit))
+	u.adminRoutes()
 	u.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, http.StatusNotFound, "no such page", r.URL.Path, "")
 	})
@@ -132,7 +140,7 @@ type page struct {
 	Viewer  Viewer
 	Login   bool // sign-in is needed (a sign-out button is shown)
 	CSRF    string
-	Admin   []Link
+	Links   []Link // the nav entries past Runs and Submit
 	Nav     string // the current nav entry
 	Content any
 }
@@ -140,7 +148,8 @@ type page struct {
 // render writes template name with content.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name, title string, content any) {
 	s := sessionOf(r.Context())
-	p := page{Title: title, Viewer: ViewerOf(r.Context()), Login: u.o.NeedLogin, Admin: u.o.Admin, Nav: name, Content: content}
+	v := ViewerOf(r.Context())
+	p := page{Title: title, Viewer: v, Login: u.o.NeedLogin, Links: u.nav(v), Nav: name, Content: content}
 	if s != nil {
 		p.CSRF = s.csrf
 	}
@@ -167,4 +176,23 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, status int, what, caus
 func (u *UI) failAPI(w http.ResponseWriter, r *http.Request, a answer) {
 	e := a.problem()
 	u.render(w, r, a.status, "error", e.What, e)
+}
+
+// nav are the nav entries the viewer's role reaches.
+func (u *UI) nav(v Viewer) []Link {
+	var out []Link
+	if u.o.Users {
+		out = append(out, Link{"Your tokens", "/ui/tokens", "tokens"})
+	}
+	if v.Admin && u.o.Users {
+		out = append(out, Link{"Users", "/ui/users", "users"})
+	}
+	if v.Admin && u.o.Audit {
+		out = append(out, Link{"Audit log", "/ui/audit", "audit"})
+	}
+	out = append(out, Link{"Policy", "/ui/policy", "policy"})
+	if v.Admin {
+		out = append(out, u.o.Admin...)
+	}
+	return out
 }
