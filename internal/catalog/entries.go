@@ -112,6 +112,13 @@ var (
 	BadResult         = Entry{"bad_result", "the run's result from the team server cannot be used", "nothing was written to your repository; fetch it again with 'agentrun result ID', and report the run to the server's operator if it persists", ExitUsage}
 	BranchExists      = Entry{"branch_exists", "the run's branch already exists in your repository and points elsewhere", "look at the branch and delete it (git branch -D agentrun/ID) if it is stale, then 'agentrun result ID' again", ExitUsage}
 
+	// Agent hosts that join a team server (agentrun worker --server).
+	EnrolRefused = Entry{"enrol_refused", "the enrolment token is unknown, used or expired", "make a new one on the server's host with 'agentrun server enrol-token' and give it to 'agentrun worker --enrol-token-file' once", ExitUsage}
+	HostRefused  = Entry{"host_refused", "the agent host's credential is unknown or was revoked", "enrol the host again with a new token ('agentrun server enrol-token' on the server's host; 'agentrun server hosts' lists the hosts)", ExitUsage}
+	HostNotFound = Entry{"host_not_found", "no such agent host", "list the hosts with 'agentrun server hosts'", ExitNotFound}
+	RecordStale  = Entry{"record_stale", "the run's record changed since the agent host read it", "nothing to do: the host reads the record again and retries", ExitUsage}
+	LeaseLost    = Entry{"lease_lost", "the agent host no longer holds the run's lease", "nothing to do: the run was given to another host (or ended); this host drops its copy", ExitUsage}
+
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}
 )

@@ -153,6 +153,7 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newConfigCmd(),
 		app.newMCPCmd(),
 		app.newServerCmd(),
+		app.newWorkerCmd(),
 		app.newBenchCmd(),
 	} {
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)

@@ -122,6 +122,7 @@ variables that its spec's env names only where --pass-env names them too.`,
 	f.StringArrayVar(&o.PassEnv, "pass-env", nil, "a `NAME` of this server's variables that clients may pass to their agents (repeatable)")
 	f.Int64Var(&o.MaxBundle, "max-bundle", server.DefaultMaxBundle, "refuse bundles over this many `BYTES`")
 	_ = f.MarkHidden("lease-ttl")
+	c.AddCommand(app.newServerHostCmds()...)
 	return c
 }
 
@@ -170,13 +171,18 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	metrics := server.NewMetrics(be.Store, slots, func() int { return w.Running() })
 	// With no slots the worker only reconciles: runs whose host died are
 	// marked interrupted all the same.
-	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers},
+	hosts := newHosts(app, be, data, projects)
+	hosts.Log, env.Remote = log, hosts.Remote
+	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
+	hosts.Queued = w.Nudge
+	go hosts.Watch(ctx)
+	queued := func() { w.Nudge(); hosts.Wake() }
+	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: queued, Hosts: hosts,
 		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {

@@ -47,6 +47,9 @@ type Options struct {
 	// Token, when set, must come as "Authorization: Bearer TOKEN" with
 	// every request but /healthz and /readyz.
 	Token string
+	// Hosts, when set, is the registry of agent hosts: their routes under
+	// /v1/hosts are served, authenticated by the hosts' credentials.
+	Hosts *Hosts
 	Log   *slog.Logger
 }
 
@@ -92,6 +95,7 @@ func New(o Options) *Server {
 		{method: "POST", path: "/v1/runs/{id}/resume", h: s.resume},
 		{method: "POST", path: "/v1/runs/{id}/verdict", h: s.verdict},
 	}
+	s.routes = append(s.routes, s.hostRoutes()...)
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}

@@ -22,6 +22,10 @@ var statusByCode = map[string]int{
 	catalog.Home.Code:         http.StatusInternalServerError,
 	catalog.DiskFull.Code:     http.StatusInsufficientStorage,
 	catalog.BadBundle.Code:    http.StatusUnprocessableEntity,
+	catalog.EnrolRefused.Code: http.StatusForbidden,
+	catalog.HostRefused.Code:  http.StatusUnauthorized,
+	catalog.LeaseLost.Code:    http.StatusConflict,
+	catalog.RecordStale.Code:  http.StatusConflict,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.
