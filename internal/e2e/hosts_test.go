@@ -245,6 +245,20 @@ func (tm *team) checkClaims(id string, cs []hostClaim) {
 	}
 }
 
+// gated is an agent command that waits for the test to open gate (a
+// file), then runs cmd: the test disturbs the host while the run is
+// surely in progress.
+func (tm *team) gated(gate, cmd string) string {
+	return fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; %s", sh(gate), cmd)
+}
+
+func (tm *team) open(gate string) {
+	tm.e.t.Helper()
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		tm.e.t.Fatal(err)
+	}
+}
+
 // events are the types and reasons of run id's journal.
 func (tm *team) events(id string) []map[string]any {
 	tm.e.t.Helper()
@@ -416,10 +430,12 @@ func TestHostsExecuteRunsOnce(t *testing.T) {
 func TestHostKilledRunRunsElsewhere(t *testing.T) {
 	eachDB(t, func(t *testing.T, tm *team) {
 		a := tm.startHost(tm.url)
-		id := tm.submit("sleep 3; echo done > k.txt", "Survive")
+		gate := filepath.Join(tm.e.root, "gate")
+		id := tm.submit(tm.gated(gate, "echo done > k.txt"), "Survive")
 		tm.waitFor("host1 to start the run", func() bool { return tm.status(id).Status == "running" })
 		_ = a.cmd.Process.Kill()
 		<-a.done
+		tm.open(gate)
 		tm.startHost(tm.url)
 		d := tm.waitEnded(id)
 		if d.Status != "succeeded" {
@@ -447,9 +463,11 @@ func TestHostKilledRunRunsElsewhere(t *testing.T) {
 func TestHostStoppedLateResultRefused(t *testing.T) {
 	eachDB(t, func(t *testing.T, tm *team) {
 		a := tm.startHost(tm.url)
-		id := tm.submit("sleep 1.5; echo late > s.txt", "Stall")
+		gate := filepath.Join(tm.e.root, "gate")
+		id := tm.submit(tm.gated(gate, "echo late > s.txt"), "Stall")
 		tm.waitFor("host1 to start the run", func() bool { return tm.status(id).Status == "running" })
 		_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+		tm.open(gate) // host1's agent ends while host1 is stopped
 		tm.startHost(tm.url)
 		d := tm.waitEnded(id)
 		_ = a.cmd.Process.Signal(syscall.SIGCONT)
@@ -544,9 +562,11 @@ func TestHostCutOffRecovers(t *testing.T) {
 	eachDB(t, func(t *testing.T, tm *team) {
 		px := newProxy(t, tm.url)
 		a := tm.startHost("http://" + px.addr)
-		id := tm.submit("sleep 2; echo cut > c.txt", "Cut")
+		gate := filepath.Join(tm.e.root, "gate")
+		id := tm.submit(tm.gated(gate, "echo cut > c.txt"), "Cut")
 		tm.waitFor("host1 to start the run", func() bool { return tm.status(id).Status == "running" })
 		px.cut()
+		tm.open(gate)
 		b := tm.startHost(tm.url)
 		d := tm.waitEnded(id)
 		if d.Status != "succeeded" {
