@@ -115,7 +115,8 @@ func (app *App) runWorker(ctx context.Context, o *workerOptions) error {
 	}
 	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
 	fmt.Fprintf(app.Stderr, "agentrun worker: %s, %d slots, backends %s (data %s)\n", id, o.Slots, strings.Join(backends, ","), data)
-	w := &worker.Remote{Client: cl, Data: data, Deps: app.Deps.SupervisorDeps, Slots: o.Slots, Backends: backends, Getenv: app.Getenv, Log: log}
+	w := &worker.Remote{Client: cl, Data: data, Deps: app.Deps.SupervisorDeps, Slots: o.Slots, Backends: backends, Getenv: app.Getenv,
+		Sweepers: app.Deps.sweepers(app.Executable), Log: log}
 	if err := w.Run(ctx); err != nil {
 		return err
 	}

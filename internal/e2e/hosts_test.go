@@ -593,3 +593,36 @@ func TestHostCutOffRecovers(t *testing.T) {
 		tm.checkBranch(d2, "b.txt", "back")
 	})
 }
+
+// A host killed with SIGKILL and started again before the TTL passed
+// reconciles: it still holds its run, gives it back (the run is queued
+// again, as a resume) and drops what it kept; it then executes the run
+// again on a new claim, with a greater token.
+func TestHostRestartReconciles(t *testing.T) {
+	eachDB(t, func(t *testing.T, tm *team) {
+		a := tm.startHost(tm.url)
+		gate := filepath.Join(tm.e.root, "gate")
+		id := tm.submit(tm.gated(gate, "echo again > r.txt"), "Restart")
+		tm.waitFor("host1 to start the run", func() bool { return tm.status(id).Status == "running" })
+		_ = a.cmd.Process.Kill()
+		<-a.done
+		tm.open(gate)
+		b := tm.startHostIn(tm.url, a.name, a.data, "")
+		d := tm.waitEnded(id)
+		if d.Status != "succeeded" {
+			t.Fatalf("run %s: %s (%s)", id, d.Status, d.Reason)
+		}
+		if !strings.Contains(b.output(), `"msg":"run left by an earlier start","run":"`+id+`","held":true`) {
+			t.Errorf("the restarted host did not give the run back:\n%s", b.output())
+		}
+		cs := tm.claims(id)
+		if len(cs) != 2 || cs[0].host != "host1" || cs[0].outcome != "released" || cs[1].host != "host1" {
+			t.Errorf("claims: %+v", cs)
+		}
+		tm.checkClaims(id, cs)
+		if count(tm.events(id), "export", "") != 1 {
+			t.Errorf("run %s exported more than once", id)
+		}
+		tm.checkBranch(d, "r.txt", "again")
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentrun/agentrun/internal/client"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
@@ -42,7 +44,10 @@ type Remote struct {
 	Backends []string
 	// Getenv reads the values of the variables a run uses.
 	Getenv func(string) string
-	Log    *slog.Logger
+	// Sweepers remove the sandboxes an earlier start left (a host killed
+	// with its runs), by backend name.
+	Sweepers map[string]sandbox.Sweeper
+	Log      *slog.Logger
 
 	mu       sync.Mutex
 	running  map[string]*job
@@ -156,6 +161,14 @@ func refused(err error) bool {
 // dropped here either way.
 func (w *Remote) reconcile(ctx context.Context) error {
 	l := layout.Layout{Home: w.Data}
+	// Nothing runs here yet: whatever sandbox is left is an earlier
+	// start's, whose agent may still be at work in a dropped workspace.
+	for name, sw := range w.Sweepers {
+		swept, err := sw.Sweep(ctx, l.SandboxState, func(string) bool { return false })
+		if err != nil || len(swept) > 0 {
+			w.log().Info("swept the sandboxes an earlier start left", "backend", name, "swept", len(swept), "error", fmt.Sprint(err))
+		}
+	}
 	left := localClaims(l)
 	if len(left) == 0 {
 		return nil
