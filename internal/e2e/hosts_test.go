@@ -421,6 +421,13 @@ func TestHostsExecuteRunsOnce(t *testing.T) {
 		if !strings.Contains(res.stdout, "said 1\nsaid 2\nsaid 3") {
 			t.Errorf("logs -f: %q", res.stdout)
 		}
+		// A cancel reaches the run on its host.
+		id = tm.submit(tm.gated(filepath.Join(tm.e.root, "never"), "true"), "Wait forever")
+		tm.waitFor("the run to start", func() bool { return tm.status(id).Status == "running" })
+		must(t, tm.e.agentrun(tm.srv, "cancel", id), 0)
+		if d := tm.status(id); d.Status != "cancelled" {
+			t.Errorf("cancelled run: %+v", d)
+		}
 	})
 }
 
