@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -113,12 +114,19 @@ func (tm *team) startHost(url string) *agentHost {
 // with the token in file tok ("": enrolled already).
 func (tm *team) startHostIn(url, name, data, tok string) *agentHost {
 	tm.e.t.Helper()
+	return tm.startHostCmd(url, name, data, tok, nil)
+}
+
+// startHostCmd starts a worker as startHostIn does, its command line
+// after prefix (such as ip netns exec NAME).
+func (tm *team) startHostCmd(url, name, data, tok string, prefix []string) *agentHost {
+	tm.e.t.Helper()
 	h := &agentHost{name: name, data: data, done: make(chan struct{})}
-	args := []string{"worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", "2", "--data", h.data}
+	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", "2", "--data", h.data)
 	if tok != "" {
 		args = append(args, "--enrol-token-file", tok)
 	}
-	h.cmd = exec.Command(tm.e.bin, args...)
+	h.cmd = exec.Command(args[0], args[1:]...)
 	h.cmd.Env = tm.e.vars
 	h.cmd.Stdout, h.cmd.Stderr = h, h
 	if err := h.cmd.Start(); err != nil {
