@@ -86,7 +86,12 @@ postgres://... names PostgreSQL.
 
 --local-worker N executes up to N queued runs at once on this host, with
 the same supervisor as 'agentrun submit' (default 2 with SQLite, 0 with
-PostgreSQL, where agent hosts will join). Runs survive a restart of the
+PostgreSQL, where agent hosts join). Agent hosts join with 'agentrun
+worker --server URL' and a one-time token from 'agentrun server
+enrol-token'; 'agentrun server hosts' lists them and 'agentrun server
+revoke-host ID' revokes one. The server holds the lease of each run a host
+executes and renews it only while the host heartbeats: a host silent past
+the lease TTL loses its runs, which are queued again for another host. Runs survive a restart of the
 server: a run whose server stopped is marked interrupted and is resumable.
 SIGTERM or SIGINT stops accepting, drains the requests in flight, and
 leaves the runs being executed interrupted, resumable.
