@@ -212,8 +212,22 @@ type hostClaim struct {
 	host, outcome  string
 }
 
-// claims are the claims of run id, in token order.
+// claims are the claims of run id, in token order, once every one has
+// ended (a host releases its run just after the run ended), or as they
+// are after a while.
 func (tm *team) claims(id string) []hostClaim {
+	tm.e.t.Helper()
+	var cs []hostClaim
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		cs = tm.readClaims(id)
+		if !slices.ContainsFunc(cs, func(c hostClaim) bool { return c.ended == nil }) {
+			break
+		}
+	}
+	return cs
+}
+
+func (tm *team) readClaims(id string) []hostClaim {
 	tm.e.t.Helper()
 	db, err := sqldb.Connect(context.Background(), tm.db)
 	if err != nil {

@@ -160,6 +160,10 @@ type RecordWrite struct {
 	Version    int64       `json:"version"`
 	Record     *run.Run    `json:"record"`
 	Transition *Transition `json:"transition,omitempty"`
+	// Events are journaled just before the record is written (the result
+	// upload only: the export's event lands with the result or not at
+	// all, so a host that loses the run while uploading leaves none).
+	Events []run.Event `json:"events,omitempty"`
 }
 
 // Transition is a compare-and-set of the state (see run.Store).
@@ -412,6 +416,13 @@ func (s *Server) hostResult(w http.ResponseWriter, r *http.Request, host *Host) 
 		undo, err := s.o.Projects.ImportResult(ctx, rec.Repo, bundle, patch, rec.Branch, res.Commit, rec.Base)
 		if err != nil {
 			return nil, err
+		}
+		for _, ev := range in.Events {
+			ev.Seq = 0
+			if _, err := s.o.Hosts.Home.Store.AppendEvent(ctx, id, ev); err != nil {
+				undo()
+				return nil, err
+			}
 		}
 		out, err := s.saveResult(ctx, id, patch, in)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -42,6 +43,10 @@ type remoteStore struct {
 	bundle func(ctx context.Context, branch, base string) (string, error)
 	// flush sends the logs written so far, before a terminal state.
 	flush func(ctx context.Context)
+
+	mu sync.Mutex
+	// held are the export's events, sent with the result upload.
+	held []run.Event
 }
 
 var _ run.Store = (*remoteStore)(nil)
@@ -172,7 +177,14 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 			var b []byte
 			var err error
 			if t != nil && c.Result != nil && c.Result.Commit != "" && (before == nil || before.Commit != c.Result.Commit) {
-				b, err = s.upload(ctx, w)
+				s.mu.Lock()
+				w.Events = append([]run.Event(nil), s.held...)
+				s.mu.Unlock()
+				if b, err = s.upload(ctx, w); err == nil {
+					s.mu.Lock()
+					s.held = nil
+					s.mu.Unlock()
+				}
 			} else {
 				b, err = s.put(ctx, w)
 			}
@@ -257,6 +269,14 @@ func copyFile(w io.Writer, path string) error {
 func (s *remoteStore) AppendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
 	if err := s.check(id); err != nil {
 		return run.Event{}, err
+	}
+	if e.Type == run.EventExport {
+		// The export is journaled with its result (upload), so that it
+		// is in the journal only if the result is.
+		s.mu.Lock()
+		s.held = append(s.held, e)
+		s.mu.Unlock()
+		return e, nil
 	}
 	var out run.Event
 	err := s.call(ctx, func(ctx context.Context) error {
