@@ -23,5 +23,6 @@ func main() {
 // cliDeps are the implementations the command line works with.
 func cliDeps() cli.Deps {
 	return cli.Deps{OpenStore: wire.OpenStore, Coordinator: wire.Coordinator, Backends: wire.Backends, DefaultBackend: wire.DefaultBackend(),
-		Agents: wire.Agents(), Providers: wire.Providers(), Workspaces: wire.Workspaces(), OpenServer: wire.OpenServer, BuildSetup: wire.BuildSetup}
+		Agents: wire.Agents(), Providers: wire.Providers(), Workspaces: wire.Workspaces(), OpenServer: wire.OpenServer, BuildSetup: wire.BuildSetup,
+		SupervisorDeps: wire.SupervisorDeps}
 }

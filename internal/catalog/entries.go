@@ -119,6 +119,12 @@ var (
 	AuditTampered = Entry{"audit_tampered", "the audit trail was altered", "treat the entries from the one named on as untrustworthy: compare them with an export taken earlier (agentrun audit verify --file), and find who could write the server's database", ExitTampered}
 	AuditKey      = Entry{"audit_key", "no usable audit key is pinned", "pin the server's key: run 'agentrun server audit-key > audit.pub' on the server (or take it from GET /v1/audit/key once and compare its fingerprint out of band), then pass --key audit.pub (or --key-hex, or set AGENTRUN_AUDIT_KEY)", ExitUsage}
 	AuditFile     = Entry{"audit_file", "the audit export cannot be read", "name a file written by 'agentrun audit export' (JSON lines of {\"entry\": ...} and {\"checkpoint\": ...})", ExitUsage}
+	// Agent hosts that join a team server (agentrun worker --server).
+	EnrolRefused = Entry{"enrol_refused", "the enrolment token is unknown, used or expired", "make a new one on the server's host with 'agentrun server enrol-token' and give it to 'agentrun worker --enrol-token-file' once", ExitUsage}
+	HostRefused  = Entry{"host_refused", "the agent host's credential is unknown or was revoked", "enrol the host again with a new token ('agentrun server enrol-token' on the server's host; 'agentrun server hosts' lists the hosts)", ExitUsage}
+	HostNotFound = Entry{"host_not_found", "no such agent host", "list the hosts with 'agentrun server hosts'", ExitNotFound}
+	RecordStale  = Entry{"record_stale", "the run's record changed since the agent host read it", "nothing to do: the host reads the record again and retries", ExitUsage}
+	LeaseLost    = Entry{"lease_lost", "the agent host no longer holds the run's lease", "nothing to do: the run was given to another host (or ended); this host drops its copy", ExitUsage}
 
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}

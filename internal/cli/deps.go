@@ -7,11 +7,13 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
+	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -53,6 +55,10 @@ type Deps struct {
 	// data directory home's layer cache, working in scratch (agentrun
 	// setup; nil: this build cannot).
 	BuildSetup func(ctx context.Context, r *run.Run, home, scratch string, event func(run.Event)) (workspace.SetupLayer, error)
+	// SupervisorDeps are the supervisor's seams for runs kept in st under
+	// l, with the coordinator of l (agentrun worker --server: an agent
+	// host's runs; nil: this build has no agent host).
+	SupervisorDeps func(st run.Store, l layout.Layout) supervisor.Deps
 }
 
 // backends are the sandbox backends by name.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"path/filepath"
 
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -28,6 +29,8 @@ type Env struct {
 	// Claimed: workers claim the queued runs (a team server's data
 	// directory), see supervisor.Home.
 	Claimed bool
+	// Remote reports a run an agent host executes (supervisor.Home).
+	Remote func(ctx context.Context, id string) bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.
@@ -75,5 +78,5 @@ func (app *App) openEnv() (*Env, error) {
 
 // runs is the data directory's runs as the supervisor package reaches them.
 func (e *Env) runs() supervisor.Home {
-	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Sweepers: e.Sweepers, Claimed: e.Claimed}
+	return supervisor.Home{Store: e.Store, Coord: e.Coord, Layout: e.Layout, Sweepers: e.Sweepers, Claimed: e.Claimed, Remote: e.Remote}
 }

@@ -20,8 +20,10 @@ func withWorkspace(t *testing.T, h *testHome, r *run.Run, repo, base string) {
 	t.Helper()
 	l := h.st.L
 	c := workspace.NewLayerCache(l.LayerCache())
-	t.Cleanup(c.Wait)
 	ws, err := workspace.NewOverlay(c).Create(context.Background(), repo, base, l.Workspace(r.ID), l.WorkspaceState(r.ID))
+	// A layer syncs in the background under a shared lock, which gc
+	// respects: on a loaded machine a gc right after would skip it.
+	c.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ var remoteCommands = map[string]bool{"submit": true, "list": true, "status": tru
 	"result": true, "cancel": true, "resume": true, "verdict": true, "egress": true}
 
 // alwaysLocal are commands that take no notice of a server at all.
-var alwaysLocal = map[string]bool{"version": true, "help": true, "completion": true, "man": true, "server": true, "__complete": true}
+var alwaysLocal = map[string]bool{"version": true, "help": true, "completion": true, "man": true, "server": true, "__complete": true, "worker": true}
 
 // addRemoteFlags adds the global flags that name a team server.
 func (app *App) addRemoteFlags(root *cobra.Command) {

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -172,36 +173,7 @@ var objectName = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // checkBundle fetches ref of bundle into the quarantine q and checks that
 // it is commit, whose only parent is base and whose tree is base's with
-// patch applied.
+// patch applied (the server checks a host's upload the same way).
 func checkBundle(ctx context.Context, q, bundle, patch, ref, commit, base string) error {
-	if _, err := gitRun(ctx, q, nil, "bundle", "verify", "-q", bundle); err != nil {
-		return err
-	}
-	if _, err := gitRun(ctx, q, nil, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", bundle, "+"+ref+":"+ref); err != nil {
-		return err
-	}
-	got, err := gitRun(ctx, q, nil, "rev-parse", "--verify", "-q", ref+"^{commit}")
-	if err != nil || got != commit {
-		return fmt.Errorf("the bundle's %s is %q, not the run's commit %s", ref, got, commit)
-	}
-	parents, err := gitRun(ctx, q, nil, "rev-list", "--parents", "-n", "1", commit)
-	if err != nil || parents != commit+" "+base {
-		return fmt.Errorf("commit %s does not have the base %s as its only parent", shortCommit(commit), shortCommit(base))
-	}
-	index := []string{"GIT_INDEX_FILE=" + filepath.Join(filepath.Dir(q), "index")}
-	if _, err := gitRun(ctx, q, index, "read-tree", base); err != nil {
-		return err
-	}
-	if _, err := gitRun(ctx, q, index, "apply", "--cached", "--binary", patch); err != nil {
-		return fmt.Errorf("the run's patch does not apply to its base: %v", err)
-	}
-	tree, err := gitRun(ctx, q, index, "write-tree")
-	if err != nil {
-		return err
-	}
-	want, err := gitRun(ctx, q, nil, "rev-parse", commit+"^{tree}")
-	if err != nil || tree != want {
-		return fmt.Errorf("the tree of commit %s is not the base with the run's patch", shortCommit(commit))
-	}
-	return nil
+	return bundlecheck.Check(ctx, q, bundle, patch, ref, commit, base)
 }

@@ -155,6 +155,7 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.newMCPCmd(),
 		app.newServerCmd(),
 		app.newAuditCmd(),
+		app.newWorkerCmd(),
 		app.newBenchCmd(),
 		app.newLoginCmd(),
 		app.newLogoutCmd(),

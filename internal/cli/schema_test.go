@@ -75,6 +75,9 @@ func TestJSONSchemasDeclareEveryField(t *testing.T) {
 		{"bench-compare.schema.json", filled[bench.Comparison]()},
 		{"bench-list.schema.json", []byte(`{"fixtures":[` + string(filled[fixtureLine]()) + `]}`)},
 		{"bench-check.schema.json", []byte(`{"checks":[` + string(filled[bench.Check]()) + `]}`)},
+		{"server-hosts.schema.json", []byte(`{"hosts":[` + string(filled[server.Host]()) + `]}`)},
+		{"server-revoke-host.schema.json", filled[server.Host]()},
+		{"server-enrol-token.schema.json", filled[server.EnrolToken]()},
 	} {
 		if err := s.Validate(c.schema, c.doc, jsonschema.Options{Shape: true}); err != nil {
 			t.Errorf("%v\nfilled in: %s", err, c.doc)

@@ -96,7 +96,12 @@ postgres://... names PostgreSQL.
 
 --local-worker N executes up to N queued runs at once on this host, with
 the same supervisor as 'agentrun submit' (default 2 with SQLite, 0 with
-PostgreSQL, where agent hosts will join). Runs survive a restart of the
+PostgreSQL, where agent hosts join). Agent hosts join with 'agentrun
+worker --server URL' and a one-time token from 'agentrun server
+enrol-token'; 'agentrun server hosts' lists them and 'agentrun server
+revoke-host ID' revokes one. The server holds the lease of each run a host
+executes and renews it only while the host heartbeats: a host silent past
+the lease TTL loses its runs, which are queued again for another host. Runs survive a restart of the
 server: a run whose server stopped is marked interrupted and is resumable.
 SIGTERM or SIGINT stops accepting, drains the requests in flight, and
 leaves the runs being executed interrupted, resumable.
@@ -149,6 +154,7 @@ AGENTRUN_POLICY, if any, is in force.`,
 	_ = f.MarkHidden("lease-ttl")
 	c.AddCommand(app.newServerAuditKeyCmd())
 	c.AddCommand(app.newServerUsersCmd())
+	c.AddCommand(app.newServerHostCmds()...)
 	return c
 }
 
@@ -197,39 +203,34 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err := projects.Sweep(); err != nil {
 		return catalog.Home.Wrap(err, "%s: %v", projects.Dir, err)
 	}
-	slots := o.LocalWorker
-	if slots < 0 {
-		slots = 0
-		if strings.EqualFold(be.Dialect, "sqlite") {
-			slots = 2
-		}
-	}
+	slots := localSlots(o, be.Dialect)
 	var w *worker.Local
 	metrics := server.NewMetrics(be.Store, slots, func() int { return w.Running() })
 	// With no slots the worker only reconciles: runs whose host died are
 	// marked interrupted all the same.
-	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers},
+	hosts := newHosts(app, be, data, projects)
+	hosts.Log, env.Remote = log, hosts.Remote
+	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	hosts.Queued = w.Nudge
+	go hosts.Watch(ctx)
+	queued := func() { w.Nudge(); hosts.Wake() }
 	quota, err := serverUsers(ctx, be, token, settings)
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: w.Nudge,
+	srv := server.New(server.Options{Exec: app.serverExec(env), Projects: projects, Ready: be.Ready, Metrics: metrics, Token: token, Log: log, Submitted: queued, Hosts: hosts,
 		Isolates: app.Deps.isolates, AllowUnisolated: o.AllowHost, PassEnv: o.PassEnv,
 		Audit: be.Audit, AuditKey: key.Public(),
 		Store: be.Store, Users: be.Users, Quota: quota, Attempts: settings.Attempts,
 		Policy: server.NewPolicyDoc(app.Deps.Policy, serverPolicySource(o, app.Getenv, settings))})
-	ln, err := net.Listen("tcp", o.Listen)
+	ln, err := serverListen(o, token)
 	if err != nil {
-		return catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")
-	}
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && (!o.ListenAny || token == "") {
-		ln.Close()
-		return serverNotLoopback(ln.Addr().String())
+		return err
 	}
 	scheme := "http"
 	if o.TLSCert != "" {
@@ -253,6 +254,33 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 		return catalog.Internal.Wrap(serr, "serve: %v", serr)
 	}
 	return nil
+}
+
+// localSlots is how many runs the server's own worker executes at once:
+// --local-worker, else 2 with SQLite (one host) and 0 with PostgreSQL
+// (agent hosts join).
+func localSlots(o *serverOptions, dialect string) int {
+	if o.LocalWorker >= 0 {
+		return o.LocalWorker
+	}
+	if strings.EqualFold(dialect, "sqlite") {
+		return 2
+	}
+	return 0
+}
+
+// serverListen listens on --listen, and refuses an address that turned
+// out not to be loopback without --listen-any and a token.
+func serverListen(o *serverOptions, token string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, catalog.Usage.Wrap(err, "--listen %s: %v", o.Listen, err).WithFix("pick a free port (0 picks one)")
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && (!o.ListenAny || token == "") {
+		ln.Close()
+		return nil, serverNotLoopback(ln.Addr().String())
+	}
+	return ln, nil
 }
 
 // serverData is the server's data directory, absolute and made.

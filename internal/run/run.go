@@ -73,6 +73,9 @@ const (
 	ReasonDiskExceeded     Reason = "disk_exceeded"
 	ReasonSetupFailed      Reason = "setup_failed"
 	ReasonInternal         Reason = "internal_error"
+	// ReasonHostLost: the agent host executing the run stopped
+	// heartbeating; the run was queued again for another host.
+	ReasonHostLost Reason = "host_lost"
 )
 
 // Run is the record of one task. It is stored as run.json (files store) or a

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/audit"
 	"github.com/agentrun/agentrun/internal/coord"
@@ -30,5 +31,11 @@ type Backend struct {
 	Users users.Store
 	// Dialect names the database (SQLite or PostgreSQL).
 	Dialect string
-	Close   func() error
+	// HostsDB and HostLeases keep the agent hosts and the leases held on
+	// their behalf (hosts.go), on the same database.
+	HostsDB    HostsDB
+	HostLeases HostLeases
+	// LeaseTTL is how long a lease outlives its holder's last renewal.
+	LeaseTTL time.Duration
+	Close    func() error
 }

@@ -69,7 +69,10 @@ type Options struct {
 	// Policy is the organization policy in force, served at /v1/policy
 	// (the zero PolicyDoc: none).
 	Policy PolicyDoc
-	Log    *slog.Logger
+	// Hosts, when set, is the registry of agent hosts: their routes under
+	// /v1/hosts are served, authenticated by the hosts' credentials.
+	Hosts *Hosts
+	Log   *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -123,6 +126,7 @@ func New(o Options) *Server {
 		{method: "GET", path: "/v1/policy", h: s.policyShow},
 	}
 	s.routes = append(s.routes, s.userRoutes()...)
+	s.routes = append(s.routes, s.hostRoutes()...)
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}

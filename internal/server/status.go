@@ -32,6 +32,10 @@ var statusByCode = map[string]int{
 	catalog.Forbidden.Code:     http.StatusForbidden,
 	catalog.QuotaExceeded.Code: http.StatusTooManyRequests,
 	catalog.UserExists.Code:    http.StatusConflict,
+	catalog.EnrolRefused.Code:  http.StatusForbidden,
+	catalog.HostRefused.Code:   http.StatusUnauthorized,
+	catalog.LeaseLost.Code:     http.StatusConflict,
+	catalog.RecordStale.Code:   http.StatusConflict,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.

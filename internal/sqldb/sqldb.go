@@ -115,7 +115,7 @@ func Connect(ctx context.Context, rawURL string) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("database url %q: want sqlite:PATH or postgres://", redact(rawURL))
 	}
-	if err := db.read.PingContext(ctx); err != nil {
+	if err := ping(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to %s database: %w", db.Dialect, err)
 	}
@@ -295,4 +295,24 @@ func (db *DB) ForUpdateSkipLocked() string {
 		return " FOR UPDATE SKIP LOCKED"
 	}
 	return ""
+}
+
+// ping connects. A new SQLite file that several processes open at once
+// may answer SQLITE_BUSY to the first connection's switch to WAL without
+// calling the busy handler (the switch needs the file to itself): that
+// connection tries again, within busyTimeout.
+func ping(ctx context.Context, db *DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		err := db.read.PingContext(ctx)
+		var coded interface{ Code() int }
+		if err == nil || db.Dialect != SQLite || !errors.As(err, &coded) || coded.Code()&0xff != 5 || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -29,6 +29,10 @@ type Home struct {
 	// queued run that no supervisor has taken up yet waits for a worker,
 	// however long, instead of counting as dead.
 	Claimed bool
+	// Remote, when set, reports a run that an agent host executes (Full
+	// mode): its liveness is the host's heartbeats, which the server's
+	// host registry watches, so Reconcile leaves it alone.
+	Remote func(ctx context.Context, id string) bool
 }
 
 // spawnGrace is how long a freshly created queued run (never attempted,
@@ -42,7 +46,7 @@ const spawnGrace = 10 * time.Second
 // holds the lease, so no new supervisor starts in between. It returns the
 // run as it now is. It is cheap when the run is terminal.
 func Reconcile(ctx context.Context, h Home, r *run.Run) (*run.Run, error) {
-	if r == nil || !r.State.Active() {
+	if r == nil || !r.State.Active() || (h.Remote != nil && h.Remote(ctx, r.ID)) {
 		return r, nil
 	}
 	lease, err := h.Coord.Acquire(ctx, r.ID, 0)

@@ -8,6 +8,7 @@
 package wire
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,8 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
 	return &server.Backend{
 		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
+		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co,
+		LeaseTTL:       cmp.Or(leaseTTL, sqlcoord.DefaultLeaseTTL),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)

@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
+)
+
+// enrolToken makes a one-time token with the binary, on c's database.
+func enrolToken(t *testing.T, c config) string {
+	t.Helper()
+	cmd := exec.Command(testsupport.Agentrun(t), "server", "enrol-token", "--json", "--data", c.data, "--database-url", c.db)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C"}
+	out, err := cmd.Output()
+	var d struct{ Token string }
+	if err == nil {
+		err = json.Unmarshal(out, &d)
+	}
+	if err != nil || d.Token == "" {
+		t.Fatalf("enrol-token: %v: %s", err, out)
+	}
+	return d.Token
+}
+
+// asHost calls a host route with credential cred (and a JSON body).
+func (in *instance) asHost(t *testing.T, cred, method, pattern, id string, body any) answer {
+	t.Helper()
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	return in.call(t, method, pattern, id, "application/json", bytes.NewReader(b), "Authorization", "Bearer "+cred)
+}
+
+// TestHostRoutes: the routes of agent hosts, driven as a host would, answer
+// as the API document says; every route of a run is fenced by the claim's
+// token, and a host's credential is not a user's token nor the reverse.
+func TestHostRoutes(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		c.extra = []string{"--local-worker", "0"}
+		srv := start(t, c)
+		tok := enrolToken(t, c)
+		enrol := map[string]any{"token": tok, "name": "h1", "slots": 1, "backends": []string{"host"}, "labels": map[string]string{"zone": "a"}}
+		a := srv.post(t, "/v1/hosts/enrol", "", enrol)
+		if a.status != http.StatusCreated {
+			t.Fatalf("enrol: %d %s", a.status, a.body)
+		}
+		cred, _ := a.doc(t)["credential"].(string)
+		if a := srv.post(t, "/v1/hosts/enrol", "", enrol); a.status != http.StatusForbidden || a.code(t) != "enrol_refused" {
+			t.Errorf("a token used twice: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, "nobody.x", "POST", "/v1/hosts/heartbeat", "", map[string]any{"runs": []any{}}); a.code(t) != "host_refused" {
+			t.Errorf("an unknown credential: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}}); a.status != 200 || a.doc(t)["run"] != nil {
+			t.Errorf("a claim with nothing queued: %d %s", a.status, a.body)
+		}
+
+		repo, _ := testsupport.Repo(t, map[string]string{"README.md": "hello\n"})
+		id := srv.runID(t, spec("wait", "sleep 30", nil), bundleOf(t, repo))
+		a = srv.asHost(t, cred, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"native"}, "wait_ms": 100})
+		if a.doc(t)["run"] != nil {
+			t.Errorf("a run of the host sandbox went to a host without it: %s", a.body)
+		}
+		a = srv.asHost(t, cred, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}, "wait_ms": 5000})
+		var cl struct {
+			Run     map[string]any `json:"run"`
+			Token   int64          `json:"token"`
+			Project string         `json:"project"`
+		}
+		_ = json.Unmarshal(a.body, &cl)
+		if cl.Run == nil || cl.Run["id"] != id || cl.Token < 1 || cl.Project != "default" || cl.Run["repo"] != "" {
+			t.Fatalf("claim: %s", a.body)
+		}
+		q := fmt.Sprintf("?token=%d", cl.Token)
+		a = srv.asHost(t, cred, "GET", "/v1/hosts/runs/{id}"+q, id, nil)
+		if a.status != 200 {
+			t.Fatalf("get: %d %s", a.status, a.body)
+		}
+		version := int64(a.doc(t)["version"].(float64))
+		if a := srv.asHost(t, cred, "GET", fmt.Sprintf("/v1/hosts/runs/{id}?token=%d", cl.Token+1), id, nil); a.code(t) != "lease_lost" {
+			t.Errorf("another token: %d %s", a.status, a.body)
+		}
+		if a := srv.call(t, "GET", "/v1/hosts/runs/{id}"+q, id, "", nil); a.code(t) != "host_refused" {
+			t.Errorf("no credential: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "GET", "/v1/runs/{id}", id, nil); a.status != 200 {
+			// (This server has no users' token: the credential is not
+			// asked for there, nor taken instead of one.)
+			t.Errorf("status with a host credential: %d %s", a.status, a.body)
+		}
+		for _, p := range []string{"../x", "run.json", "attempts/../../x"} {
+			a := srv.call(t, "POST", "/v1/hosts/runs/{id}/files"+q+"&offset=0&path="+p, id, "application/octet-stream",
+				strings.NewReader("x"), "Authorization", "Bearer "+cred)
+			if a.code(t) != "bad_request" {
+				t.Errorf("a log at %s: %d %s", p, a.status, a.body)
+			}
+		}
+		for _, chunk := range []struct {
+			off  int
+			text string
+			want float64
+		}{{0, "one\n", 4}, {0, "one\ntwo\n", 8}, {20, "lost", 8}} {
+			a := srv.call(t, "POST", fmt.Sprintf("/v1/hosts/runs/{id}/files%s&offset=%d&path=attempts/1/agent.log", q, chunk.off), id,
+				"application/octet-stream", strings.NewReader(chunk.text), "Authorization", "Bearer "+cred)
+			if a.status != 200 || a.doc(t)["size"] != chunk.want {
+				t.Errorf("log chunk at %d: %d %s", chunk.off, a.status, a.body)
+			}
+		}
+		rec := cl.Run
+		rec["message"] = "stale"
+		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version - 1, "record": rec}); a.code(t) != "record_stale" {
+			t.Errorf("a write from an old version: %d %s", a.status, a.body)
+		}
+		a = srv.asHost(t, cred, "POST", "/v1/hosts/heartbeat", "", map[string]any{"runs": []map[string]any{{"id": id, "token": cl.Token}}})
+		if lost, _ := a.doc(t)["lost"].([]any); a.status != 200 || len(lost) != 0 {
+			t.Errorf("heartbeat: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "POST", "/v1/hosts/runs/{id}/release", id, map[string]any{"token": cl.Token}); a.status != 200 {
+			t.Errorf("release: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "GET", "/v1/hosts/runs/{id}"+q, id, nil); a.code(t) != "lease_lost" {
+			t.Errorf("get after the release: %d %s", a.status, a.body)
+		}
+		a = srv.asHost(t, cred, "POST", "/v1/hosts/heartbeat", "", map[string]any{"runs": []map[string]any{{"id": id, "token": cl.Token}}})
+		if lost, _ := a.doc(t)["lost"].([]any); len(lost) != 1 {
+			t.Errorf("heartbeat after the release: %s", a.body)
+		}
+		// Released before it started, the run waits for a host again.
+		if d := srv.waitState(t, id, "queued"); d["supervisor"] != nil {
+			t.Errorf("the released run: %v", d)
+		}
+	})
+}

@@ -1,0 +1,317 @@
+package worker
+
+// remote.go: an agent host that joins a team server (agentrun worker
+// --server). It claims the runs it can execute over the API, executes
+// each with the same supervisor as Lite on a store that writes through to
+// the server (remote_store.go), and heartbeats: the server renews the
+// leases of its runs only while the heartbeats come. A run the server
+// says this host lost, or every run once the heartbeats have failed for
+// longer than the lease TTL, is abandoned: its sandbox stops and nothing
+// of it is kept here.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/client"
+	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/server"
+	"github.com/agentrun/agentrun/internal/supervisor"
+)
+
+// Remote is an agent host of a team server.
+type Remote struct {
+	// Client calls the server with the host's credential.
+	Client *client.Client
+	// Data is the host's data directory: its runs while they are here
+	// and its cache of the projects.
+	Data string
+	// Deps are the supervisor's seams for runs kept in st under l: the
+	// host's own coordinator (flocks under l) and backends.
+	Deps func(st run.Store, l layout.Layout) supervisor.Deps
+	// Slots is how many runs it executes at once (at least 1).
+	Slots int
+	// Backends are the sandbox backends it can start.
+	Backends []string
+	// Getenv reads the values of the variables a run uses.
+	Getenv func(string) string
+	// Sweepers remove the sandboxes an earlier start left (a host killed
+	// with its runs), by backend name.
+	Sweepers map[string]sandbox.Sweeper
+	Log      *slog.Logger
+
+	mu       sync.Mutex
+	running  map[string]*job
+	projects map[string]*sync.Mutex
+	ttl      time.Duration
+	wg       sync.WaitGroup
+	free     chan struct{} // a slot was freed
+	stop     context.CancelCauseFunc
+}
+
+func (w *Remote) log() *slog.Logger {
+	if w.Log == nil {
+		return slog.Default()
+	}
+	return w.Log
+}
+
+func (w *Remote) lockProject(name string) func() {
+	w.mu.Lock()
+	if w.projects == nil {
+		w.projects = map[string]*sync.Mutex{}
+	}
+	l := w.projects[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		w.projects[name] = l
+	}
+	w.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (w *Remote) forget(j *job) {
+	w.mu.Lock()
+	if w.running[j.id] == j {
+		delete(w.running, j.id)
+	}
+	w.mu.Unlock()
+	select {
+	case w.free <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Remote) jobs() []*job {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*job, 0, len(w.running))
+	for _, j := range w.running {
+		out = append(out, j)
+	}
+	return out
+}
+
+func (w *Remote) leaseTTL() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ttl <= 0 {
+		return 15 * time.Second
+	}
+	return w.ttl
+}
+
+func (w *Remote) setTTL(ms int64) {
+	if ms > 0 {
+		w.mu.Lock()
+		w.ttl = time.Duration(ms) * time.Millisecond
+		w.mu.Unlock()
+	}
+}
+
+// Run executes runs until ctx ends, then stops the runs it executes
+// (they end interrupted and are queued again for another host) and
+// returns once their supervisors have ended.
+func (w *Remote) Run(ctx context.Context) error {
+	w.mu.Lock()
+	w.running = map[string]*job{}
+	w.free = make(chan struct{}, 1)
+	w.mu.Unlock()
+	if w.Slots < 1 {
+		w.Slots = 1
+	}
+	if err := w.reconcile(ctx); err != nil {
+		return err
+	}
+	// A refused credential (the host was revoked) stops the host: its
+	// runs are another's already.
+	ctx, w.stop = context.WithCancelCause(ctx)
+	hbDone := make(chan struct{})
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	go func() { defer close(hbDone); w.heartbeats(hbCtx) }()
+	w.claims(ctx)
+	w.wg.Wait()
+	stopHB()
+	<-hbDone
+	if err := context.Cause(ctx); refused(err) {
+		return err
+	}
+	return nil
+}
+
+// refused reports the server's refusal of the host's credential.
+func refused(err error) bool {
+	e, ok := catalog.As(err)
+	return ok && e.Code == catalog.HostRefused.Code
+}
+
+// reconcile settles what a previous life of this host left: each run it
+// was executing is given back to the server (which queues it again, for
+// this host or another, as a resume) if the host still holds it, and
+// dropped here either way.
+func (w *Remote) reconcile(ctx context.Context) error {
+	l := layout.Layout{Home: w.Data}
+	// Nothing runs here yet: whatever sandbox is left is an earlier
+	// start's, whose agent may still be at work in a dropped workspace.
+	for name, sw := range w.Sweepers {
+		swept, err := sw.Sweep(ctx, l.SandboxState, func(string) bool { return false })
+		if err != nil || len(swept) > 0 {
+			w.log().Info("swept the sandboxes an earlier start left", "backend", name, "swept", len(swept), "error", fmt.Sprint(err))
+		}
+	}
+	left := localClaims(l)
+	if len(left) == 0 {
+		return nil
+	}
+	var in server.HeartbeatRequest
+	for _, c := range left {
+		in.Runs = append(in.Runs, server.HeldRun{ID: c.ID, Token: c.Token})
+	}
+	b, err := w.Client.Post(ctx, "/v1/hosts/heartbeat", in)
+	if err != nil {
+		return err
+	}
+	var hb server.Heartbeat
+	if err := json.Unmarshal(b, &hb); err != nil {
+		return err
+	}
+	w.setTTL(hb.LeaseTTLMS)
+	lost := map[string]bool{}
+	for _, id := range hb.Lost {
+		lost[id] = true
+	}
+	for _, c := range left {
+		if !lost[c.ID] {
+			if _, err := w.Client.Post(ctx, "/v1/hosts/runs/"+c.ID+"/release", server.ReleaseRequest{Token: c.Token}); err != nil {
+				w.log().Error("give back", "run", c.ID, "error", err.Error())
+			}
+		}
+		w.log().Info("run left by an earlier start", "run", c.ID, "held", !lost[c.ID])
+		_ = os.RemoveAll(l.RunDir(c.ID))
+		w.dropBranch(ctx, c.Project, "agentrun/"+c.ID)
+	}
+	return nil
+}
+
+// claims asks for runs while it has free slots, until ctx ends.
+func (w *Remote) claims(ctx context.Context) {
+	for ctx.Err() == nil {
+		if len(w.jobs()) >= w.Slots {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.free:
+			}
+			continue
+		}
+		b, err := w.Client.Post(ctx, "/v1/hosts/claim", server.ClaimRequest{Backends: w.Backends, WaitMS: server.MaxClaimWait.Milliseconds()})
+		var c server.Claim
+		if err == nil {
+			err = json.Unmarshal(b, &c)
+		}
+		if refused(err) {
+			w.log().Error("the server refused this host", "error", err.Error())
+			w.stop(err)
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log().Warn("claim", "error", err.Error())
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		w.setTTL(c.LeaseTTLMS)
+		if c.Run == nil {
+			continue
+		}
+		j := newJob(c.Run.ID, c.Token, c.Project)
+		w.mu.Lock()
+		old := w.running[j.id]
+		w.running[j.id] = j
+		w.mu.Unlock()
+		if old != nil {
+			// The server gave the run here again: the earlier claim was
+			// lost (this host stalled), and its remains go first.
+			old.abandon(errLeaseLost)
+			<-old.finished
+		}
+		w.log().Info("run claimed", "run", j.id, "token", j.token, "project", j.project)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.execute(ctx, j, c)
+		}()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// heartbeats send a heartbeat every TTL/3 until ctx ends. The runs the
+// server says were lost are abandoned; when no heartbeat got through for
+// longer than the TTL, every run is: the server has given them to others.
+func (w *Remote) heartbeats(ctx context.Context) {
+	last := time.Now()
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
+			sleep(ctx, w.leaseTTL()/3)
+		}
+		var in server.HeartbeatRequest
+		in.Runs = []server.HeldRun{}
+		for _, j := range w.jobs() {
+			in.Runs = append(in.Runs, server.HeldRun{ID: j.id, Token: j.token})
+		}
+		hctx, cancel := context.WithTimeout(ctx, w.leaseTTL()/2)
+		b, err := w.Client.Post(hctx, "/v1/hosts/heartbeat", in)
+		cancel()
+		var hb server.Heartbeat
+		if err == nil {
+			err = json.Unmarshal(b, &hb)
+		}
+		if refused(err) {
+			w.log().Error("the server refused this host", "error", err.Error())
+			w.stop(err)
+			return
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(last) > w.leaseTTL() {
+				for _, j := range w.jobs() {
+					j.abandon(errors.New("this host could not reach the server for longer than the lease TTL"))
+				}
+			}
+			w.log().Warn("heartbeat", "error", err.Error())
+			continue
+		}
+		last = time.Now()
+		w.setTTL(hb.LeaseTTLMS)
+		lost := map[string]bool{}
+		for _, id := range hb.Lost {
+			lost[id] = true
+		}
+		for _, j := range w.jobs() {
+			if lost[j.id] {
+				j.abandon(errLeaseLost)
+			}
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package worker
+
+// remote_git.go: the host's cache of each project, a bare repository
+// under its data directory (projects/NAME.git) that holds the base
+// commits fetched from the server (as bundles) and the branches of the
+// runs while they are here. Git runs with hooks, fsmonitor and the pager
+// off; nothing is checked out.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/agentrun/agentrun/internal/bundlecheck"
+	"github.com/agentrun/agentrun/internal/catalog"
+)
+
+var projectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+var commitID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+
+func (w *Remote) projectRepo(project string) string {
+	return filepath.Join(w.Data, "projects", project+".git")
+}
+
+// fetchBase makes sure the project's cache holds base, fetching a bundle
+// of it from the server when it does not, and returns the cache.
+func (w *Remote) fetchBase(ctx context.Context, j *job, base string) (string, error) {
+	if !projectName.MatchString(j.project) || !commitID.MatchString(base) {
+		return "", catalog.ServerProtocol.New("the claim of run %s names project %q and base %q", j.id, j.project, base)
+	}
+	defer w.lockProject(j.project)()
+	repo := w.projectRepo(j.project)
+	if _, err := os.Stat(filepath.Join(repo, "objects")); err != nil {
+		if err := os.MkdirAll(filepath.Dir(repo), 0o700); err != nil {
+			return "", err
+		}
+		if _, err := bundlecheck.Git(ctx, filepath.Dir(repo), nil, "init", "-q", "--bare", "--template=", repo); err != nil {
+			return "", err
+		}
+	}
+	if _, err := bundlecheck.Git(ctx, repo, nil, "cat-file", "-e", base+"^{commit}"); err == nil {
+		return repo, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(repo), ".base-*.bundle")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	q := (&remoteStore{j: j}).tokenQuery()
+	err = w.Client.Fetch(ctx, "/v1/hosts/runs/"+j.id+"/base", q, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetch the base of %s: %w", j.id, err)
+	}
+	ref := "refs/agentrun/bases/" + base
+	if _, err := bundlecheck.Git(ctx, repo, nil, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+		f.Name(), "+"+ref+":"+ref); err != nil {
+		return "", fmt.Errorf("fetch the base of %s: %w", j.id, err)
+	}
+	if _, err := bundlecheck.Git(ctx, repo, nil, "cat-file", "-e", base+"^{commit}"); err != nil {
+		return "", fmt.Errorf("the base bundle of %s lacks %s", j.id, base)
+	}
+	return repo, nil
+}
+
+// bundleBranch bundles branch of repo without base's history, in dir.
+func (w *Remote) bundleBranch(ctx context.Context, repo, dir, branch, base string) (string, error) {
+	path := filepath.Join(dir, "result.bundle")
+	_ = os.Remove(path)
+	if _, err := bundlecheck.Git(ctx, repo, nil, "bundle", "create", "-q", path, "refs/heads/"+branch, "^"+base); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// dropBranch deletes a run's branch from the project's cache.
+func (w *Remote) dropBranch(ctx context.Context, project, branch string) {
+	if !projectName.MatchString(project) {
+		return
+	}
+	repo := w.projectRepo(project)
+	if _, err := os.Stat(repo); err == nil {
+		_, _ = bundlecheck.Git(ctx, repo, nil, "update-ref", "-d", "refs/heads/"+branch)
+	}
+}

@@ -1,0 +1,317 @@
+package worker
+
+// remote_store.go: the run store an agent host's supervisor works with.
+// It writes through to the team server: the server's record is the only
+// one, every read and write goes to /v1/hosts/runs/ID with the claim's
+// fencing token, and a write the server refuses as lease_lost abandons
+// the run here. Update and TransitionWith read the record, apply fn, and
+// send it back with the version read; a record that changed meanwhile is
+// read again (record_stale). The record's repository is the host's own
+// copy of the project (its cache), never the server's path.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/client"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
+)
+
+// errNotHere is what the store answers for what a host never does.
+var errNotHere = errors.New("not on an agent host: the team server keeps the runs")
+
+// remoteStore is run.Store for one run a host executes.
+type remoteStore struct {
+	c     *client.Client
+	j     *job
+	repo  string // the host's copy of the project
+	patch string // where the supervisor writes the run's patch
+	// bundle makes the bundle of the run's branch for the result upload.
+	bundle func(ctx context.Context, branch, base string) (string, error)
+	// flush sends the logs written so far, before a terminal state.
+	flush func(ctx context.Context)
+
+	mu sync.Mutex
+	// held are the export's events, sent with the result upload.
+	held []run.Event
+}
+
+var _ run.Store = (*remoteStore)(nil)
+
+// callTimeout bounds one call to the server.
+const callTimeout = 30 * time.Second
+
+// retryEvery is how often a call the server did not answer is tried again.
+const retryEvery = 500 * time.Millisecond
+
+// call runs fn until the server answers (a catalog error is an answer),
+// the run is lost here, or ctx ends. A lease_lost answer abandons the run.
+func (s *remoteStore) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	for {
+		if err := s.j.lostErr(); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := fn(cctx)
+		cancel()
+		e, ok := catalog.As(err)
+		switch {
+		case err == nil:
+			return nil
+		case ok && e.Code == catalog.LeaseLost.Code:
+			s.j.abandon(fmt.Errorf("%w: %s", errLeaseLost, e.Cause))
+			return s.j.lostErr()
+		case ok && e.Code != catalog.ServerUnreachable.Code:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.j.lost:
+		case <-time.After(retryEvery):
+		}
+	}
+}
+
+func (s *remoteStore) path(sub string) string {
+	p := "/v1/hosts/runs/" + url.PathEscape(s.j.id)
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
+}
+
+func (s *remoteStore) tokenQuery() url.Values {
+	return url.Values{"token": {strconv.FormatInt(s.j.token, 10)}}
+}
+
+// local is r as this host's supervisor sees it.
+func (s *remoteStore) local(r *run.Run) *run.Run {
+	r.Repo = s.repo
+	if r.Result != nil && r.Result.Commit != "" {
+		r.Patch, r.Result.Patch = s.patch, s.patch
+	}
+	return r
+}
+
+func (s *remoteStore) check(id string) error {
+	if id != s.j.id {
+		return fmt.Errorf("run %s: this store keeps run %s only", id, s.j.id)
+	}
+	return nil
+}
+
+func (s *remoteStore) Get(ctx context.Context, id string) (*run.Run, error) {
+	if err := s.check(id); err != nil {
+		return nil, err
+	}
+	var r run.Run
+	err := s.call(ctx, func(ctx context.Context) error {
+		b, err := s.c.Get(ctx, s.path(""), s.tokenQuery())
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.local(&r), nil
+}
+
+func (s *remoteStore) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
+	return s.modify(ctx, id, nil, fn)
+}
+
+func (s *remoteStore) Transition(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string) (*run.Run, error) {
+	return s.TransitionWith(ctx, id, from, to, reason, msg, nil)
+}
+
+func (s *remoteStore) TransitionWith(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
+	return s.modify(ctx, id, &server.Transition{From: from, To: to, Reason: reason, Message: msg}, fn)
+}
+
+// modify reads the record, applies fn and writes it back with the
+// version read (with t, as a state change), until no one changed the
+// record in between.
+func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
+	for {
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil && !slices.Contains(t.From, r.State) {
+			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, t.From, run.ErrConflict)
+		}
+		before := r.Result
+		c, err := clone(r)
+		if err != nil {
+			return nil, err
+		}
+		if fn != nil {
+			if err := fn(c); err != nil {
+				return nil, err
+			}
+		}
+		if t != nil && t.To.Terminal() && s.flush != nil {
+			s.flush(ctx)
+		}
+		w := server.RecordWrite{Token: s.j.token, Version: r.Version, Record: c, Transition: t}
+		var out run.Run
+		err = s.call(ctx, func(ctx context.Context) error {
+			var b []byte
+			var err error
+			if t != nil && c.Result != nil && c.Result.Commit != "" && (before == nil || before.Commit != c.Result.Commit) {
+				s.mu.Lock()
+				w.Events = append([]run.Event(nil), s.held...)
+				s.mu.Unlock()
+				if b, err = s.upload(ctx, w); err == nil {
+					s.mu.Lock()
+					s.held = nil
+					s.mu.Unlock()
+				}
+			} else {
+				b, err = s.put(ctx, w)
+			}
+			if err == nil {
+				err = json.Unmarshal(b, &out)
+			}
+			return err
+		})
+		if e, ok := catalog.As(err); ok && e.Code == catalog.RecordStale.Code {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.local(&out), nil
+	}
+}
+
+func clone(r *run.Run) (*run.Run, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var c run.Run
+	return &c, json.Unmarshal(b, &c)
+}
+
+func (s *remoteStore) put(ctx context.Context, w server.RecordWrite) ([]byte, error) {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.Send(ctx, "PUT", s.path(""), nil, bytes.NewReader(b), "application/json")
+}
+
+// upload sends the record that carries the export's result with the
+// patch and the bundle of the run's branch: the server checks the bundle
+// against the base and the patch, moves its branch, then writes the record.
+func (s *remoteStore) upload(ctx context.Context, w server.RecordWrite) ([]byte, error) {
+	spec, err := json.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := s.bundle(ctx, w.Record.Branch, w.Record.Base)
+	if err != nil {
+		return nil, fmt.Errorf("bundle the result: %w", err)
+	}
+	defer os.Remove(bundle)
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	part, err := mw.CreateFormField("write")
+	if err == nil {
+		_, err = part.Write(spec)
+	}
+	for _, f := range [][2]string{{"patch", s.patch}, {"bundle", bundle}} {
+		if err != nil {
+			break
+		}
+		if part, err = mw.CreateFormFile(f[0], f[0]); err == nil {
+			err = copyFile(part, f[1])
+		}
+	}
+	if err == nil {
+		err = mw.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the result upload: %w", err)
+	}
+	return s.c.Send(ctx, "POST", s.path("result"), nil, &body, mw.FormDataContentType())
+}
+
+func copyFile(w io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
+	return err
+}
+
+func (s *remoteStore) AppendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	if err := s.check(id); err != nil {
+		return run.Event{}, err
+	}
+	if e.Type == run.EventExport {
+		// The export is journaled with its result (upload), so that it
+		// is in the journal only if the result is.
+		s.mu.Lock()
+		s.held = append(s.held, e)
+		s.mu.Unlock()
+		return e, nil
+	}
+	var out run.Event
+	err := s.call(ctx, func(ctx context.Context) error {
+		b, err := s.c.Post(ctx, s.path("events"), server.AppendRequest{Token: s.j.token, Event: e})
+		if err == nil {
+			err = json.Unmarshal(b, &out)
+		}
+		return err
+	})
+	return out, err
+}
+
+func (s *remoteStore) Events(ctx context.Context, id string, after int64) ([]run.Event, error) {
+	if err := s.check(id); err != nil {
+		return nil, err
+	}
+	var out server.EventsAnswer
+	q := s.tokenQuery()
+	q.Set("after", strconv.FormatInt(after, 10))
+	err := s.call(ctx, func(ctx context.Context) error {
+		b, err := s.c.Get(ctx, s.path("events"), q)
+		if err == nil {
+			err = json.Unmarshal(b, &out)
+		}
+		return err
+	})
+	return out.Events, err
+}
+
+func (s *remoteStore) Create(context.Context, *run.Run) error { return errNotHere }
+
+func (s *remoteStore) Resolve(context.Context, string) (string, error) { return "", errNotHere }
+
+func (s *remoteStore) List(context.Context, run.Filter) ([]*run.Run, []run.Broken, error) {
+	return nil, nil, errNotHere
+}
+
+func (s *remoteStore) Delete(context.Context, string) error { return errNotHere }
