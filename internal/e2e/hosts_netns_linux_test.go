@@ -104,12 +104,16 @@ func TestHostsInNetworkNamespaces(t *testing.T) {
 	}
 }
 
-// netnsRuns submits the 50 runs, disturbs two hosts, and checks the end.
+// netnsRuns submits the 50 runs, disturbs two hosts while they execute
+// some, lets every agent go on, and checks the end.
 func netnsRuns(t *testing.T, tm *team, hosts []*agentHost, nss []*netns) {
 	const n = 50
+	// Every agent waits at the gate until both hosts are disturbed: a run
+	// seen in flight on a host cannot end before its host is.
+	gate := filepath.Join(tm.e.root, "gate")
 	ids := make([]string, n)
 	for i := range n {
-		ids[i] = tm.submit(fmt.Sprintf("sleep 1; echo run%d > f%d.txt", i, i), fmt.Sprintf("Add f%d", i))
+		ids[i] = tm.submit(tm.gated(gate, fmt.Sprintf("echo run%d > f%d.txt", i, i)), fmt.Sprintf("Add f%d", i))
 	}
 	busy := func(h *agentHost) bool {
 		return strings.Count(h.output(), `"msg":"run claimed"`) > strings.Count(h.output(), `"msg":"run ended"`)
@@ -120,6 +124,7 @@ func netnsRuns(t *testing.T, tm *team, hosts []*agentHost, nss []*netns) {
 	nss[1].cut(t, true)
 	time.Sleep(2 * hostTTL)
 	nss[1].cut(t, false)
+	tm.open(gate)
 	project := filepath.Join(tm.e.root, "server", "projects", "default.git")
 	lost := 0
 	for i, id := range ids {
