@@ -109,6 +109,24 @@ func (h *Hosts) lockRun(id string) func() {
 	return l.Unlock
 }
 
+// tryLockRun is lockRun without the wait: ok false if the run is locked.
+func (h *Hosts) tryLockRun(id string) (unlock func(), ok bool) {
+	h.mu.Lock()
+	if h.locks == nil {
+		h.locks = map[string]*sync.Mutex{}
+	}
+	l := h.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		h.locks[id] = l
+	}
+	h.mu.Unlock()
+	if !l.TryLock() {
+		return nil, false
+	}
+	return l.Unlock, true
+}
+
 // holder is the lease holder a host's runs are held under.
 func holder(hostID string) string { return "host:" + hostID }
 
