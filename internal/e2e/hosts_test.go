@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +36,8 @@ type team struct {
 	dbf  []string // the flags that name the database
 	srv  []string // the variables that send the CLI to the server
 	host int
+	// slots are the slots of the hosts startHost starts (0: 2).
+	slots int
 }
 
 // eachDB runs fn on a team server on SQLite and on one on PostgreSQL
@@ -122,7 +126,7 @@ func (tm *team) startHostIn(url, name, data, tok string) *agentHost {
 func (tm *team) startHostCmd(url, name, data, tok string, prefix []string) *agentHost {
 	tm.e.t.Helper()
 	h := &agentHost{name: name, data: data, done: make(chan struct{})}
-	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", "2", "--data", h.data)
+	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", strconv.Itoa(cmp.Or(tm.slots, 2)), "--data", h.data)
 	if tok != "" {
 		args = append(args, "--enrol-token-file", tok)
 	}
