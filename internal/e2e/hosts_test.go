@@ -44,20 +44,24 @@ type team struct {
 // (skipped without AGENTRUN_TEST_POSTGRES).
 func eachDB(t *testing.T, fn func(t *testing.T, tm *team)) {
 	for _, tg := range sqltest.Targets {
-		t.Run(tg.Name, func(t *testing.T) {
-			e := newEnv(t)
-			tm := &team{e: e}
-			if tg.Name == "SQLite" {
-				tm.db = "sqlite:" + filepath.Join(e.root, "server", "agentrun.db")
-			} else {
-				tm.db = tg.URL(t)
-				tm.dbf = []string{"--database-url", tm.db}
-			}
-			tm.url = e.teamServer(append([]string{"--local-worker", "0", "--lease-ttl", hostTTL.String()}, tm.dbf...)...)
-			tm.srv = []string{"AGENTRUN_SERVER=" + tm.url}
-			fn(t, tm)
-		})
+		t.Run(tg.Name, func(t *testing.T) { fn(t, newTeam(t, tg, 0)) })
 	}
+}
+
+// newTeam starts a team server on target tg's database, with local
+// local workers' slots (0: none, the runs go to agent hosts).
+func newTeam(tb testing.TB, tg sqltest.Target, local int) *team {
+	e := newEnv(tb)
+	tm := &team{e: e}
+	if tg.Name == "SQLite" {
+		tm.db = "sqlite:" + filepath.Join(e.root, "server", "agentrun.db")
+	} else {
+		tm.db = tg.URL(tb)
+		tm.dbf = []string{"--database-url", tm.db}
+	}
+	tm.url = e.teamServer(append([]string{"--local-worker", strconv.Itoa(local), "--lease-ttl", hostTTL.String()}, tm.dbf...)...)
+	tm.srv = []string{"AGENTRUN_SERVER=" + tm.url}
+	return tm
 }
 
 // admin runs an 'agentrun server' subcommand against the server's data.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/client"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sqldb"
+	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
@@ -239,7 +240,7 @@ func checkLoad(t *testing.T, tm *team, db *sqldb.DB, all []submitted) map[string
 
 // agentStart is when the agent whose start file is path started (its
 // first line: nanoseconds since the epoch).
-func agentStart(t *testing.T, path string) time.Time {
+func agentStart(t testing.TB, path string) time.Time {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return time.Time{}
@@ -261,4 +262,93 @@ func percentiles(ds []time.Duration) string {
 	slices.Sort(ds)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return fmt.Sprintf("p50 %.1f ms p99 %.1f ms", ms(ds[len(ds)/2]), ms(ds[len(ds)*99/100]))
+}
+
+// BenchmarkTeamDispatch measures the dispatch latency of a team server,
+// one run at a time: from the submit's answer (the run queued) to its
+// agent's start, on an agent host (its claim's long poll woken by the
+// submit) and on the server's local worker. It reports the p50/p99 of
+// that, and the p50 from the submit's start (submit-p50-ms adds the
+// submit itself: the bundle fetched into the project).
+func BenchmarkTeamDispatch(b *testing.B) {
+	for _, where := range []string{"host", "local"} {
+		for _, tg := range sqltest.Targets {
+			b.Run(where+"/"+tg.Name, func(b *testing.B) {
+				local := 0
+				if where == "local" {
+					local = 2
+				}
+				tm := newTeam(b, tg, local)
+				if where == "host" {
+					tm.startHost(tm.url)
+				}
+				benchDispatch(b, tm)
+			})
+		}
+	}
+}
+
+func benchDispatch(b *testing.B, tm *team) {
+	starts := filepath.Join(tm.e.root, "starts")
+	if err := os.MkdirAll(starts, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	bundle := filepath.Join(tm.e.root, "base.bundle")
+	testsupport.Git(b, tm.e.repo, "bundle", "create", "-q", bundle, "HEAD")
+	c, err := client.New(tm.url, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var queued, total []time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		start := filepath.Join(starts, strconv.Itoa(n))
+		spec := map[string]any{"task": "Dispatch", "sandbox": "host", "agent_cmd": fmt.Sprintf("date +%%s%%N > %s", sh(start))}
+		at := time.Now()
+		out, err := c.Submit(context.Background(), spec, bundle)
+		answered := time.Now()
+		var d struct {
+			ID string `json:"id"`
+		}
+		if err == nil {
+			err = json.Unmarshal(out, &d)
+		}
+		if err != nil {
+			b.Fatalf("submit: %v: %s", err, out)
+		}
+		b.StopTimer()
+		var st time.Time
+		for deadline := time.Now().Add(30 * time.Second); st.IsZero(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("run %s: its agent did not start", d.ID)
+			}
+			if bs, err := os.ReadFile(start); err == nil && strings.HasSuffix(string(bs), "\n") {
+				st = agentStart(b, start)
+			}
+		}
+		queued = append(queued, st.Sub(answered))
+		total = append(total, st.Sub(at))
+		// The next run is submitted once this one ended and its slot is
+		// free again.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			out, err := c.Get(context.Background(), "/v1/runs/"+d.ID, nil)
+			var r struct {
+				Status string `json:"status"`
+			}
+			if err == nil && json.Unmarshal(out, &r) == nil && (r.Status == "succeeded" || r.Status == "failed") {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("run %s did not end", d.ID)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		b.StartTimer()
+	}
+	slices.Sort(queued)
+	slices.Sort(total)
+	b.ReportMetric(float64(queued[len(queued)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(queued[len(queued)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(total[len(total)/2].Microseconds())/1000, "submit-p50-ms")
 }
