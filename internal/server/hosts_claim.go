@@ -119,11 +119,12 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	if err := h.seen(ctx, host.ID); err != nil {
 		return Claim{}, err
 	}
-	for {
+	for first := true; ; first = false {
 		wake := h.waitWake()
 		// A host whose heartbeats stopped while it waited here (stopped,
-		// cut off) is not given a run it could not start.
-		if !h.alive(ctx, host.ID) {
+		// cut off) is not given a run it could not start (it was heard
+		// from just now on the first look).
+		if !first && !h.alive(ctx, host.ID) {
 			return Claim{LeaseTTLMS: h.TTL.Milliseconds()}, nil
 		}
 		c, err := h.claimOne(ctx, host, in.Backends)
