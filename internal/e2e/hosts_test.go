@@ -44,13 +44,14 @@ type team struct {
 // (skipped without AGENTRUN_TEST_POSTGRES).
 func eachDB(t *testing.T, fn func(t *testing.T, tm *team)) {
 	for _, tg := range sqltest.Targets {
-		t.Run(tg.Name, func(t *testing.T) { fn(t, newTeam(t, tg, 0)) })
+		t.Run(tg.Name, func(t *testing.T) { fn(t, newTeam(t, tg, 0, hostTTL)) })
 	}
 }
 
 // newTeam starts a team server on target tg's database, with local
-// local workers' slots (0: none, the runs go to agent hosts).
-func newTeam(tb testing.TB, tg sqltest.Target, local int) *team {
+// local workers' slots (0: none, the runs go to agent hosts) and lease
+// TTL ttl.
+func newTeam(tb testing.TB, tg sqltest.Target, local int, ttl time.Duration) *team {
 	e := newEnv(tb)
 	tm := &team{e: e}
 	if tg.Name == "SQLite" {
@@ -59,7 +60,7 @@ func newTeam(tb testing.TB, tg sqltest.Target, local int) *team {
 		tm.db = tg.URL(tb)
 		tm.dbf = []string{"--database-url", tm.db}
 	}
-	tm.url = e.teamServer(append([]string{"--local-worker", strconv.Itoa(local), "--lease-ttl", hostTTL.String()}, tm.dbf...)...)
+	tm.url = e.teamServer(append([]string{"--local-worker", strconv.Itoa(local), "--lease-ttl", ttl.String()}, tm.dbf...)...)
 	tm.srv = []string{"AGENTRUN_SERVER=" + tm.url}
 	return tm
 }
