@@ -37,6 +37,10 @@ bench e2e ./internal/e2e 'BenchmarkSubmitWait/(host|native)/1file$|BenchmarkBuil
 bench loop ./internal/agent/loop 'BenchmarkTwoTurnAttempt$' 20x
 bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwrapReference$|BenchmarkRoundTripExecTrue$' 50x
 bench workspace ./internal/workspace 'BenchmarkWorkspace/files=10000|BenchmarkScanExportOneChange/files=10000/overlay/scan\+export' 5x
+# Team mode: claims through the claim route (its PostgreSQL half needs
+# AGENTRUN_TEST_POSTGRES), and submit to the agent's start on a host.
+bench claims ./internal/server 'BenchmarkHostClaims' 1000x
+bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/SQLite' 10x
 if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
 	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
 else
@@ -74,4 +78,13 @@ wt=$(metric workspace 'Workspace/files=10000/git-worktree-add' 'ns/op')
 row "workspace, 10k files, cached commit" "$(metric workspace 'Workspace/files=10000/overlay-cached' 'ns/op')" "git worktree add" "$wt" 0.1 ratio
 row "workspace, 10k files, new commit" "$(metric workspace 'Workspace/files=10000/overlay-new-commit' 'ns/op')" "git worktree add" "$wt" 1.0 ratio
 row "scan + export of one change, 10k files" "$(metric workspace '^BenchmarkScanExportOneChange/files=10000/overlay/scan[+]export' 'ns/op')" "" "" 10 max
+row "team dispatch, agent host (p50)" "$(metric team 'TeamDispatch/host/SQLite' 'p50-ms')" "" "" 20 max
+row "team dispatch, local worker (p50)" "$(metric team 'TeamDispatch/local/SQLite' 'p50-ms')" "" "" 20 max
+claims() { # name: claims/s, shown as ms per claim against the 500/s target
+	local v
+	v=$(metric claims "$1" 'claims/s')
+	[ -n "$v" ] && awk -v v="$v" 'BEGIN { if (v > 0) printf "%.2f", 1000 / v }'
+}
+row "ms per claim, SQLite (8 hosts at once)" "$(claims 'HostClaims/SQLite')" "" "" 0 info
+row "ms per claim, PostgreSQL (target 500/s)" "$(claims 'HostClaims/PostgreSQL')" "" "" 2 max
 echo "(rows without a figure were not measured here: see the log above)"

@@ -20,7 +20,7 @@ import (
 
 // requireCaps skips a test that needs a capability, or fails it when
 // AGENTRUN_REQUIRE_CAPS=1 says the capability is expected here.
-func requireCaps(t *testing.T, what string, ok bool, why string) {
+func requireCaps(t testing.TB, what string, ok bool, why string) {
 	t.Helper()
 	testsupport.Require(t, what, ok, "%s", why)
 }

@@ -53,7 +53,7 @@ func (e *env) submitDocker(extraEnv []string, args ...string) (submitDoc, result
 }
 
 // engine is a client of the test engine.
-func engine(t *testing.T) *client.Client {
+func engine(t testing.TB) *client.Client {
 	t.Helper()
 	cl, err := client.New(client.WithHost(os.Getenv(dockerHostEnv)), client.WithAPIVersionFromEnv())
 	if err != nil {
@@ -69,7 +69,7 @@ func engine(t *testing.T) *client.Client {
 }
 
 // removeContainers removes every container with label (KEY=VALUE).
-func removeContainers(t *testing.T, label string) {
+func removeContainers(t testing.TB, label string) {
 	cl := engine(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

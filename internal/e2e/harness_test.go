@@ -22,7 +22,7 @@ import (
 
 // env is one isolated agentrun installation: data dir, config dir, HOME.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	root string
 	home string // AGENTRUN_HOME
@@ -30,7 +30,7 @@ type env struct {
 	vars []string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	testsupport.Program(t, "git")
 	root := t.TempDir()
@@ -182,7 +182,7 @@ func (e *env) releasedBy(id string, deadline time.Time) {
 
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
-func must(t *testing.T, res result, code int) {
+func must(t testing.TB, res result, code int) {
 	t.Helper()
 	if res.code != code {
 		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", res.code, code, res.stdout, res.stderr)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,26 +36,33 @@ type team struct {
 	dbf  []string // the flags that name the database
 	srv  []string // the variables that send the CLI to the server
 	host int
+	// slots are the slots of the hosts startHost starts (0: 2).
+	slots int
 }
 
 // eachDB runs fn on a team server on SQLite and on one on PostgreSQL
 // (skipped without AGENTRUN_TEST_POSTGRES).
 func eachDB(t *testing.T, fn func(t *testing.T, tm *team)) {
 	for _, tg := range sqltest.Targets {
-		t.Run(tg.Name, func(t *testing.T) {
-			e := newEnv(t)
-			tm := &team{e: e}
-			if tg.Name == "SQLite" {
-				tm.db = "sqlite:" + filepath.Join(e.root, "server", "agentrun.db")
-			} else {
-				tm.db = tg.URL(t)
-				tm.dbf = []string{"--database-url", tm.db}
-			}
-			tm.url = e.teamServer(append([]string{"--local-worker", "0", "--lease-ttl", hostTTL.String()}, tm.dbf...)...)
-			tm.srv = []string{"AGENTRUN_SERVER=" + tm.url}
-			fn(t, tm)
-		})
+		t.Run(tg.Name, func(t *testing.T) { fn(t, newTeam(t, tg, 0, hostTTL)) })
 	}
+}
+
+// newTeam starts a team server on target tg's database, with local
+// local workers' slots (0: none, the runs go to agent hosts) and lease
+// TTL ttl.
+func newTeam(tb testing.TB, tg sqltest.Target, local int, ttl time.Duration) *team {
+	e := newEnv(tb)
+	tm := &team{e: e}
+	if tg.Name == "SQLite" {
+		tm.db = "sqlite:" + filepath.Join(e.root, "server", "agentrun.db")
+	} else {
+		tm.db = tg.URL(tb)
+		tm.dbf = []string{"--database-url", tm.db}
+	}
+	tm.url = e.teamServer(append([]string{"--local-worker", strconv.Itoa(local), "--lease-ttl", ttl.String()}, tm.dbf...)...)
+	tm.srv = []string{"AGENTRUN_SERVER=" + tm.url}
+	return tm
 }
 
 // admin runs an 'agentrun server' subcommand against the server's data.
@@ -122,7 +131,7 @@ func (tm *team) startHostIn(url, name, data, tok string) *agentHost {
 func (tm *team) startHostCmd(url, name, data, tok string, prefix []string) *agentHost {
 	tm.e.t.Helper()
 	h := &agentHost{name: name, data: data, done: make(chan struct{})}
-	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", "2", "--data", h.data)
+	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", strconv.Itoa(cmp.Or(tm.slots, 2)), "--data", h.data)
 	if tok != "" {
 		args = append(args, "--enrol-token-file", tok)
 	}

@@ -95,7 +95,23 @@ func (h *Hosts) waitWake() <-chan struct{} {
 // and the write it guards, and the loss of the run's host, so that a
 // write is never accepted after its host was declared lost.
 func (h *Hosts) lockRun(id string) func() {
+	l := h.runLock(id)
+	l.Lock()
+	return l.Unlock
+}
+
+// tryLockRun is lockRun without the wait: ok false if the run is locked.
+func (h *Hosts) tryLockRun(id string) (unlock func(), ok bool) {
+	l := h.runLock(id)
+	if !l.TryLock() {
+		return nil, false
+	}
+	return l.Unlock, true
+}
+
+func (h *Hosts) runLock(id string) *sync.Mutex {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.locks == nil {
 		h.locks = map[string]*sync.Mutex{}
 	}
@@ -104,9 +120,7 @@ func (h *Hosts) lockRun(id string) func() {
 		l = &sync.Mutex{}
 		h.locks[id] = l
 	}
-	h.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return l
 }
 
 // holder is the lease holder a host's runs are held under.

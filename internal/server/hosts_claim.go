@@ -119,11 +119,12 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	if err := h.seen(ctx, host.ID); err != nil {
 		return Claim{}, err
 	}
-	for {
+	for first := true; ; first = false {
 		wake := h.waitWake()
 		// A host whose heartbeats stopped while it waited here (stopped,
-		// cut off) is not given a run it could not start.
-		if !h.alive(ctx, host.ID) {
+		// cut off) is not given a run it could not start (it was heard
+		// from just now on the first look).
+		if !first && !h.alive(ctx, host.ID) {
 			return Claim{LeaseTTLMS: h.TTL.Milliseconds()}, nil
 		}
 		c, err := h.claimOne(ctx, host, in.Backends)
@@ -168,31 +169,84 @@ func (h *Hosts) alive(ctx context.Context, host string) bool {
 // free slot.
 func (h *Hosts) claimOne(ctx context.Context, host *Host, backends []string) (Claim, error) {
 	none := Claim{LeaseTTLMS: h.TTL.Milliseconds()}
-	open, err := h.openClaims(ctx, host.ID)
-	if err != nil || len(open) >= host.Slots {
+	var open int
+	if err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM host_claims WHERE host_id = $1 AND ended_at IS NULL`,
+		host.ID).Scan(&open); err != nil || open >= host.Slots {
 		return none, err
 	}
-	runs, _, err := h.Home.Store.List(ctx, run.Filter{States: []run.State{run.StateQueued}})
+	for after := int64(-1); ctx.Err() == nil; {
+		ids, last, err := h.candidates(ctx, after)
+		if err != nil || len(ids) == 0 {
+			return none, err
+		}
+		after = last
+		// A run another claim of this server is taking is passed over at
+		// first, so that hosts claiming at once take different runs
+		// instead of queueing for the same one; it is tried last.
+		var busy []string
+		for _, id := range ids {
+			r, err := h.Home.Store.Get(ctx, id)
+			if err != nil || !supervisor.Unclaimed(r) || r.CancelRequested || !slices.Contains(backends, r.Sandbox.Backend) {
+				continue
+			}
+			unlock, ok := h.tryLockRun(id)
+			if !ok {
+				busy = append(busy, id)
+				continue
+			}
+			c, ok, err := h.take(ctx, host, id)
+			unlock()
+			if err != nil || ok {
+				return c, err
+			}
+		}
+		for _, id := range busy {
+			unlock := h.lockRun(id)
+			c, ok, err := h.take(ctx, host, id)
+			unlock()
+			if err != nil || ok {
+				return c, err
+			}
+		}
+	}
+	return none, ctx.Err()
+}
+
+// candidatePage is how many queued runs claimOne reads at a time.
+const candidatePage = 16
+
+// candidates are the ids of the queued runs after seq after, oldest
+// first, that no host's claim holds, and the last one's seq. Reading
+// these from the runs table, a page at a time, keeps a claim's cost
+// independent of the queue's length (the store's List decodes every
+// queued run); leaving out the runs a claim holds spares each claimer
+// the failed lease write on every run claimed but not started yet.
+// A claim left open by a lost host is ended by the monitor, which then
+// queues the run again.
+func (h *Hosts) candidates(ctx context.Context, after int64) ([]string, int64, error) {
+	rows, err := h.DB.Read.QueryContext(ctx, `SELECT r.id, r.seq FROM runs r
+		WHERE r.state = $1 AND r.seq > $2
+		AND NOT EXISTS (SELECT 1 FROM host_claims c WHERE c.run_id = r.id AND c.ended_at IS NULL)
+		ORDER BY r.seq LIMIT $3`, string(run.StateQueued), after, candidatePage)
 	if err != nil {
-		return none, fmt.Errorf("claim: %w", err)
+		return nil, 0, fmt.Errorf("claim: %w", err)
 	}
-	for i := len(runs) - 1; i >= 0 && ctx.Err() == nil; i-- {
-		r := runs[i]
-		if !supervisor.Unclaimed(r) || r.CancelRequested || !slices.Contains(backends, r.Sandbox.Backend) {
-			continue
+	defer rows.Close()
+	var ids []string
+	var last int64
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &last); err != nil {
+			return nil, 0, fmt.Errorf("claim: %w", err)
 		}
-		c, ok, err := h.take(ctx, host, r.ID)
-		if err != nil || ok {
-			return c, err
-		}
+		ids = append(ids, id)
 	}
-	return none, nil
+	return ids, last, rows.Err()
 }
 
 // take takes run id's lease for host and records the claim, if the run is
-// still queued and unclaimed.
+// still queued and unclaimed. The caller holds lockRun(id).
 func (h *Hosts) take(ctx context.Context, host *Host, id string) (Claim, bool, error) {
-	defer h.lockRun(id)()
 	token, ok, err := h.Leases.HoldFor(ctx, id, holder(host.ID))
 	if err != nil || !ok {
 		return Claim{}, false, err

@@ -78,12 +78,15 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	if err := p.receive(body, bundle); err != nil {
 		return "", "", err
 	}
-	defer p.lock(project)()
 	repo = p.Repo(project)
 	// Everything is tried on a quarantined repository first (its objects
 	// borrow the project's, so the bundle's prerequisites resolve): a
 	// bundle that verify lets through but that does not fetch whole (a
-	// truncated pack) leaves nothing in the project.
+	// truncated pack) leaves nothing in the project. The quarantine is
+	// the submit's own, and objects only ever arrive in the project: the
+	// project's lock is held only to change the project, so that submits
+	// and hosts' result uploads at once do not queue behind each other's
+	// checks.
 	check := filepath.Join(q, "check.git")
 	if err := initBare(ctx, check); err != nil {
 		return "", "", err
@@ -104,8 +107,14 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	if err := fetchBase(ctx, check, bundle, ref, commit); err != nil {
 		return "", "", err
 	}
+	defer p.lock(project)()
 	if err := initBare(ctx, repo); err != nil {
 		return "", "", err
+	}
+	// A base the project keeps already (the same base submitted again)
+	// needs no fetch.
+	if kept, err := git(ctx, repo, "rev-parse", "--verify", "-q", "refs/agentrun/bases/"+commit); err == nil && strings.TrimSpace(kept) == commit {
+		return repo, commit, nil
 	}
 	if err := fetchBase(ctx, repo, bundle, ref, commit); err != nil {
 		return "", "", err
