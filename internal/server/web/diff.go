@@ -1,16 +1,11 @@
 package web
 
 import (
-	"bytes"
-	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/formatters/html"
 	"github.com/alecthomas/chroma/v2/lexers"
-	"github.com/alecthomas/chroma/v2/styles"
 )
 
 // The diff page shows at most this much of a patch, and highlights a
@@ -168,7 +163,10 @@ func highlight(name string, hunk []string) []diffLine {
 }
 
 // tokenClass is chroma's short CSS class of a token type, as its HTML
-// formatter names them (the style sheet is chroma's own).
+// formatter names them (the style sheet, static/chroma.css, is chroma's
+// "github" style as its HTML formatter writes it: kept as a file, so
+// that chroma's styles package, 8 ms of init in every agentrun process,
+// is not linked in).
 func tokenClass(t chroma.TokenType) string {
 	for ; t != 0; t = t.Parent() {
 		if c, ok := chroma.StandardTypes[t]; ok {
@@ -176,18 +174,4 @@ func tokenClass(t chroma.TokenType) string {
 		}
 	}
 	return ""
-}
-
-var chromaCSS = sync.OnceValue(func() []byte {
-	var b bytes.Buffer
-	_ = html.New(html.WithClasses(true)).WriteCSS(&b, styles.Get("github"))
-	return b.Bytes()
-})
-
-// serveChromaCSS serves the highlighting's style sheet (made from the
-// style, once).
-func serveChromaCSS(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	w.Header().Set("Cache-Control", "public, max-age=3600")
-	_, _ = w.Write(chromaCSS())
 }

@@ -97,7 +97,6 @@ func New(o Options) *UI {
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
 	u.mux.Handle("GET /ui/static/", files)
-	u.mux.HandleFunc("GET /ui/static/chroma.css", serveChromaCSS)
 	u.mux.HandleFunc("GET /ui/login", u.loginPage)
 	u.mux.HandleFunc("POST /ui/login", u.login)
 	u.mux.HandleFunc("POST /ui/logout", u.signedIn(u.logout))
