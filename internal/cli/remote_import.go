@@ -9,15 +9,11 @@ package cli
 // carries no configuration, and nothing is ever checked out.
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -27,59 +23,18 @@ import (
 // baseHead is the head a submit's bundle holds the base commit under.
 const baseHead = "refs/heads/agentrun-base"
 
-// gitSafety is given to every git this file runs.
-var gitSafety = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat",
-	"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "protocol.ext.allow=never"}
-
-// gitRun runs git in dir (with extra variables env) and returns its
-// trimmed output.
-func gitRun(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", dir}, gitSafety...), args...)...)
-	var keep []string
-	for _, kv := range os.Environ() {
-		// git acts only on the repository named.
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "GIT_") && name != "GIT_CONFIG_GLOBAL" && name != "GIT_CONFIG_NOSYSTEM" {
-			continue
-		}
-		keep = append(keep, kv)
-	}
-	cmd.Env = append(append(keep, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0"), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return "", catalog.GitMissing.Wrap(err, "git was not found on PATH")
-		}
-		msg, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, msg)
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
-// borrowing makes a bare repository at dir whose objects include repo's.
-func borrowing(ctx context.Context, repo, dir string) error {
-	objects, err := gitRun(ctx, repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	if err != nil {
-		return err
-	}
-	if _, err := gitRun(ctx, filepath.Dir(dir), nil, "init", "-q", "--bare", "--template=", dir); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "objects", "info", "alternates"), []byte(filepath.Join(objects, "objects")+"\n"), 0o600)
-}
-
 // bundleBase writes a bundle of commit base of repo (its whole history:
 // what the server lacks is not known here) under dir and returns its path.
 func bundleBase(ctx context.Context, repo, base, dir string) (string, error) {
 	q := filepath.Join(dir, "base.git")
-	if err := borrowing(ctx, repo, q); err != nil {
+	if err := bundlecheck.Borrowing(ctx, repo, q); err != nil {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
 	}
-	if _, err := gitRun(ctx, q, nil, "update-ref", baseHead, base); err != nil {
+	if _, err := bundlecheck.Git(ctx, q, nil, "update-ref", baseHead, base); err != nil {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
 	}
 	path := filepath.Join(dir, "base.bundle")
-	if _, err := gitRun(ctx, q, nil, "bundle", "create", "-q", path, baseHead); err != nil {
+	if _, err := bundlecheck.Git(ctx, q, nil, "bundle", "create", "-q", path, baseHead); err != nil {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
 	}
 	return path, nil
@@ -106,10 +61,10 @@ func (app *App) importResult(ctx context.Context, repo string, r *run.Run) error
 		return bad("commit %q, base %q are not commit ids", commit, r.Base)
 	}
 	ref := "refs/heads/" + r.Branch
-	if have, err := gitRun(ctx, repo, nil, "rev-parse", "--verify", "-q", ref); err == nil && have == commit {
+	if have, err := bundlecheck.Git(ctx, repo, nil, "rev-parse", "--verify", "-q", ref); err == nil && have == commit {
 		return nil // brought here before
 	}
-	if _, err := gitRun(ctx, repo, nil, "cat-file", "-e", r.Base+"^{commit}"); err != nil {
+	if _, err := bundlecheck.Git(ctx, repo, nil, "cat-file", "-e", r.Base+"^{commit}"); err != nil {
 		return bad("its base commit %s is not in %s", shortCommit(r.Base), repo)
 	}
 	dir, err := os.MkdirTemp("", "agentrun-result-")
@@ -144,7 +99,7 @@ func (app *App) importResult(ctx context.Context, repo string, r *run.Run) error
 		return fmt.Errorf("quarantine: %w", err)
 	}
 	q := filepath.Join(dir, "check.git")
-	if err := borrowing(ctx, repo, q); err != nil {
+	if err := bundlecheck.Borrowing(ctx, repo, q); err != nil {
 		return fmt.Errorf("quarantine: %w", err)
 	}
 	if err := checkBundle(ctx, q, bundle, patch, ref, commit, r.Base); err != nil {
@@ -152,11 +107,11 @@ func (app *App) importResult(ctx context.Context, repo string, r *run.Run) error
 	}
 	// The checked objects, then the branch: "" as the old value makes
 	// update-ref refuse a branch that exists.
-	if _, err := gitRun(ctx, repo, nil, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", bundle, ref); err != nil {
+	if _, err := bundlecheck.Git(ctx, repo, nil, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", bundle, ref); err != nil {
 		return bad("fetch into %s: %v", repo, err)
 	}
-	if _, err := gitRun(ctx, repo, nil, "update-ref", "-m", "agentrun: the result of run "+r.ID+" from "+app.remote.URL(), ref, commit, ""); err != nil {
-		have, _ := gitRun(ctx, repo, nil, "rev-parse", "--verify", "-q", ref)
+	if _, err := bundlecheck.Git(ctx, repo, nil, "update-ref", "-m", "agentrun: the result of run "+r.ID+" from "+app.remote.URL(), ref, commit, ""); err != nil {
+		have, _ := bundlecheck.Git(ctx, repo, nil, "rev-parse", "--verify", "-q", ref)
 		if have != "" && have != commit {
 			return catalog.BranchExists.New("%s in %s is %s, the run's result is %s", r.Branch, repo, shortCommit(have), shortCommit(commit)).
 				WithFix("look at it and delete it (git branch -D %s) if it is stale, then 'agentrun result %s' again", r.Branch, r.ID)
