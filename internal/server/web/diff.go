@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/server/web/syntax"
 	"github.com/alecthomas/chroma/v2"
-	"github.com/alecthomas/chroma/v2/lexers"
 )
 
 // The diff page shows at most this much of a patch, and highlights a
@@ -135,7 +135,7 @@ func highlight(name string, hunk []string) []diffLine {
 		text.WriteString(l)
 		text.WriteByte('\n')
 	}
-	lexer := lexers.Match(name)
+	lexer := syntax.Match(name)
 	if lexer == nil || len(hunk) > highlightLines {
 		return out
 	}
