@@ -108,19 +108,7 @@ func (c *Client) Submit(ctx context.Context, spec any, bundle string) ([]byte, e
 
 // Download writes the body of GET path (a file, such as a bundle) to w.
 func (c *Client) Download(ctx context.Context, path string, w io.Writer) error {
-	resp, err := c.send(ctx, "GET", path, nil, nil, "", "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, err := c.read(resp)
-		return err
-	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return c.transport(err)
-	}
-	return nil
+	return c.Fetch(ctx, path, nil, w)
 }
 
 // doc sends one request and reads its JSON document.
