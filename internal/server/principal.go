@@ -152,7 +152,8 @@ func (s *Server) gate(w http.ResponseWriter, req *http.Request, rt route) (*http
 		writeError(w, forbidden(p, req.Method+" "+rt.path, users.ScopeAdmin))
 		return req, false
 	}
-	if !strings.HasPrefix(rt.path, "/v1/runs") {
+	// A project's commits are the runs' bases and branches: read as runs are.
+	if !strings.HasPrefix(rt.path, "/v1/runs") && !strings.HasPrefix(rt.path, "/v1/projects") {
 		return req, true
 	}
 	scope := users.ScopeRunsWrite

@@ -124,6 +124,7 @@ func New(o Options) *Server {
 		{method: "GET", path: "/v1/audit/key", h: s.auditKey},
 		{method: "GET", path: "/v1/audit/export", h: s.auditExport},
 		{method: "GET", path: "/v1/policy", h: s.policyShow},
+		{method: "GET", path: "/v1/projects/{name}/commits", h: s.projectCommits},
 	}
 	s.routes = append(s.routes, s.userRoutes()...)
 	s.routes = append(s.routes, s.hostRoutes()...)

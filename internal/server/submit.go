@@ -153,6 +153,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	o.write(w, http.StatusCreated)
 }
 
+// DefaultProject is the project of a submit that names none.
+const DefaultProject = "default"
+
 // readSpec reads and checks the spec part.
 func readSpec(part io.Reader) (*SubmitRequest, error) {
 	b, err := io.ReadAll(io.LimitReader(part, maxSpec+1))
@@ -170,7 +173,7 @@ func readSpec(part io.Reader) (*SubmitRequest, error) {
 		return nil, err
 	}
 	if spec.Project == "" {
-		spec.Project = "default"
+		spec.Project = DefaultProject
 	}
 	spec.Base = strings.TrimSpace(spec.Base)
 	return &spec, nil
