@@ -23,9 +23,10 @@ import (
 // baseHead is the head a submit's bundle holds the base commit under.
 const baseHead = "refs/heads/agentrun-base"
 
-// bundleBase writes a bundle of commit base of repo (its whole history:
-// what the server lacks is not known here) under dir and returns its path.
-func bundleBase(ctx context.Context, repo, base, dir string) (string, error) {
+// bundleBase writes a bundle of commit base of repo under dir and returns
+// its path: base's history, without what the commits of have (which the
+// server holds) reach, so the bundle needs them as prerequisites.
+func bundleBase(ctx context.Context, repo, base, dir string, have []string) (string, error) {
 	q := filepath.Join(dir, "base.git")
 	if err := bundlecheck.Borrowing(ctx, repo, q); err != nil {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
@@ -34,7 +35,11 @@ func bundleBase(ctx context.Context, repo, base, dir string) (string, error) {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
 	}
 	path := filepath.Join(dir, "base.bundle")
-	if _, err := bundlecheck.Git(ctx, q, nil, "bundle", "create", "-q", path, baseHead); err != nil {
+	args := []string{"bundle", "create", "-q", path, baseHead}
+	if len(have) > 0 {
+		args = append(append(args, "--not"), have...)
+	}
+	if _, err := bundlecheck.Git(ctx, q, nil, args...); err != nil {
 		return "", fmt.Errorf("bundle the base commit: %w", err)
 	}
 	return path, nil

@@ -55,12 +55,15 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 		return fmt.Errorf("bundle: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	bundle, err := bundleBase(ctx, repo.Path(), base, dir)
+	spec := server.SubmitRequest{SubmitInput: o.input(task)}
+	bundle, err := app.baseBundle(ctx, repo.Path(), base, dir, o.Quiet)
 	if err != nil {
 		return err
 	}
-	spec := server.SubmitRequest{SubmitInput: o.input(task)}
 	spec.Base = baseHead
+	if bundle == "" {
+		spec.Base = base // the server holds it: no bundle
+	}
 	doc, err := app.remote.Submit(ctx, spec, bundle)
 	if err != nil {
 		return err

@@ -70,17 +70,20 @@ func (c *Client) Post(ctx context.Context, path string, body any) ([]byte, error
 }
 
 // Submit sends POST /v1/runs: spec as the part "spec", then the bundle
-// file as the part "bundle", streamed.
+// file as the part "bundle", streamed (no bundle part when bundle is "":
+// the spec names a base the server holds).
 func (c *Client) Submit(ctx context.Context, spec any, bundle string) ([]byte, error) {
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return nil, catalog.Internal.Wrap(err, "encode the spec: %v", err)
 	}
-	f, err := os.Open(bundle)
-	if err != nil {
-		return nil, fmt.Errorf("open the bundle: %w", err)
+	var f *os.File
+	if bundle != "" {
+		if f, err = os.Open(bundle); err != nil {
+			return nil, fmt.Errorf("open the bundle: %w", err)
+		}
+		defer f.Close()
 	}
-	defer f.Close()
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
@@ -89,11 +92,11 @@ func (c *Client) Submit(ctx context.Context, spec any, bundle string) ([]byte, e
 			if err == nil {
 				_, err = part.Write(b)
 			}
-			if err == nil {
+			if err == nil && f != nil {
 				part, err = mw.CreateFormFile("bundle", "base.bundle")
-			}
-			if err == nil {
-				_, err = io.Copy(part, f)
+				if err == nil {
+					_, err = io.Copy(part, f)
+				}
 			}
 			if err == nil {
 				err = mw.Close()
