@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/coord"
@@ -41,6 +42,16 @@ type Deps struct {
 	// StartEgress starts the egress proxy for the run on a unix socket and
 	// returns a stop function.
 	StartEgress func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
+	// RecordWithin bounds the wait for the store to record an export
+	// (0: DefaultRecordWithin); past it the branch goes back and the run
+	// fails. A store across the network (an agent host's) waits longer:
+	// its calls are retried until the server answers or the run's lease
+	// is lost.
+	RecordWithin time.Duration
 }
+
+// DefaultRecordWithin is how long an export waits for a local store to
+// record it.
+const DefaultRecordWithin = 10 * time.Second
 
 func errMissing(what string) error { return fmt.Errorf("%s is not available in this build", what) }

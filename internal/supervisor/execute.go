@@ -334,7 +334,7 @@ func (s *Supervisor) export(ctx context.Context, p *prepared) error {
 		return s.casFailed(ctx, err)
 	}
 	step := &exportStep{Record: r, Layout: s.Layout, Workspace: p.ws, Export: s.Export,
-		Force: len(r.Attempts) > 0 && p.resumed, Ident: p.ident, Event: s.event,
+		Force: len(r.Attempts) > 0 && p.resumed, Ident: p.ident, Event: s.event, FinishWithin: s.RecordWithin,
 		Finish: func(ctx context.Context, res *run.ExportResult) error {
 			_, err := s.cas(ctx, []run.State{run.StateExporting}, run.StateSucceeded, run.ReasonCompleted, "", func(r *run.Run) {
 				r.Commit, r.Patch, r.Result = res.Commit, res.Patch, res

@@ -42,7 +42,9 @@ type exportStep struct {
 	Ident <-chan [2]string
 	// Finish records res with the run's end state (required).
 	Finish func(ctx context.Context, res *run.ExportResult) error
-	Event  func(run.Event)
+	// FinishWithin bounds Finish (0: DefaultRecordWithin).
+	FinishWithin time.Duration
+	Event        func(run.Event)
 }
 
 // exportResult is what the export wrote.
@@ -108,7 +110,11 @@ func (e *exportStep) Run(ctx context.Context) (exportResult, error) {
 		e.Event(run.NewEvent(run.EventExport, fmt.Sprintf("exported %d file%s to %s", res.FilesChanged, map[bool]string{true: "", false: "s"}[res.FilesChanged == 1], r.Branch),
 			map[string]any{"commit": res.Commit, "files": res.FilesChanged, "refused": len(res.Refused),
 				"scan_time": scanTime.String(), "export_time": exportTime.String()}))
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		within := e.FinishWithin
+		if within <= 0 {
+			within = DefaultRecordWithin
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
 		defer cancel()
 		err := e.Finish(rctx, res)
 		if err != nil {

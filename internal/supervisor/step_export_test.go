@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/testsupport"
@@ -163,5 +164,46 @@ func TestExportStepNoExport(t *testing.T) {
 	e.Export = nil
 	if _, err := e.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "export is not available") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestExportRecordDeadline: Finish is given FinishWithin (an agent host's
+// store waits for its server longer than a local one), or
+// DefaultRecordWithin when the step names none; a Finish that outlives it
+// fails the export and the branch goes back.
+func TestExportRecordDeadline(t *testing.T) {
+	for _, within := range []time.Duration{0, 150 * time.Millisecond, 5 * time.Minute} {
+		e, _, _ := exportIn(t, nil)
+		e.FinishWithin = within
+		want := within
+		if want == 0 {
+			want = DefaultRecordWithin
+		}
+		var left time.Duration
+		e.Finish = func(ctx context.Context, res *run.ExportResult) error {
+			dl, ok := ctx.Deadline()
+			if !ok {
+				t.Fatal("Finish has no deadline")
+			}
+			left = time.Until(dl)
+			if within == 150*time.Millisecond {
+				<-ctx.Done() // a store that does not answer in time
+				return ctx.Err()
+			}
+			return nil
+		}
+		write(t, filepath.Join(e.Workspace.Dir(), "a.txt"), "changed\n")
+		_, err := e.Run(context.Background())
+		if left > want || left < want-time.Second {
+			t.Errorf("FinishWithin %v: Finish had %v, want about %v", within, left, want)
+		}
+		switch {
+		case within == 150*time.Millisecond && !errors.Is(err, context.DeadlineExceeded):
+			t.Errorf("a Finish past its deadline: %v", err)
+		case within == 150*time.Millisecond && branchTip(t, e) != "":
+			t.Errorf("the branch was left at %s", branchTip(t, e))
+		case within != 150*time.Millisecond && err != nil:
+			t.Errorf("FinishWithin %v: %v", within, err)
+		}
 	}
 }

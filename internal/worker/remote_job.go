@@ -133,6 +133,7 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 			return w.bundleBranch(ctx, repo, l.RunDir(j.id), branch, base)
 		}}
 	deps := w.Deps(st, l)
+	deps.RecordWithin = recordWithin
 	lease, err := deps.Coord.Acquire(ctx, j.id, 0)
 	if err != nil {
 		return fmt.Errorf("local lease: %w", err)
@@ -192,3 +193,10 @@ func localClaims(l layout.Layout) []claimFile {
 	}
 	return out
 }
+
+// recordWithin is how long a host's export waits for the server to record
+// it: the store's calls are retried until the server answers or the run's
+// lease is lost (the heartbeat says so), so a server slowed by a burst of
+// submits does not fail runs whose branch is ready. A server unreachable
+// for this long has given the run to another host.
+const recordWithin = 5 * time.Minute
