@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -33,11 +34,11 @@ type workspaceEstimate struct {
 // workspace fits: within the free space of the data directory's file
 // system, and with a disk budget, within it together with what the runs'
 // workspaces and the layer cache hold already.
-func planDisk(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) error {
+func planDisk(ctx context.Context, req Request, b sandbox.Backend, r *run.Run, checkout func() (int64, error)) error {
 	if req.Data == nil {
 		return nil
 	}
-	est, err := estimateWorkspace(ctx, *req.Data, b, r)
+	est, err := estimateWorkspace(*req.Data, b, r, checkout)
 	if err != nil {
 		return nil // the repository was read a moment ago: no estimate, no check
 	}
@@ -66,17 +67,16 @@ func planDisk(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) e
 // upper layer starts empty), the layer for a commit not cached yet; plus
 // the files included from the working tree. An auto workspace on a
 // backend that mounts overlays is taken for an overlay.
-func estimateWorkspace(ctx context.Context, l layout.Layout, b sandbox.Backend, r *run.Run) (workspaceEstimate, error) {
+func estimateWorkspace(l layout.Layout, b sandbox.Backend, r *run.Run, checkout func() (int64, error)) (workspaceEstimate, error) {
 	var inc int64
 	for _, f := range r.Provenance.Included {
 		inc += (f.Size + 4095) &^ 4095
 	}
-	_, mounts := b.(sandbox.LayerMounter)
-	overlay := r.Workspace.ModeOrAuto() != run.WorkspaceCopy && mounts
+	overlay := overlayLikely(b, r.Workspace)
 	if overlay && workspace.NewLayerCache(l.LayerCache()).Cached(r.Base) {
 		return workspaceEstimate{inc, "an overlay on the cached layer of the base commit"}, nil
 	}
-	n, err := workspace.CheckoutBytes(ctx, r.Repo, r.Base)
+	n, err := checkout()
 	if err != nil {
 		return workspaceEstimate{}, err
 	}
@@ -84,6 +84,37 @@ func estimateWorkspace(ctx context.Context, l layout.Layout, b sandbox.Backend, 
 		return workspaceEstimate{n + inc, "an overlay, and a new layer for the base commit"}, nil
 	}
 	return workspaceEstimate{n + inc, "a full copy of the base commit"}, nil
+}
+
+// overlayLikely reports whether a run asking for w on b gets an overlay
+// workspace (an auto workspace on a backend that mounts overlays is taken
+// for one).
+func overlayLikely(b sandbox.Backend, w run.WorkspaceSpec) bool {
+	_, mounts := b.(sandbox.LayerMounter)
+	return w.ModeOrAuto() != run.WorkspaceCopy && mounts
+}
+
+// estimateCheckout starts reading the size of a checkout of r's base (one
+// git ls-tree) when planDisk will need it, so that it runs while the rest
+// of the run is planned; the function returned waits for it.
+func estimateCheckout(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) func() (int64, error) {
+	if req.Data == nil || (overlayLikely(b, req.Workspace) && workspace.NewLayerCache(req.Data.LayerCache()).Cached(r.Base)) {
+		return func() (int64, error) { return workspace.CheckoutBytes(ctx, r.Repo, r.Base) }
+	}
+	type answer struct {
+		n   int64
+		err error
+	}
+	ch := make(chan answer, 1)
+	repo, base := r.Repo, r.Base
+	go func() {
+		n, err := workspace.CheckoutBytes(ctx, repo, base)
+		ch <- answer{n, err}
+	}()
+	return sync.OnceValues(func() (int64, error) {
+		a := <-ch
+		return a.n, a.err
+	})
 }
 
 // runsWorkspaceBytes adds up the runs' workspaces (with an overlay, the

@@ -41,7 +41,8 @@ func TestEstimateWorkspace(t *testing.T) {
 		{run.WorkspaceAuto, mountingHost{host.New()}, checkout, "a new layer"},
 	} {
 		r.Workspace.Mode = c.mode
-		est, err := estimateWorkspace(ctx, l, c.b, r)
+		// The estimate is read while the rest is planned (estimateCheckout).
+		est, err := estimateWorkspace(l, c.b, r, estimateCheckout(ctx, Request{Data: &l, Workspace: r.Workspace}, c.b, r))
 		if err != nil || est.Bytes != c.bytes || !strings.Contains(est.What, c.what) {
 			t.Errorf("%s on %T: %+v %v", c.mode, c.b, est, err)
 		}
@@ -53,7 +54,10 @@ func TestEstimateWorkspace(t *testing.T) {
 	}
 	r.Workspace.Mode = run.WorkspaceAuto
 	r.Provenance.Included = []run.IncludedFile{{Path: ".env", Size: 5}}
-	est, err := estimateWorkspace(ctx, l, mountingHost{host.New()}, r)
+	est, err := estimateWorkspace(l, mountingHost{host.New()}, r, func() (int64, error) {
+		t.Error("a cached layer's workspace read the base's size")
+		return 0, nil
+	})
 	if err != nil || est.Bytes != 4096 || !strings.Contains(est.What, "cached layer") {
 		t.Fatalf("cached: %+v %v", est, err)
 	}
@@ -62,11 +66,11 @@ func TestEstimateWorkspace(t *testing.T) {
 	}
 	// The layer counts against the budget; the new workspace adds nothing.
 	req := Request{Data: &l, DiskBudget: cache.CachedBytes() + 4096 - 1}
-	if err := planDisk(ctx, req, mountingHost{host.New()}, r); !catalog.Has(err, catalog.DiskBudget) {
+	if err := planDisk(ctx, req, mountingHost{host.New()}, r, estimateCheckout(ctx, req, mountingHost{host.New()}, r)); !catalog.Has(err, catalog.DiskBudget) {
 		t.Fatalf("over the budget: %v", err)
 	}
 	req.DiskBudget += 1 << 20
-	if err := planDisk(ctx, req, mountingHost{host.New()}, r); err != nil {
+	if err := planDisk(ctx, req, mountingHost{host.New()}, r, estimateCheckout(ctx, req, mountingHost{host.New()}, r)); err != nil {
 		t.Fatalf("within the budget: %v", err)
 	}
 }

@@ -167,6 +167,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, repoErr
 	}
 	r.Repo, r.Base = info.Path, info.Base
+	checkout := estimateCheckout(ctx, req, b, r)
 	w, err := planEnvironment(ctx, req, r)
 	if err != nil {
 		return nil, nil, err
@@ -200,7 +201,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	if err := s.Policy.Check(r); err != nil {
 		return nil, nil, err
 	}
-	if err := planDisk(ctx, req, b, r); err != nil {
+	if err := planDisk(ctx, req, b, r, checkout); err != nil {
 		return nil, nil, err
 	}
 	return r, warnings, nil

@@ -1,11 +1,13 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -27,25 +29,29 @@ func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok b
 	if err := ValidatePath(path); err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", path, err)
 	}
+	// One git process: cat-file --batch answers "<id> <type> <size>",
+	// then the content, or "<name> missing".
 	spec := commit + ":" + path
-	typ, err := git(ctx, r.path, "cat-file", "-t", spec)
+	out, err := gitCmd{dir: r.path, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(spec + "\n")}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
-		if exitCode(err) == 128 {
-			return nil, false, nil // no such path in that tree
-		}
 		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
 	}
-	if typ != "blob" {
+	head, body, _ := bytes.Cut(out, []byte("\n"))
+	f := strings.Fields(string(head))
+	if len(f) != 3 || f[2] == "missing" {
+		return nil, false, nil // no such path in that tree (or no such commit)
+	}
+	size, err := strconv.Atoi(f[2])
+	if err != nil || size > len(body) {
+		return nil, false, fmt.Errorf("read %s at %s: git cat-file answered %q", path, short(commit), head)
+	}
+	if f[1] != "blob" {
 		return nil, false, nil
 	}
-	out, err := gitCmd{dir: r.path, args: []string{"cat-file", "blob", spec}}.run(ctx)
-	if err != nil {
-		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
-	}
-	return out, true, nil
+	return body[:size], true, nil
 }
 
 // CommitDir makes dir, a directory of files that nothing has run in yet

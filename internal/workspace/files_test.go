@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
@@ -20,7 +21,7 @@ func TestCommitDirAndFileAt(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for name, data := range map[string]string{"a.txt": "a\n", "sub/b.sh": "echo b\n"} {
+		for name, data := range map[string]string{"a.txt": "a\n", "sub/b.sh": "echo b\n", "sub/with space.txt": "s\n"} {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +47,7 @@ func TestCommitDirAndFileAt(t *testing.T) {
 	for _, c := range []struct {
 		path, want string
 		ok         bool
-	}{{"a.txt", "a\n", true}, {"sub/b.sh", "echo b\n", true}, {"missing", "", false}, {"sub", "", false}} {
+	}{{"a.txt", "a\n", true}, {"sub/b.sh", "echo b\n", true}, {"sub/with space.txt", "s\n", true}, {"missing", "", false}, {"sub", "", false}} {
 		data, ok, err := r.FileAt(ctx, c1, c.path)
 		if err != nil || ok != c.ok || string(data) != c.want {
 			t.Errorf("FileAt %s: %q %v %v, want %q %v", c.path, data, ok, err, c.want, c.ok)
@@ -56,6 +57,9 @@ func TestCommitDirAndFileAt(t *testing.T) {
 		if _, _, err := r.FileAt(ctx, c1, p); err == nil {
 			t.Errorf("FileAt %s: no error", p)
 		}
+	}
+	if data, ok, err := r.FileAt(ctx, strings.Repeat("ab", 20), "a.txt"); ok || err != nil {
+		t.Errorf("FileAt of a commit the repository lacks: %q %v %v", data, ok, err)
 	}
 	if _, _, err := r.FileAt(ctx, "HEAD", "a.txt"); err == nil {
 		t.Error("FileAt of a ref, not a commit id: no error")
