@@ -52,11 +52,30 @@ func setRlimits(c *config) (map[string]string, error) {
 	return out, nil
 }
 
+// emptyBoundingSet empties the capability bounding set of every thread.
+// initMain calls it first thing: a bounding set limits only what an exec
+// may gain (the capabilities the init works with stay), and it takes one
+// round over all threads per capability (41 of them), each the cheaper
+// the fewer threads the runtime has made so far. Threads made later are
+// cloned from these and inherit the empty set.
+func emptyBoundingSet() error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for cp := 0; cp <= last; cp++ {
+		if err := allThreads(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // confine restricts pid 1, every thread of it (all share one address
 // space, so a thread left unconfined would be the agent's way out through
-// any write into its memory, and the runner works on any of them):
-// capabilities dropped (the bounding set emptied, ambient cleared, none
-// effective or permitted), no_new_privs, Landlock when the kernel has it,
+// any write into its memory, and the runner works on any of them): no
+// capabilities (the bounding set is empty already, see emptyBoundingSet;
+// ambient cleared, none effective or permitted), no_new_privs, Landlock when the kernel has it,
 // then seccomp (TSYNC). Threads the runtime makes later are cloned from
 // confined ones and inherit all of it. Every sandboxed process is forked
 // from the calling (locked) thread, whose Landlock domain alone also
@@ -67,17 +86,8 @@ func setRlimits(c *config) (map[string]string, error) {
 // The per-thread calls go through syscall.AllThreadsSyscall, which needs
 // a binary without cgo (agentrun is built with CGO_ENABLED=0); with cgo
 // confine fails instead of leaving threads unconfined.
-func confine(c *config) (map[string]string, error) {
+func confine(c *config, mk *marks) (map[string]string, error) {
 	out := map[string]string{}
-	last, err := lastCap()
-	if err != nil {
-		return nil, err
-	}
-	for cp := 0; cp <= last; cp++ {
-		if err := allThreads(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
-			return nil, err
-		}
-	}
 	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
 		return nil, err
 	}
@@ -106,6 +116,7 @@ func confine(c *config) (map[string]string, error) {
 		out["landlock"] = "unavailable: " + noLandlock + "; started with the explicit opt-in to run without it"
 		out["landlock_net"] = out["landlock"]
 	}
+	mk.add("init-landlock")
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := allThreads("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {

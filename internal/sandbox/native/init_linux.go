@@ -63,6 +63,10 @@ func initMain() int {
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := statusLine{os.NewFile(statusFD, "status")}
+	if err := emptyBoundingSet(); err != nil {
+		return st.fail("confine", err)
+	}
+	mk.add("init-bounding-set")
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)
@@ -84,7 +88,7 @@ func initMain() int {
 	if failed != nil {
 		return st.fail(failed.step, failed.err)
 	}
-	cf, err := confine(c)
+	cf, err := confine(c, &mk)
 	if err != nil {
 		return st.fail("confine", err)
 	}
