@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,35 +21,38 @@ func reapOrphans(ctx context.Context) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, unix.SIGCHLD)
 	defer signal.Stop(sigs)
+	reaped := make(chan struct{}, 1)
+	liveMu.Lock()
+	liveReaped = append(liveReaped, reaped)
+	liveMu.Unlock()
+	defer func() {
+		liveMu.Lock()
+		liveReaped = slices.DeleteFunc(liveReaped, func(c chan struct{}) bool { return c == reaped })
+		liveMu.Unlock()
+	}()
 	for {
 		reapPass()
 		select {
 		case <-ctx.Done():
 			return
 		case <-sigs:
+		case <-reaped:
 		}
 	}
 }
 
-// reapPass reaps every zombie child that is not a live command. forkMu,
-// held alone, keeps out a command forked but not yet recorded live (one
-// that exits at once would otherwise look like an orphan). Zombies are
-// peeked at (WNOWAIT) and reaped by pid: the first zombie the kernel
-// shows is, more often than not, an orphan; when it is a live command
-// (os/exec is about to reap it), /proc is searched for the others.
+// reapPass reaps zombie children until there is none, or the next one
+// the kernel shows is a live command: os/exec is about to reap that one,
+// and once it has (setLive), the next pass sees past it. forkMu, held
+// alone, keeps out a command forked but not yet recorded live (one that
+// exits at once would otherwise look like an orphan). Zombies are peeked
+// at (WNOWAIT) and reaped by pid.
 func reapPass() {
 	forkMu.Lock()
 	defer forkMu.Unlock()
 	for {
 		pid, ok := peekZombie()
-		if !ok {
-			return
-		}
-		if isLive(pid) {
-			reapOrphanZombies()
-			return
-		}
-		if !reapPid(pid) {
+		if !ok || isLive(pid) || !reapPid(pid) {
 			return
 		}
 	}
@@ -71,17 +75,6 @@ func peekZombie() (int, bool) {
 		}
 		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPidOff)))
 		return pid, pid > 0
-	}
-}
-
-// reapOrphanZombies reaps the zombie children /proc shows that are not
-// live commands.
-func reapOrphanZombies() {
-	self := os.Getpid()
-	for pid, p := range scanProcs() {
-		if p.state == 'Z' && p.ppid == self && !isLive(pid) {
-			reapPid(pid)
-		}
 	}
 }
 
