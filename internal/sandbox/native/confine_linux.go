@@ -52,13 +52,15 @@ func setRlimits(c *config) (map[string]string, error) {
 	return out, nil
 }
 
-// emptyBoundingSet empties the capability bounding set of every thread.
-// initMain calls it first thing: a bounding set limits only what an exec
-// may gain (the capabilities the init works with stay), and it takes one
-// round over all threads per capability (41 of them), each the cheaper
-// the fewer threads the runtime has made so far. Threads made later are
-// cloned from these and inherit the empty set.
-func emptyBoundingSet() error {
+// dropExecPrivileges takes from every thread what only an exec could
+// use: the capability bounding set (emptied), the ambient capabilities
+// (cleared) and the right to gain privileges (no_new_privs). The init
+// execs nothing while it builds the root, and the capabilities it works
+// with stay, so initMain calls this first thing: each call is a round
+// over all threads (43 of them), each round the cheaper the fewer threads
+// the runtime has made so far. Threads made later are cloned from these
+// and inherit it all.
+func dropExecPrivileges() error {
 	last, err := lastCap()
 	if err != nil {
 		return err
@@ -68,16 +70,20 @@ func emptyBoundingSet() error {
 			return err
 		}
 	}
-	return nil
+	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return err
+	}
+	return allThreads("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0)
 }
 
 // confine restricts pid 1, every thread of it (all share one address
 // space, so a thread left unconfined would be the agent's way out through
 // any write into its memory, and the runner works on any of them): no
-// capabilities (the bounding set is empty already, see emptyBoundingSet;
-// ambient cleared, none effective or permitted), no_new_privs, Landlock when the kernel has it,
-// then seccomp (TSYNC). Threads the runtime makes later are cloned from
-// confined ones and inherit all of it. Every sandboxed process is forked
+// capabilities (the bounding set and the ambient ones are gone already,
+// and no_new_privs is set, see dropExecPrivileges; now none effective or
+// permitted either), Landlock when the kernel has it, then seccomp
+// (TSYNC). Threads the runtime makes later are cloned from confined ones
+// and inherit all of it. Every sandboxed process is forked
 // from the calling (locked) thread, whose Landlock domain alone also
 // scopes signals and abstract sockets (see applyLandlock). Pid 1 is not
 // dumpable (initMain), so no process inside can open its memory or
@@ -88,13 +94,7 @@ func emptyBoundingSet() error {
 // confine fails instead of leaving threads unconfined.
 func confine(c *config, mk *marks) (map[string]string, error) {
 	out := map[string]string{}
-	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return nil, err
-	}
-	if err := allThreads("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return nil, err
-	}
-	out["no_new_privs"] = "enforced"
+	out["no_new_privs"] = "enforced" // since dropExecPrivileges
 	if abi := landlockABI(); abi > 0 {
 		pol := landlockPolicy{
 			ReadWrite: []string{WorkDir, "/tmp", homeDir, "/dev/shm"},

@@ -63,10 +63,10 @@ func initMain() int {
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := statusLine{os.NewFile(statusFD, "status")}
-	if err := emptyBoundingSet(); err != nil {
+	if err := dropExecPrivileges(); err != nil {
 		return st.fail("confine", err)
 	}
-	mk.add("init-bounding-set")
+	mk.add("init-exec-privileges")
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)
