@@ -28,6 +28,9 @@
 //     or cancellation the whole group, background children included, is
 //     killed (SIGTERM, grace, SIGKILL) and the call never waits on pipes a
 //     leftover child holds. On Linux the direct child also gets Pdeathsig.
+//   - A server that is pid 1 of its pid namespace (ServerOptions.ReapOrphans,
+//     the native sandbox) reaps every orphan re-parented to it, but never a
+//     command os/exec waits for: a command's exit status is never lost.
 //   - File ops resolve paths under Root through os.Root: component by
 //     component, never following a symlink out of Root; ".." and absolute
 //     paths outside Root are refused (CodeEscape). Writes are atomic (temp

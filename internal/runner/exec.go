@@ -41,7 +41,7 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 		mk = newMarker()
 	}
 	start := time.Now()
-	if err := startCommand(cmd, p, mk); err != nil {
+	if err := startCommand(cmd, p, mk, s.opts.StartCmd); err != nil {
 		return nil, err
 	}
 	pgid := cmd.Process.Pid
@@ -147,18 +147,22 @@ func openExecPipes(stdin bool) (*execPipes, error) {
 	return p, nil
 }
 
-// startCommand starts cmd on the pipes' child ends, with mk's files, and
-// then closes those ends here (the child has its own). If the start
-// fails, every pipe and the marker are closed as well.
-func startCommand(cmd *exec.Cmd, p *execPipes, mk *marker) error {
+// startCommand starts cmd on the pipes' child ends, with mk's files,
+// through start (nil: startCmd), and then closes those ends here (the
+// child has its own). If the start fails, every pipe and the marker are
+// closed as well.
+func startCommand(cmd *exec.Cmd, p *execPipes, mk *marker, start func(*exec.Cmd) error) error {
 	cmd.ExtraFiles = mk.files()
 	cmd.Stdout = p.outW
 	cmd.Stderr = p.errW
 	if p.inR != nil {
 		cmd.Stdin = p.inR
 	}
+	if start == nil {
+		start = startCmd
+	}
 	release := holdForks() // (see forkMu)
-	err := startCmd(cmd)
+	err := start(cmd)
 	if err == nil {
 		mk.started(cmd.Process.Pid)
 	}

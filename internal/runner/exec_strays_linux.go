@@ -57,6 +57,9 @@ func releaseSubreaper() {
 var (
 	liveMu   sync.Mutex
 	liveCmds = map[int]bool{}
+	// liveReaped are the reapers to tell when os/exec has reaped a
+	// command (see reapPass).
+	liveReaped []chan struct{}
 )
 
 // forkMu keeps a stray scan from looking at a command between its fork
@@ -78,8 +81,14 @@ func setLive(pid int, live bool) {
 	defer liveMu.Unlock()
 	if live {
 		liveCmds[pid] = true
-	} else {
-		delete(liveCmds, pid)
+		return
+	}
+	delete(liveCmds, pid)
+	for _, c := range liveReaped {
+		select {
+		case c <- struct{}{}:
+		default: // a pass is due already
+		}
 	}
 }
 

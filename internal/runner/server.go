@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 )
@@ -40,6 +41,14 @@ type ServerOptions struct {
 	// groups if the runner dies without ending them (a sandbox whose pid
 	// namespace ends with the runner does not need it).
 	NoWatchdog bool
+	// StartCmd, if set, starts each command instead of cmd.Start (the
+	// native sandbox's pid 1 forks every command from the one thread
+	// whose Landlock domain they must share).
+	StartCmd func(*exec.Cmd) error
+	// ReapOrphans is for a server that is pid 1 of its pid namespace:
+	// every orphan is re-parented to it, and it reaps them while it
+	// serves, never a command os/exec waits for (see reapOrphans).
+	ReapOrphans bool
 	// Ready, if set, is called once everything listens.
 	Ready func()
 }
@@ -55,6 +64,14 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 	defer s.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if opts.ReapOrphans {
+		reaped := make(chan struct{})
+		go func() {
+			defer close(reaped)
+			reapOrphans(ctx)
+		}()
+		defer func() { cancel(); <-reaped }()
+	}
 	for _, br := range [][2]string{{opts.ProxyListen, opts.ProxySocket}, {opts.GatewayListen, opts.GatewaySocket}} {
 		if br[0] == "" || br[1] == "" {
 			continue

@@ -1,10 +1,6 @@
 package native
 
-import (
-	"strconv"
-
-	"github.com/agentrun/agentrun/internal/workspace/overlay"
-)
+import "github.com/agentrun/agentrun/internal/workspace/overlay"
 
 // Paths as processes inside the sandbox see them.
 const (
@@ -21,18 +17,10 @@ const (
 	modeExec     = "exec"
 	modeProbe    = "probe"
 	roleInit     = "init"
-	roleServe    = "serve"
 	cfgFD        = 3 // the init's config pipe
 	statusFD     = 4 // the init's status pipe
 	listenerFD   = 5 // the runner's listening socket (serve mode)
-	serveCfgFD   = 3 // the serve child's config pipe
-	serveListFD  = 4 // the serve child's listening socket
-	serveStateFD = 5 // the serve child's private state (see privateState)
-	// The serve child's egress proxy and model gateway sockets (O_PATH
-	// descriptors it dials through /proc/self/fd).
-	serveProxyFD   = 6
-	serveGatewayFD = 7
-	maxConfigLen   = 1 << 20
+	maxConfigLen = 1 << 20
 )
 
 // goLine is the host's second line on the init's fd 3: the init is in its
@@ -101,17 +89,3 @@ type mark struct {
 }
 
 type marks []mark
-
-// serveConfig is what the init tells the serve child on its fd 3.
-type serveConfig struct {
-	Env           []string `json:"env"`
-	ProxySocket   string   `json:"proxy_socket,omitempty"`
-	ProxyListen   string   `json:"proxy_listen,omitempty"`
-	GatewaySocket string   `json:"gateway_socket,omitempty"`
-	GatewayListen string   `json:"gateway_listen,omitempty"`
-}
-
-// runnerStateDir is where the runner finds its request journal: a
-// private tmpfs that is mounted nowhere (see privateState), reached only
-// through the descriptor the init passes it.
-var runnerStateDir = "/proc/self/fd/" + strconv.Itoa(serveStateFD)

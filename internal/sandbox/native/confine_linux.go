@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -51,57 +52,53 @@ func setRlimits(c *config) (map[string]string, error) {
 	return out, nil
 }
 
-// confine restricts the init, from whose calling (locked) thread the
-// sandboxed program is forked: no capabilities (bounding set emptied),
-// no_new_privs, Landlock when the kernel has it, then seccomp. Every
-// thread of the init loses its capabilities, gets no_new_privs and the
-// seccomp filter, not only the calling one: all threads share one address
-// space, so a thread that kept a capability would be the agent's way out
-// through any write into the init's memory. Landlock (per thread, with no
-// way to apply it to other threads) restricts the calling thread, and so
-// everything forked from it. The init is not dumpable (initMain), so no
-// process inside can open its memory or descriptors either way.
+// dropExecPrivileges takes from every thread what only an exec could
+// use: the capability bounding set (emptied), the ambient capabilities
+// (cleared) and the right to gain privileges (no_new_privs). The init
+// execs nothing while it builds the root, and the capabilities it works
+// with stay, so initMain calls this first thing: each call is a round
+// over all threads (43 of them), each round the cheaper the fewer threads
+// the runtime has made so far. Threads made later are cloned from these
+// and inherit it all.
+func dropExecPrivileges() error {
+	last, err := lastCap()
+	if err != nil {
+		return err
+	}
+	for cp := 0; cp <= last; cp++ {
+		if err := allThreads(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
+			return err
+		}
+	}
+	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return err
+	}
+	return allThreads("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0)
+}
+
+// confine restricts pid 1, every thread of it (all share one address
+// space, so a thread left unconfined would be the agent's way out through
+// any write into its memory, and the runner works on any of them): no
+// capabilities (the bounding set and the ambient ones are gone already,
+// and no_new_privs is set, see dropExecPrivileges; now none effective or
+// permitted either), Landlock when the kernel has it, then seccomp
+// (TSYNC). Threads the runtime makes later are cloned from confined ones
+// and inherit all of it. Every sandboxed process is forked
+// from the calling (locked) thread, whose Landlock domain alone also
+// scopes signals and abstract sockets (see applyLandlock). Pid 1 is not
+// dumpable (initMain), so no process inside can open its memory or
+// descriptors either way.
 //
 // The per-thread calls go through syscall.AllThreadsSyscall, which needs
 // a binary without cgo (agentrun is built with CGO_ENABLED=0); with cgo
 // confine fails instead of leaving threads unconfined.
-func confine(c *config, fds *serveFiles) (map[string]string, error) {
+func confine(c *config, mk *marks) (map[string]string, error) {
 	out := map[string]string{}
-	last, err := lastCap()
-	if err != nil {
-		return nil, err
-	}
-	all := func(what string, trap, a1, a2, a3 uintptr) error {
-		if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
-			if errno == syscall.ENOTSUP {
-				return fmt.Errorf("%s on every thread: this agentrun binary uses cgo, build it with CGO_ENABLED=0: %w", what, errno)
-			}
-			return fmt.Errorf("%s on every thread: %w", what, errno)
-		}
-		return nil
-	}
-	for cp := 0; cp <= last; cp++ {
-		if err := all(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
-			return nil, err
-		}
-	}
-	if err := all("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return nil, err
-	}
-	if err := all("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err != nil {
-		return nil, err
-	}
-	out["no_new_privs"] = "enforced"
+	out["no_new_privs"] = "enforced" // since dropExecPrivileges
 	if abi := landlockABI(); abi > 0 {
 		pol := landlockPolicy{
 			ReadWrite: []string{WorkDir, "/tmp", homeDir, "/dev/shm"},
 			Devices:   []string{"/dev"},
-		}
-		if fds != nil {
-			// Reached only through descriptors: the runner's state,
-			// and the binary the runner is started from.
-			pol.ReadWriteFDs = append(pol.ReadWriteFDs, int(fds.state.Fd()))
-			pol.ReadFDs = append(pol.ReadFDs, fds.exe)
 		}
 		if c.ProxySocket != "" {
 			pol.Ports = append(pol.Ports, proxyPort)
@@ -114,16 +111,15 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range ll {
-			out[k] = v
-		}
+		maps.Copy(out, ll)
 	} else {
 		out["landlock"] = "unavailable: " + noLandlock + "; started with the explicit opt-in to run without it"
 		out["landlock_net"] = out["landlock"]
 	}
+	mk.add("init-landlock")
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if err := all("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
+	if err := allThreads("drop capabilities", unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); err != nil {
 		return nil, err
 	}
 	out["caps"] = "enforced"
@@ -132,6 +128,18 @@ func confine(c *config, fds *serveFiles) (map[string]string, error) {
 	}
 	out["seccomp"] = "enforced"
 	return out, nil
+}
+
+// allThreads makes one system call on every thread of the process; what
+// names it in the error.
+func allThreads(what string, trap, a1, a2, a3 uintptr) error {
+	if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
+		if errno == syscall.ENOTSUP {
+			return fmt.Errorf("%s on every thread: this agentrun binary uses cgo, build it with CGO_ENABLED=0: %w", what, errno)
+		}
+		return fmt.Errorf("%s on every thread: %w", what, errno)
+	}
+	return nil
 }
 
 // noLandlock says why Landlock is not in force.

@@ -14,12 +14,15 @@
 // tmpfs /tmp (and
 // HOME when the spec has none), a fresh /proc and a minimal /dev, and
 // pivots into it. It then confines itself, every thread of it (all share
-// one address space): rlimits, every capability dropped, no_new_privs and
-// a seccomp filter denying what a coding agent never needs, on all
-// threads (syscall.AllThreadsSyscall, seccomp TSYNC; the binary must be
-// built with CGO_ENABLED=0), and Landlock on the thread that forks the
-// sandboxed program. The init and the runner are not dumpable
-// (PR_SET_DUMPABLE 0), so no process inside can open their memory,
+// one address space): rlimits, every capability dropped (bounding set,
+// ambient, effective and permitted), no_new_privs, Landlock and a seccomp
+// filter denying what a coding agent never needs, on all threads
+// (syscall.AllThreadsSyscall, seccomp TSYNC; the binary must be built
+// with CGO_ENABLED=0). Landlock gives each thread its own domain from the
+// same rules; the main thread, which forks every sandboxed process, also
+// gets a layer that scopes signals and abstract sockets (ABI 6+), so the
+// sandboxed processes share one domain. Pid 1 is not dumpable
+// (PR_SET_DUMPABLE 0), so no process inside can open its memory,
 // descriptors or environment through /proc.
 //
 // Without Landlock (an older kernel, or landlock not in lsm=) Preflight
@@ -27,27 +30,33 @@
 // user opts in by name (Options.AllowNoLandlock or
 // AGENTRUN_NATIVE_NO_LANDLOCK=1); Enforced then says "landlock:
 // unavailable". The confinement above holds either way (no task inside
-// has a capability, none of the init's or runner's memory is writable);
-// what Landlock adds is file access bounded by rules rather than by the
-// mounts alone, and TCP connect limited to the bridges. The sandboxed program is the runner (runner.Serve) or, for
-// one-shot use (Backend.Command), a plain command. The init reaps every
-// orphan and never waits for the runner's own children, so the runner's
-// exec.Cmd waits are never stolen; a runner that dies on its own is
-// started again on the same socket once everything it left running is
-// killed (its journal turns resent requests into CodeInterrupted). The
-// journal is on a tmpfs that is mounted nowhere (fsmount, never attached):
-// the init holds its descriptor and passes it to each runner, so nothing
-// the agent runs can reach, forge or replace it. The runner needs no watchdog process of its own: when
-// it ends, so does everything it started.
+// has a capability, none of pid 1's memory is writable); what Landlock
+// adds is file access bounded by rules rather than by the mounts alone,
+// and TCP connect limited to the bridges.
+//
+// One process: pid 1 then serves the runner's protocol itself
+// (runner.Serve) on the host-made socket, or, for one-shot use
+// (Backend.Command), runs a plain command and exits with its code. As the
+// runner it reaps every orphan of the pid namespace but never a command
+// it started and waits for (runner's ReapOrphans), and it handles the
+// signals the Go runtime would die of (a process inside may send them;
+// SIGTERM, SIGINT and SIGHUP end the sandbox as a Stop does). There is
+// no second process to restart a runner that died: if pid 1 ends (a
+// Stop, a crash, a kill from the host), the kernel ends the pid namespace
+// and so everything in it, and the host's calls in flight fail at once
+// with runner.ErrClosed. Nothing inside can kill pid 1: the kernel does
+// not deliver SIGKILL or SIGSTOP to it from its own namespace. The runner
+// keeps no request journal here (it would only matter to a next runner
+// instance, and there is none), and needs no watchdog process: when it
+// ends, so does everything it started.
 //
 // The runner's socket is made by the host: a listening unix socket in
 // Spec.StateDir (mode 0600), whose descriptor is passed down to the
 // runner. The host dials the path as soon as the init says it is ready;
 // nothing inside the sandbox can create or replace that socket, and no
 // host directory is bind-mounted writable besides the workspace and HOME.
-// The agentrun binary the runner starts from and the proxy and gateway
-// sockets are held by the init as descriptors, not bind-mounted, so the
-// mount table inside names no host path of theirs. Where the kernel
+// The proxy and gateway sockets are held by pid 1 as descriptors, not
+// bind-mounted, so the mount table inside names no host path of theirs. Where the kernel
 // mounts overlays in the sandbox (the workspace is then an overlay of its
 // layers), HOME is an overlay too (its directory as the upper layer over
 // an empty lower one), and the layers are named to the kernel as
@@ -88,9 +97,9 @@
 // rlimit_core, rlimit_fsize, rlimit_nofile, rlimit_nproc, memory, pids,
 // cpu, disk_tmpfs, disk.
 //
-// Stop is SIGTERM to the init, which passes it to the runner (it ends its
-// commands' groups with each call's kill grace); the pid namespace is
-// killed when the runner is done, after 3 s, or when the caller's context
+// Stop is SIGTERM to pid 1, the runner (it ends its commands' groups
+// with each call's kill grace); the pid namespace is killed when the
+// runner is done, after 3 s, or when the caller's context
 // ends, whichever comes first. Calls still in flight then fail at once
 // with runner.ErrClosed.
 //

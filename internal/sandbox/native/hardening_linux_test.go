@@ -2,9 +2,7 @@ package native_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -164,91 +161,6 @@ func denyLandlock(t *testing.T) {
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
 		t.Fatalf("seccomp: %v", errno)
-	}
-}
-
-// TestJournalOutOfReach: a command inside tries every way to the
-// runner's request journal (truncate, remove, replace), then kills the
-// runner; the same request id, resent to the next runner (as a
-// supervisor that restarted would), must be reported interrupted and
-// never run again.
-func TestJournalOutOfReach(t *testing.T) {
-	b := requireNative(t)
-	spec := newSpec(t)
-	start(t, b, spec)
-	script := `echo ran >> /workspace/count
-[ "$(wc -l < /workspace/count)" -eq 1 ] || exit 0
-for j in /.agentrun/state/runner.journal /proc/[0-9]*/fd/*/runner.journal /proc/[0-9]*/root/.agentrun/state/runner.journal \
-	$(find /.agentrun /tmp /dev/shm "$HOME" /workspace -name 'runner.journal*' 2>/dev/null); do
-	[ -e "$j" ] || continue
-	echo "FOUND $j" >> /workspace/found
-	: > "$j" 2>/dev/null && echo "TRUNCATED $j" >> /workspace/found
-	rm -f "$j" 2>/dev/null && echo "REMOVED $j" >> /workspace/found
-done
-for d in /.agentrun/state /proc/[0-9]*/fd/*; do
-	[ -d "$d" ] && [ -w "$d" ] && : > "$d/runner.journal" 2>/dev/null && echo "REPLACED $d" >> /workspace/found
-done
-sleep 31337 & kill -KILL $PPID; sleep 31337`
-	sock := filepath.Join(spec.StateDir, "runner.sock")
-	args, _ := json.Marshal(runner.ExecRequest{Shell: script})
-	const id = "resent-id-1"
-	// The first runner runs it and dies: the connection ends.
-	first, inst1 := rawRequest(t, sock, id, args)
-	// The next runner is asked for the same id.
-	deadline := time.Now().Add(10 * time.Second)
-	var second, inst2 string
-	for {
-		if second, inst2 = rawRequest(t, sock, id, args); inst2 != inst1 && inst2 != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new runner after the first died (first answer %q)", first)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	found, _ := os.ReadFile(filepath.Join(spec.Workspace, "found"))
-	count, _ := os.ReadFile(filepath.Join(spec.Workspace, "count"))
-	if string(count) != "ran\n" || !strings.Contains(second, runner.CodeInterrupted) {
-		t.Fatalf("after tampering with the journal from inside, request %s ran %d times; resent, it answered %s\ntampering:\n%s",
-			id, strings.Count(string(count), "ran"), second, found)
-	}
-	if len(found) > 0 {
-		t.Logf("reached from inside, to no effect:\n%s", found)
-	}
-}
-
-// rawRequest sends one request with the given id on a fresh connection to
-// the runner and returns the final answer's header ("" when the
-// connection ended first) and the runner's instance.
-func rawRequest(t *testing.T, sock, id string, args []byte) (answer, instance string) {
-	t.Helper()
-	c, err := net.DialTimeout("unix", sock, 5*time.Second)
-	if err != nil {
-		return "", ""
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	hello, err := runner.ReadFrame(c)
-	if err != nil {
-		return "", ""
-	}
-	var h struct {
-		Instance string `json:"instance"`
-	}
-	json.Unmarshal(hello, &h)
-	hdr, _ := json.Marshal(map[string]string{"id": id, "op": "exec"})
-	if err := runner.WriteFrame(c, append(append(hdr, '\n'), args...)); err != nil {
-		return "", h.Instance
-	}
-	for {
-		f, err := runner.ReadFrame(c)
-		if err != nil {
-			return "", h.Instance
-		}
-		head, _, _ := strings.Cut(string(f), "\n")
-		if strings.Contains(head, `"done":true`) {
-			return head, h.Instance
-		}
 	}
 }
 

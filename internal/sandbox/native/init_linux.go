@@ -11,37 +11,51 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // Main is the hidden "__sandbox" entry point: "init" is pid 1 of a new
-// sandbox (started by Start), "serve" is the runner it forks.
+// sandbox (started by Start), which serves the runner itself (serve mode)
+// or runs one command (exec mode, Backend.Command).
 func Main(args []string) int {
-	if len(args) == 1 {
-		switch args[0] {
-		case roleInit:
-			return initMain()
-		case roleServe:
-			return serveMain()
-		}
+	if len(args) == 1 && args[0] == roleInit {
+		return initMain()
 	}
 	fmt.Fprintln(os.Stderr, "agentrun "+entryName+": internal entry point, not a command")
 	return 2
 }
 
-// maxServeRestarts bounds how often the init restarts a runner that died.
-const maxServeRestarts = 3
+// caught are the signals pid 1 handles rather than dies of: the kernel
+// spares pid 1 the ones it has no handler for, but the Go runtime has a
+// handler for every signal, and by default it exits (or crashes) on these.
+// A process inside may send them to pid 1: in serve mode SIGTERM, SIGINT
+// and SIGHUP end the sandbox (as a Stop does), the others are ignored; in
+// exec mode each is passed on to the command. Not SIGKILL or SIGSTOP: the
+// kernel never delivers them to pid 1 from inside.
+var caught = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE,
+	unix.SIGABRT, unix.SIGALRM, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT, unix.SIGBUS, unix.SIGSEGV, unix.SIGFPE,
+	unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM}
+
+// Pid 1's main thread, its thread group leader (the task a signal to
+// pid 1 is checked against), is the one that forks every sandboxed
+// process and carries their Landlock domain (see confine): the hidden
+// entry's main goroutine stays on it from the start, so that whether a
+// process inside may signal pid 1 does not depend on where the runtime
+// happened to move the goroutine.
+func init() {
+	if len(os.Args) > 2 && os.Args[1] == entryName && os.Args[2] == roleInit {
+		runtime.LockOSThread()
+	}
+}
 
 func initMain() int {
 	var mk marks
 	mk.add("init-main")
-	// Never unlocked: Landlock is per thread, and the sandboxed program
-	// is forked from this thread.
+	// Never unlocked: this thread forks every sandboxed process, and it
+	// alone has the Landlock scope they share (see confine).
 	runtime.LockOSThread()
 	// Not dumpable, before anything else: no process inside may open the
 	// init's memory (its config names host paths; its threads share one
@@ -49,6 +63,10 @@ func initMain() int {
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := statusLine{os.NewFile(statusFD, "status")}
+	if err := dropExecPrivileges(); err != nil {
+		return st.fail("confine", err)
+	}
+	mk.add("init-exec-privileges")
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)
@@ -61,40 +79,36 @@ func initMain() int {
 	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
 		unix.CloseOnExec(fd)
 	}
-	// Handlers (not SIG_IGN, which children would inherit): pid 1 passes
-	// these on to its program instead of dying.
+	// Handlers (not SIG_IGN, which children would inherit).
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE)
+	signal.Notify(sigs, caught...)
 
 	enforced := map[string]string{}
 	fds, failed := prepareSandbox(c, cfg, cfgR, enforced, &mk)
 	if failed != nil {
 		return st.fail(failed.step, failed.err)
 	}
-	if c.Mode == modeProbe {
-		// A throwaway thread-confinement check: this process exits next.
-		cf, err := confine(c, nil)
-		if err != nil {
-			return st.fail("confine", err)
-		}
-		maps.Copy(enforced, cf)
-		mk.add("init-confined")
-		st.report(status{OK: true, Enforced: enforced, Marks: mk})
-		return 0
-	}
-	cf, err := confine(c, fds)
+	cf, err := confine(c, &mk)
 	if err != nil {
 		return st.fail("confine", err)
 	}
 	maps.Copy(enforced, cf)
 	mk.add("init-confined")
-	pid, err := startProgram(c, fds)
+	switch c.Mode {
+	case modeProbe:
+		// A throwaway confinement check: this process exits next.
+		st.report(status{OK: true, Enforced: enforced, Marks: mk})
+		return 0
+	case modeServe:
+		return serve(c, fds, sigs, st, enforced, mk)
+	}
+	pid, err := startProgram(c)
 	if err != nil {
 		return st.fail("start", err)
 	}
 	mk.add("init-program-started")
 	st.report(status{OK: true, Enforced: enforced, Marks: mk})
-	return supervise(c, fds, pid, sigs)
+	return supervise(pid, sigs)
 }
 
 // statusLine is how the init tells the host how its setup went: one JSON
@@ -120,7 +134,7 @@ type stepFailure struct {
 }
 
 // prepareSandbox does the setup before confinement: the runner's
-// descriptors (serve mode), the root, the network and the rlimits (added
+// sockets (serve mode), the root, the network and the rlimits (added
 // to enforced); then it waits for the host to put this process in the
 // sandbox's cgroups (cfg is closed after that) and checks that Landlock
 // can confine it. mk gets the steps' ends.
@@ -158,41 +172,17 @@ func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[st
 	return fds, nil
 }
 
-// supervise is pid 1 once the program runs: it passes the signals it
-// gets on to the program, reaps every child and returns the program's
-// exit code. It runs on the init's confined thread, so a runner that died
-// on its own is forked again from there.
-func supervise(c *config, fds *serveFiles, pid int, sigs <-chan os.Signal) int {
-	var stopping atomic.Bool
-	var current atomic.Int64
-	current.Store(int64(pid))
+// supervise is pid 1 once the command of exec mode runs: it passes the
+// signals it gets on to the command, reaps every child and returns the
+// command's exit code.
+func supervise(pid int, sigs <-chan os.Signal) int {
 	go func() {
 		for s := range sigs {
-			if s == unix.SIGTERM || s == unix.SIGINT || s == unix.SIGHUP {
-				stopping.Store(true)
-			}
-			unix.Kill(int(current.Load()), s.(syscall.Signal))
+			unix.Kill(pid, s.(syscall.Signal))
 		}
 	}()
-	restarts := 0
-	for {
-		code, died := reapUntil(pid)
-		if !died || c.Mode != modeServe || code == 0 || stopping.Load() || restarts >= maxServeRestarts {
-			return code
-		}
-		// The runner died on its own: end whatever it left running (its
-		// commands' groups, anything they started), then start another on
-		// the same listener; its journal turns resent requests into
-		// CodeInterrupted.
-		restarts++
-		killAll()
-		var err error
-		if pid, err = startProgram(c, fds); err != nil {
-			fmt.Fprintln(os.Stderr, "agentrun "+entryName+": restart runner:", err)
-			return 70
-		}
-		current.Store(int64(pid))
-	}
+	code, _ := reapUntil(pid)
+	return code
 }
 
 // readConfig reads the config line the host sends first on fd 3.
@@ -231,35 +221,21 @@ func awaitGo(r *bufio.Reader) error {
 // when the user did not opt in to run without it.
 const stepLandlock = "landlock"
 
-// serveFiles are the descriptors every runner the init starts gets. They
-// are held for the init's lifetime (an unreferenced os.File closes its
-// descriptor when collected). Nothing inside reaches them by a path: the
-// init and the runner are not dumpable, so not through /proc either.
+// serveFiles are what the runner needs from the host, opened before the
+// pivot: the listening socket, and the egress proxy's and the model
+// gateway's sockets (O_PATH, dialled through /proc/self/fd), held for the
+// process's lifetime (an unreferenced os.File closes its descriptor when
+// collected). Nothing inside reaches them by a path: pid 1 is not
+// dumpable, so not through /proc either.
 type serveFiles struct {
-	listener *os.File // the host-made listening socket
-	state    *os.File // the private state mount (privateState)
-	exe      int      // the agentrun binary (O_PATH, at exeFD)
-	proxy    *os.File // the egress proxy's socket (O_PATH), or nil
-	gateway  *os.File // the model gateway's socket (O_PATH), or nil
+	listener *os.File
+	proxy    *os.File // nil without egress
+	gateway  *os.File // nil without the gateway
 }
 
-// exeFD is where the init holds the agentrun binary: above any
-// descriptor a child's fd shuffle before its exec can use.
-const exeFD = 100
-
-// openServeFiles opens what a runner needs from the host, before the
-// pivot: the binary it runs, the sockets it bridges to, its state.
+// openServeFiles opens the runner's sockets, before the pivot.
 func openServeFiles(c *config) (*serveFiles, error) {
-	fds := &serveFiles{listener: os.NewFile(listenerFD, "listener"), exe: -1}
-	fd, err := unix.Open(c.Executable, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open the agentrun binary: %w", err)
-	}
-	if err := unix.Dup3(fd, exeFD, unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("hold the agentrun binary: %w", err)
-	}
-	unix.Close(fd)
-	fds.exe = exeFD
+	fds := &serveFiles{listener: os.NewFile(listenerFD, "listener")}
 	sock := func(p string) (*os.File, error) {
 		if p == "" {
 			return nil, nil
@@ -270,71 +246,30 @@ func openServeFiles(c *config) (*serveFiles, error) {
 		}
 		return os.NewFile(uintptr(fd), "socket"), nil
 	}
+	var err error
 	if fds.proxy, err = sock(c.ProxySocket); err != nil {
 		return nil, err
 	}
 	if fds.gateway, err = sock(c.GatewaySocket); err != nil {
 		return nil, err
 	}
-	st, err := privateState(c)
-	if err != nil {
-		return nil, err
-	}
-	fds.state = os.NewFile(uintptr(st), "runner state")
 	return fds, nil
 }
 
-// startProgram forks the sandboxed program from this (confined) thread;
-// a runner gets fds' listener as its fd 4 and the state as its fd 5.
-func startProgram(c *config, fds *serveFiles) (int, error) {
-	attr := &os.ProcAttr{Dir: WorkDir, Env: c.Env, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
-	switch c.Mode {
-	case modeExec:
-		path, err := lookPath(c.Argv[0], c.Env)
-		if err != nil {
-			return 0, err
-		}
-		attr.Files = []*os.File{os.Stdin, os.Stdout, os.Stderr}
-		p, err := os.StartProcess(path, c.Argv, attr)
-		if err != nil {
-			return 0, err
-		}
-		return p.Pid, nil
-	case modeServe:
-		r, w, err := os.Pipe()
-		if err != nil {
-			return 0, err
-		}
-		defer r.Close()
-		sc := serveConfig{Env: c.Env}
-		if c.ProxySocket != "" {
-			sc.ProxySocket = "/proc/self/fd/" + strconv.Itoa(serveProxyFD)
-			sc.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
-		}
-		if c.GatewaySocket != "" {
-			sc.GatewaySocket = "/proc/self/fd/" + strconv.Itoa(serveGatewayFD)
-			sc.GatewayListen = fmt.Sprintf("127.0.0.1:%d", gatewayPort)
-		}
-		b, _ := json.Marshal(sc)
-		go func() {
-			w.Write(b)
-			w.Close()
-		}()
-		null, err := os.Open(os.DevNull)
-		if err != nil {
-			return 0, err
-		}
-		defer null.Close()
-		attr.Files = []*os.File{null, os.Stdout, os.Stderr, r, fds.listener, fds.state, fds.proxy, fds.gateway}
-		attr.Sys.Setsid = true
-		// The child resolves the path before its exec closes exeFD.
-		p, err := os.StartProcess("/proc/self/fd/"+strconv.Itoa(fds.exe), []string{"agentrun", entryName, roleServe}, attr)
-		if err != nil {
-			return 0, err
-		}
-		return p.Pid, nil
+// startProgram forks exec mode's command from this (locked, confined)
+// thread.
+func startProgram(c *config) (int, error) {
+	path, err := lookPath(c.Argv[0], c.Env)
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("mode %q starts no program", c.Mode)
+	attr := &os.ProcAttr{Dir: WorkDir, Env: c.Env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
+	p, err := os.StartProcess(path, c.Argv, attr)
+	if err != nil {
+		return 0, err
+	}
+	return p.Pid, nil
 }
 
 // reapUntil reaps every child (orphans reparent to pid 1) until pid
@@ -357,23 +292,6 @@ func reapUntil(pid int) (code int, died bool) {
 			return 128 + int(ws.Signal()), true
 		}
 		return ws.ExitStatus(), true
-	}
-}
-
-// killAll kills every other process of the pid namespace (kill(-1) from
-// pid 1 spares only pid 1) and reaps them all. The kernel refuses a fork
-// in a process a signal to many is being delivered to, so nothing escapes.
-func killAll() {
-	unix.Kill(-1, unix.SIGKILL)
-	for {
-		var ws unix.WaitStatus
-		_, err := unix.Wait4(-1, &ws, 0, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return // ECHILD: nothing left
-		}
 	}
 }
 

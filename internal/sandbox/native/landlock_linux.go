@@ -63,22 +63,19 @@ func fsAccess(abi int) uint64 {
 // landlockPolicy is what the sandboxed program may touch.
 type landlockPolicy struct {
 	ReadWrite []string // everything beneath
-	// ReadWriteFDs are directories held open (e.g. a detached mount that
-	// has no path inside): everything beneath.
-	ReadWriteFDs []int
-	ReadFDs      []int    // read and execute beneath (or of a file)
-	Devices      []string // read, write and ioctl of device files beneath
-	Ports        []int    // the only TCP ports connect may reach (the bridges)
+	Devices   []string // read, write and ioctl of device files beneath
+	Ports     []int    // the only TCP ports connect may reach (the bridges)
 	// AnyTCP leaves TCP connect unrestricted by Landlock (--loopback-tcp):
 	// the network namespace, which has only loopback, is then the bound.
 	AnyTCP bool
 }
 
-// applyLandlock restricts the calling thread (no_new_privs must be set):
-// read and execute everywhere in the new root, write only beneath
-// ReadWrite; with ABI >= 4 TCP connect only to Ports; with ABI >= 6 no
-// signals or abstract sockets outside the sandbox's own domain. It
-// returns what it enforced.
+// applyLandlock restricts every thread of the process (no_new_privs must
+// be set on each): read and execute everywhere in the new root, write
+// only beneath ReadWrite; with ABI >= 4 TCP connect only to Ports. With
+// ABI >= 6 the calling thread, from which every sandboxed process is
+// forked, gets one more layer: no signals or abstract sockets outside its
+// domain (see scopeCallingThread). It returns what it enforced.
 func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 	handled := fsAccess(abi)
 	attr := llRulesetAttr{handledFS: handled}
@@ -92,10 +89,6 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 		out["landlock_net"] = "enforced"
 	} else {
 		out["landlock_net"] = fmt.Sprintf("unavailable: Landlock ABI %d has no network rules (needs 4)", abi)
-	}
-	if abi >= 6 {
-		attr.scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-		size = unsafe.Sizeof(attr)
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if errno != 0 {
@@ -134,16 +127,6 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	for _, fd := range pol.ReadWriteFDs {
-		if err := addFD(fmt.Sprintf("descriptor %d", fd), fd, handled); err != nil {
-			return nil, err
-		}
-	}
-	for _, fd := range pol.ReadFDs {
-		if err := addFD(fmt.Sprintf("descriptor %d", fd), fd, llRead); err != nil {
-			return nil, err
-		}
-	}
 	dev := uint64(llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
 	for _, p := range pol.Devices {
 		if err := addPath(p, dev); err != nil {
@@ -159,9 +142,36 @@ func applyLandlock(abi int, pol landlockPolicy) (map[string]string, error) {
 			return nil, fmt.Errorf("landlock port rule: %w", errno)
 		}
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
-		return nil, fmt.Errorf("landlock restrict self: %w", errno)
+	// Each thread gets its own domain from the same rules (the kernel
+	// has no call that puts all threads in one).
+	if err := allThreads("landlock restrict self", unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); err != nil {
+		return nil, err
+	}
+	if abi >= 6 {
+		if err := scopeCallingThread(); err != nil {
+			return nil, err
+		}
 	}
 	out["landlock"] = "enforced"
 	return out, nil
+}
+
+// scopeCallingThread adds, on the calling thread alone, a layer that
+// handles no access but scopes signals and abstract unix sockets: the
+// sandboxed processes, all forked from this thread, share its domain
+// (they may signal each other) and can signal nothing outside it. The
+// other threads of pid 1 stay without a scope: their domains are
+// siblings of this one (one per thread), and a scoped domain may signal
+// only into its own, so pid 1 could not end a command from them.
+func scopeCallingThread() error {
+	attr := llRulesetAttr{scoped: unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET}
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if errno != 0 {
+		return fmt.Errorf("landlock create scope ruleset: %w", errno)
+	}
+	defer unix.Close(int(fd))
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
+		return fmt.Errorf("landlock restrict self (scope): %w", errno)
+	}
+	return nil
 }

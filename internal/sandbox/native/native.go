@@ -9,8 +9,9 @@ const Name = "native"
 
 // Options configure the backend.
 type Options struct {
-	// Executable is the agentrun binary run inside as the init and the
-	// runner (bind-mounted read-only). Default: os.Executable().
+	// Executable is the agentrun binary each sandbox's pid 1 (the init,
+	// which also serves the runner) is started from; it is not visible
+	// inside. Default: os.Executable().
 	Executable string
 	// ReadOnlyPaths are host paths made visible read-only at the same path
 	// in every sandbox (e.g. /usr/local/go, /opt). Missing ones are

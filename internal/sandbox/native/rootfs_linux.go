@@ -369,37 +369,6 @@ func tmpfs(dst, opts string) error {
 	return nil
 }
 
-// stateOpts are the options of the runner's private state tmpfs.
-func stateOpts(c *config) string {
-	return "mode=0700,uid=" + strconv.Itoa(c.UID) + ",gid=" + strconv.Itoa(c.GID) + sizeOpt(c)
-}
-
-// privateState makes the runner's state tmpfs (its request journal) as a
-// mount that is attached nowhere: it has no path in the sandbox, so only
-// a holder of the returned descriptor reaches it (the init, and each
-// runner it starts; both not dumpable, so not through /proc either).
-func privateState(c *config) (int, error) {
-	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("open a tmpfs for the runner's state: %w", err)
-	}
-	defer unix.Close(fs)
-	for _, o := range strings.Split(stateOpts(c), ",") {
-		k, v, _ := strings.Cut(o, "=")
-		if err := unix.FsconfigSetString(fs, k, v); err != nil {
-			return -1, fmt.Errorf("runner state tmpfs option %s: %w", o, err)
-		}
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("create the runner state tmpfs: %w", err)
-	}
-	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("mount the runner state tmpfs: %w", err)
-	}
-	return fd, nil
-}
-
 func touch(p string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("make %s: %w", filepath.Dir(p), err)

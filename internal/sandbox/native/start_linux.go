@@ -338,12 +338,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
 	cmd := exec.Command(c.Executable, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
-	// The init does one thing at a time: one processor makes its runtime
-	// start fewer threads, and confine's every-thread calls (a round over
-	// all threads each, 45 of them) cheaper, the more so where the default
-	// GOMAXPROCS is large. On 2 cores, interleaved, 8 rounds of 30 starts
-	// at load 6: 29.7 instead of 32.4 ms of CPU per start (median; lower
-	// in 6 rounds of 8).
+	// The init does one thing at a time until it is confined: one
+	// processor makes its runtime start fewer threads, and confine's
+	// every-thread calls (a round over all threads each, 45 of them)
+	// cheaper, the more so where the default GOMAXPROCS is large. On 2
+	// cores, interleaved, 8 rounds of 30 starts at load 6: 29.7 instead
+	// of 32.4 ms of CPU per start (median; lower in 6 rounds of 8). The
+	// runner then goes back to the default (serve).
 	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
@@ -603,6 +604,12 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	p.marks = append(append(mk[:1:1], p.marks...), mk[1])
 	// Past the disk bound: kill, and fail the calls in flight at once.
 	go p.disk.Run(func() { p.kill(); cl.Close() })
+	// Pid 1 is the runner: once it has exited (a Stop, a crash, a kill)
+	// nothing serves the socket any more, and no other runner will.
+	go func() {
+		<-p.done
+		cl.Close()
+	}()
 	return s, nil
 }
 

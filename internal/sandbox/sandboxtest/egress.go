@@ -64,7 +64,7 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 			testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", be.Name())
 		}
 		if got != "CONNECT" {
-			t.Errorf("%s: through the proxy relay got %q (exit %d, stderr %q)", be.Name(), got, res.ExitCode, res.Stderr)
+			t.Errorf("%s: through the proxy relay got %q (exit %d %s, stderr %q)", be.Name(), got, res.ExitCode, res.Signal, res.Stderr)
 		}
 		e.sb.Destroy(context.Background())
 	}
