@@ -193,7 +193,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	in := mcp.ResumeInput{ID: r.PathValue("id"), Task: body.Task, MaxTokens: body.MaxTokens, MaxCost: body.MaxCost}
 	o := s.run(r.Context(), in.Argv(), "")
 	if o.err == nil {
-		s.queued()
+		s.queued(r.Context(), r.PathValue("id"))
 	} else {
 		full = ""
 	}
