@@ -58,7 +58,10 @@ type Hosts struct {
 	// Queue is the dispatch queue: every queueing of a run inserts its
 	// job there, and claims take their runs from it (hosts_queue.go).
 	Queue *queue.Queue
-	Log   *slog.Logger
+	// LocalWorker says the server's own worker executes runs (those
+	// without labels).
+	LocalWorker bool
+	Log         *slog.Logger
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex

@@ -169,9 +169,18 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	}
 }
 
-// fits reports whether a host with backends can execute the run offered.
+// fits reports whether a host with backends can execute the run offered:
+// it has the run's backend and all its labels.
 func fits(host *Host, backends []string, o queue.Offer) bool {
-	return slices.Contains(backends, o.Backend)
+	if !slices.Contains(backends, o.Backend) {
+		return false
+	}
+	for k, v := range o.Labels {
+		if hv, ok := host.Labels[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
 }
 
 // seen records that host was heard from now.

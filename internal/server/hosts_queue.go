@@ -12,6 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
@@ -78,5 +80,39 @@ func (h *Hosts) check(ctx context.Context, id string) (queue.Offer, bool, error)
 	if !waits(r) || h.Remote(ctx, id) {
 		return queue.Offer{}, false, nil
 	}
-	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend}, true, nil
+	return offerOf(r), true, nil
+}
+
+func offerOf(r *run.Run) queue.Offer {
+	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels}
+}
+
+// Waiting says why queued run r waits if no taker could ever have it: no
+// enrolled host, revoked ones aside, has its sandbox backend and all its
+// labels, and the server's own worker (which has no labels) does not take
+// it. It is "" for a run some taker could have.
+func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
+	if !waits(r) || h.Remote(ctx, r.ID) || h.LocalWorker && len(r.Labels) == 0 {
+		return ""
+	}
+	hosts, err := h.List(ctx)
+	if err != nil {
+		return ""
+	}
+	o := offerOf(r)
+	for _, hs := range hosts {
+		if !hs.Revoked && fits(hs, hs.Backends, o) {
+			return ""
+		}
+	}
+	need := "the " + o.Backend + " sandbox"
+	if len(o.Labels) > 0 {
+		var ls []string
+		for k, v := range o.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		slices.Sort(ls)
+		need += " and the labels " + strings.Join(ls, ", ")
+	}
+	return "no enrolled agent host can execute it: none has " + need
 }
