@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -60,10 +61,13 @@ type Queued struct {
 }
 
 // dispatchArgs is the dispatch job: run Run, queued at Queued (the run's
-// update time then, in microseconds).
+// update time then, in microseconds). Swept is set on the job a sweep
+// inserts for a queueing whose job it found running (held by a server
+// that may be gone): the time of that sweep.
 type dispatchArgs struct {
 	Run    string `json:"run"`
 	Queued int64  `json:"queued"`
+	Swept  int64  `json:"swept,omitempty"`
 }
 
 func (dispatchArgs) Kind() string { return "dispatch" }
@@ -84,11 +88,12 @@ type Queue struct {
 	hold time.Duration
 	m    matcher
 
-	insert func(ctx context.Context, ps []river.InsertManyParams) error
-	start  func(ctx context.Context) error
-	stop   func(ctx context.Context) error
-	down   func(ctx context.Context) error
-	pool   *pgxpool.Pool
+	insert  func(ctx context.Context, ps []river.InsertManyParams) error
+	running func(ctx context.Context) (map[string]bool, error)
+	start   func(ctx context.Context) error
+	stop    func(ctx context.Context) error
+	down    func(ctx context.Context) error
+	pool    *pgxpool.Pool
 
 	mu      sync.Mutex
 	check   Check
@@ -164,6 +169,21 @@ func build[TTx any, TM any](ctx context.Context, q *Queue, driver riverdriver.Dr
 		_, err := client.InsertMany(ctx, ps)
 		return err
 	}
+	q.running = func(ctx context.Context) (map[string]bool, error) {
+		res, err := client.JobList(ctx, river.NewJobListParams().Kinds(dispatchArgs{}.Kind()).
+			States(rivertype.JobStateRunning).First(10_000))
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for _, j := range res.Jobs {
+			var a dispatchArgs
+			if json.Unmarshal(j.EncodedArgs, &a) == nil {
+				out[a.Run] = true
+			}
+		}
+		return out, nil
+	}
 	q.start = client.Start
 	q.stop = client.StopAndCancel
 	q.down = func(ctx context.Context) error {
@@ -194,6 +214,36 @@ func (q *Queue) Enqueue(ctx context.Context, runs ...Queued) error {
 	}
 	if err := q.insert(ctx, ps); err != nil {
 		return fmt.Errorf("enqueue: %w", err)
+	}
+	return nil
+}
+
+// Sweep inserts the jobs of runs queued that may have none, at a server's
+// start: a queueing whose job exists is skipped, as by Enqueue, but one
+// whose job is running gets a second job. Such a job was held by a server
+// that died (River's rescuer would make it available again only once it
+// is older than the rescue bound) or is held by another server; either
+// way the run's lease decides who takes it, and the job that finds the
+// run taken completes.
+func (q *Queue) Sweep(ctx context.Context, runs []Queued) error {
+	if len(runs) == 0 {
+		return nil
+	}
+	held, err := q.running(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	now := time.Now().UnixMicro()
+	ps := make([]river.InsertManyParams, len(runs))
+	for i, r := range runs {
+		a := dispatchArgs{Run: r.ID, Queued: r.At.UnixMicro()}
+		if held[r.ID] {
+			a.Swept = now
+		}
+		ps[i] = river.InsertManyParams{Args: a}
+	}
+	if err := q.insert(ctx, ps); err != nil {
+		return fmt.Errorf("sweep: %w", err)
 	}
 	return nil
 }

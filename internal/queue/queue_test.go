@@ -175,3 +175,33 @@ func hasTable(t *testing.T, db *sqldb.DB, name string) bool {
 	}
 	return n > 0
 }
+
+// TestSweepTakesOverHeldJobs: a server that starts while a job of a
+// queued run is still running (held by a server that died, as far as it
+// can tell) hands the run out without waiting for River's rescue.
+func TestSweepTakesOverHeldJobs(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
+		ctx := context.Background()
+		url := newURL(t)
+		db, q := open(t, url, queue.Options{})
+		rs := &runs{waiting: map[string]int64{"r1": 1}, checks: map[string]int{}}
+		at := time.Now()
+		if err := q.Enqueue(ctx, queue.Queued{ID: "r1", At: at}); err != nil {
+			t.Fatal(err)
+		}
+		// The job as a server killed while it held it leaves it.
+		if _, err := db.Write().ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1 WHERE kind = 'dispatch'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Sweep(ctx, []queue.Queued{{ID: "r1", At: at}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Start(ctx, rs.check); err != nil {
+			t.Fatal(err)
+		}
+		if o := next(t, q, any); o.Run != "r1" {
+			t.Fatalf("got %s", o.Run)
+		}
+		rs.take("r1")
+	})
+}

@@ -57,7 +57,7 @@ func (h *Hosts) StartQueue(ctx context.Context) error {
 			qs = append(qs, queue.Queued{ID: r.ID, At: r.UpdatedAt})
 		}
 	}
-	if err := h.Queue.Enqueue(ctx, qs...); err != nil {
+	if err := h.Queue.Sweep(ctx, qs); err != nil {
 		return fmt.Errorf("queue sweep: %w", err)
 	}
 	return h.Queue.Start(ctx, h.check)
