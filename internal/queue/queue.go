@@ -31,6 +31,9 @@ const (
 	DefaultPoll = 200 * time.Millisecond
 )
 
+// pgConns bounds River's pool on PostgreSQL.
+const pgConns = 8
+
 // refusedSnooze is how long a job whose taker could not take the run's
 // lease waits before it is offered again (the lease of a lost holder
 // that has not expired yet, a run the server's worker is starting).
@@ -131,7 +134,13 @@ func Open(ctx context.Context, db *sqldb.DB, url string, o Options) (*Queue, err
 	switch db.Dialect {
 	case sqldb.Postgres:
 		cfg.FetchPollInterval = time.Second
-		q.pool, err = pgxpool.New(ctx, url)
+		var pc *pgxpool.Config
+		if pc, err = pgxpool.ParseConfig(url); err == nil {
+			// River's listener keeps one connection; inserts, fetches and
+			// completions share the others.
+			pc.MaxConns = pgConns
+			q.pool, err = pgxpool.NewWithConfig(ctx, pc)
+		}
 		if err == nil {
 			err = build(ctx, q, riverpgxv5.New(q.pool), riverpgxv5.New(q.pool), cfg)
 		}
