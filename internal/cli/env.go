@@ -31,6 +31,9 @@ type Env struct {
 	Claimed bool
 	// Remote reports a run an agent host executes (supervisor.Home).
 	Remote func(ctx context.Context, id string) bool
+	// Waiting says why a queued run waits when no agent host could ever
+	// take it (a team server's hosts); "" otherwise, or nil.
+	Waiting func(ctx context.Context, r *run.Run) string
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.

@@ -81,7 +81,7 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 // server applies its own.
 func (o *submitOptions) input(task string) mcp.SubmitInput {
 	in := mcp.SubmitInput{Task: task, Agent: o.Agent, AgentCmd: o.AgentCmd, Attempts: int64(o.Attempts), Timeout: o.Timeout,
-		Sandbox: o.Sandbox, Env: o.Env, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP,
+		Sandbox: o.Sandbox, Env: o.Env, Labels: o.Labels, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP,
 		MaxFiles: int64(o.MaxFiles), MaxBytes: o.MaxBytes, Disk: o.Disk, DiskInodes: o.DiskInodes, Model: o.Model,
 		Provider: o.Provider, BaseURL: o.BaseURL, ModelServer: o.ModelServer, MaxTurns: int64(o.MaxTurns), ContextWin: int64(o.ContextWin)}
 	checks, _ := parseChecks(o.Checks) // (Validate refused what does not parse)

@@ -209,16 +209,21 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	// With no slots the worker only reconciles: runs whose host died are
 	// marked interrupted all the same.
 	hosts := newHosts(app, be, data, projects)
-	hosts.Log, env.Remote = log, hosts.Remote
+	hosts.Log, env.Remote, env.Waiting = log, hosts.Remote, hosts.Waiting
+	hosts.LocalWorker = slots > 0
 	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
-		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }}
+		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }, Queue: be.Queue, Queued: hosts.Enqueue}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	hosts.Queued = w.Nudge
+	// The queue hands runs to the hosts' claims and to the local worker
+	// from here on; the runs queued while no server ran are swept in.
+	if err := hosts.StartQueue(ctx); err != nil {
+		return catalog.Home.Wrap(err, "the server's queue: %v", err)
+	}
 	go hosts.Watch(ctx)
-	queued := func() { w.Nudge(); hosts.Wake() }
+	queued := hosts.Enqueue
 	quota, err := serverUsers(ctx, be, token, settings)
 	if err != nil {
 		return err
@@ -242,6 +247,10 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	log.Info("stopping: requests drained; stopping the runs being executed (they end interrupted, resumable)")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
 	defer cancel()
+	// The jobs the queue holds go back to River's table, for the next start.
+	if err := be.Queue.Stop(sctx); err != nil {
+		log.Error("stop queue", "error", err.Error())
+	}
 	if err := w.Stop(sctx); err != nil {
 		log.Error("stop worker", "error", err.Error())
 	}

@@ -49,10 +49,12 @@ the README), with "disk": its disk use (see 'agentrun list --help').
 	}
 }
 
-// statusOutput is status --json: the run record, and its disk use.
+// statusOutput is status --json: the run record, its disk use, and on a
+// team server why a queued run waits if no agent host could ever take it.
 type statusOutput struct {
 	*run.Run
-	Disk *runDisk `json:"disk,omitempty"`
+	Disk    *runDisk `json:"disk,omitempty"`
+	Waiting string   `json:"waiting,omitempty"`
 }
 
 func runStatus(ctx context.Context, o *statusOptions, app *App) error {
@@ -64,17 +66,21 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		return err
 	}
 	disk := diskOf(env.Layout, r)
+	var waiting string
+	if env.Waiting != nil {
+		waiting = env.Waiting(ctx, r)
+	}
 	if app.JSON {
-		return writeJSON(app.Stdout, statusOutput{Run: r, Disk: disk})
+		return writeJSON(app.Stdout, statusOutput{Run: r, Disk: disk, Waiting: waiting})
 	}
 	evs, err := env.Store.Events(ctx, r.ID, 0)
 	hint := app.networkHint(ctx, env, r, evs)
-	return app.printStatus(r, disk, evs, err == nil, hint, o.Now)
+	return app.printStatus(r, disk, waiting, evs, err == nil, hint, o.Now)
 }
 
 // printStatus is status for people, from the record, its disk use and its
 // journal (evsRead: the journal could be read).
-func (app *App) printStatus(r *run.Run, disk *runDisk, evs []run.Event, evsRead bool, hint *networkHint, now time.Time) error {
+func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run.Event, evsRead bool, hint *networkHint, now time.Time) error {
 	phases := ""
 	var active time.Duration
 	resumes := 0
@@ -86,10 +92,16 @@ func (app *App) printStatus(r *run.Run, disk *runDisk, evs []run.Event, evsRead 
 	var f fields
 	f.add("run", r.ID)
 	f.add("status", stateLine(col, r))
+	if waiting != "" {
+		f.add("waiting", waiting)
+	}
 	f.add("task", oneLine(r.Task, 72))
 	f.add("repo", app.tildePath(r.Repo))
 	if r.SubmittedBy != nil {
 		f.add("submitted by", r.SubmittedBy.Name)
+	}
+	if len(r.Labels) > 0 {
+		f.add("labels", labelsLine(r.Labels))
 	}
 	base := shortCommit(r.Base)
 	if r.BaseRef != "" && r.BaseRef != r.Base {
@@ -464,4 +476,14 @@ func setupLine(s *run.SetupSpec) string {
 		line += "; network " + strings.Join(s.Allow, ", ")
 	}
 	return line
+}
+
+// labelsLine is labels as KEY=VALUE, sorted.
+func labelsLine(labels map[string]string) string {
+	ls := make([]string, 0, len(labels))
+	for k, v := range labels {
+		ls = append(ls, k+"="+v)
+	}
+	slices.Sort(ls)
+	return strings.Join(ls, ", ")
 }

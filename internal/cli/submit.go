@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ type submitOptions struct {
 	MaxTokens    int64
 	MaxCost      float64
 	ReadOnly     []string
+	Labels       []string
 	Image        string
 	Setup        string
 	NoSetup      bool
@@ -116,8 +118,34 @@ func (o *submitOptions) Validate() error {
 			return catalog.BadDuration.New("--timeout %q", o.Timeout)
 		}
 	}
+	if _, err := parseLabels(o.Labels); err != nil {
+		return err
+	}
 	_, err := parseChecks(o.Checks)
 	return err
+}
+
+// labelKey is what a label's key may be (an agent host's label keys are
+// the same).
+var labelKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// parseLabels reads each --label KEY=VALUE (nil: none).
+func parseLabels(specs []string) (map[string]string, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	if len(specs) > 64 {
+		return nil, catalog.Usage.New("--label: at most 64 labels")
+	}
+	out := map[string]string{}
+	for _, s := range specs {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || !labelKey.MatchString(k) || len(v) > 256 {
+			return nil, catalog.Usage.New("--label %q: want KEY=VALUE, a key of letters, digits, '.', '-' and '_' (at most 64), a value of at most 256 bytes", s)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // parseChecks splits each --check NAME=COMMAND (submit.Validate judges
@@ -183,6 +211,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringArrayVar(&o.Labels, "label", nil, "team server: hand the run only to an agent host with this `KEY=VALUE` label (repeatable)")
 	f.StringVar(&o.Workspace, "workspace", "", "auto (an overlay over a cached checkout where the sandbox can mount one, else a full copy), copy (never the layer cache) or overlay (fail where none can be mounted); default auto")
 	f.StringVar(&o.History, "history", "", "shallow (the agent sees the base commit only) or full (also the repository's whole history, read-only: every branch's objects); default shallow")
 	f.StringArrayVar(&o.Include, "include", nil, "copy the git-ignored files of your working tree matching this gitignore-style PATTERN into the workspace, besides those .worktreeinclude lists (repeatable; never exported)")
@@ -337,6 +366,9 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	if p, ok := server.PrincipalFrom(ctx); ok {
 		r.SubmittedBy = &run.Submitter{ID: p.UserID, Name: p.Name}
+	}
+	if r.Labels, _ = parseLabels(o.Labels); r.Labels != nil && app.Deps.Mode != "server" {
+		app.warn("--label steers a team server's runs to its agent hosts; on this machine it is only recorded")
 	}
 	env, err := app.openEnv()
 	if err != nil {

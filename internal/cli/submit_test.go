@@ -37,6 +37,8 @@ func TestSubmitValidate(t *testing.T) {
 		want catalog.Entry
 	}{
 		{"wait+follow", func(o *submitOptions) { o.Wait, o.Follow = true, true }, catalog.ConflictFlags},
+		{"label without =", func(o *submitOptions) { o.Labels = []string{"gpu"} }, catalog.Usage},
+		{"label key", func(o *submitOptions) { o.Labels = []string{"a b=1"} }, catalog.Usage},
 		{"agent+cmd", func(o *submitOptions) { o.Agent = "claude" }, catalog.ConflictFlags},
 		{"no agent", func(o *submitOptions) { o.AgentCmd = "" }, catalog.NoAgent},
 		{"task+file", func(o *submitOptions) { o.TaskFile = "f" }, catalog.ConflictFlags},

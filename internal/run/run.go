@@ -135,6 +135,9 @@ type Run struct {
 	// SubmittedBy is the team server's user who submitted the run (nil:
 	// a run submitted on this machine, or before the server had users).
 	SubmittedBy *Submitter `json:"submitted_by,omitempty"`
+	// Labels steer a team server's run: it is handed only to an agent
+	// host that has all of them (--label KEY=VALUE).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Submitter is the user who submitted a run to a team server.

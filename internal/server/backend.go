@@ -7,6 +7,7 @@ import (
 	"github.com/agentrun/agentrun/internal/audit"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
 	"github.com/agentrun/agentrun/internal/users"
@@ -35,6 +36,8 @@ type Backend struct {
 	// their behalf (hosts.go), on the same database.
 	HostsDB    HostsDB
 	HostLeases HostLeases
+	// Queue is the dispatch queue on the same database (River).
+	Queue *queue.Queue
 	// LeaseTTL is how long a lease outlives its holder's last renewal.
 	LeaseTTL time.Duration
 	Close    func() error

@@ -276,3 +276,22 @@ func TestQueuedWaitsForAWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestResumeByPrefix: a run resumed by a prefix of its id is queued
+// again and runs (its dispatch job names the whole id).
+func TestResumeByPrefix(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+		srv := start(t, c)
+		marker := filepath.Join(t.TempDir(), "tried")
+		cmd := `if [ -f ` + marker + ` ]; then echo fixed > a.txt; else touch ` + marker + `; exit 3; fi`
+		id := srv.runID(t, spec("fix a", cmd, map[string]any{"attempts": 1}), bundleOf(t, repo))
+		srv.waitState(t, id, "failed")
+		if r := srv.post(t, "/v1/runs/{id}/resume", id[:len(id)-2], nil); r.status != http.StatusOK {
+			t.Fatalf("resume: %d %s", r.status, r.body)
+		}
+		if d := srv.waitState(t, id, "succeeded", "failed"); d["status"] != "succeeded" {
+			t.Fatalf("after resume: %v", d)
+		}
+	})
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
@@ -54,12 +55,15 @@ type Hosts struct {
 	Projects *Projects
 	// TTL is how long a run's lease outlives the host's last heartbeat.
 	TTL time.Duration
-	// Queued, when set, is told that a run was queued again.
-	Queued func()
-	Log    *slog.Logger
+	// Queue is the dispatch queue: every queueing of a run inserts its
+	// job there, and claims take their runs from it (hosts_queue.go).
+	Queue *queue.Queue
+	// LocalWorker says the server's own worker executes runs (those
+	// without labels).
+	LocalWorker bool
+	Log         *slog.Logger
 
 	mu    sync.Mutex
-	wake  chan struct{} // closed and replaced when a run may be claimable
 	locks map[string]*sync.Mutex
 }
 
@@ -72,25 +76,6 @@ func (h *Hosts) log() *slog.Logger {
 
 func (h *Hosts) layout() layout.Layout { return h.Home.Layout }
 
-// Wake tells the hosts waiting in a claim to look at the queue again.
-func (h *Hosts) Wake() {
-	h.mu.Lock()
-	if h.wake != nil {
-		close(h.wake)
-	}
-	h.wake = make(chan struct{})
-	h.mu.Unlock()
-}
-
-func (h *Hosts) waitWake() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.wake == nil {
-		h.wake = make(chan struct{})
-	}
-	return h.wake
-}
-
 // lockRun serialises what is done to run id for hosts: the fencing check
 // and the write it guards, and the loss of the run's host, so that a
 // write is never accepted after its host was declared lost.
@@ -98,15 +83,6 @@ func (h *Hosts) lockRun(id string) func() {
 	l := h.runLock(id)
 	l.Lock()
 	return l.Unlock
-}
-
-// tryLockRun is lockRun without the wait: ok false if the run is locked.
-func (h *Hosts) tryLockRun(id string) (unlock func(), ok bool) {
-	l := h.runLock(id)
-	if !l.TryLock() {
-		return nil, false
-	}
-	return l.Unlock, true
 }
 
 func (h *Hosts) runLock(id string) *sync.Mutex {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
@@ -112,41 +113,74 @@ type Claim struct {
 // MaxClaimWait bounds a claim's long poll.
 const MaxClaimWait = 25 * time.Second
 
-// claimWait waits up to wait for a run host can execute and claims it.
+// claimWait waits up to wait for a run host can execute and claims it:
+// the queue hands it the oldest run that fits the host (its backends,
+// labels and free slots), and the claim takes the run's lease.
 func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Claim, error) {
+	none := Claim{LeaseTTLMS: h.TTL.Milliseconds()}
 	wait := min(time.Duration(in.WaitMS)*time.Millisecond, MaxClaimWait)
-	deadline := time.Now().Add(wait)
+	began := time.Now()
 	if err := h.seen(ctx, host.ID); err != nil {
 		return Claim{}, err
 	}
-	for first := true; ; first = false {
-		wake := h.waitWake()
+	if h.Queue == nil {
+		return Claim{}, catalog.Internal.New("the server has no dispatch queue")
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		var open int
+		if err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM host_claims WHERE host_id = $1 AND ended_at IS NULL`,
+			host.ID).Scan(&open); err != nil {
+			return Claim{}, fmt.Errorf("claim: %w", err)
+		}
+		if open >= host.Slots {
+			// No free slot: a release or a loss frees one; look again
+			// every second until the wait ends.
+			t := time.NewTimer(min(time.Until(began.Add(wait)), time.Second))
+			select {
+			case <-wctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			if wctx.Err() != nil {
+				return none, ctx.Err()
+			}
+			continue
+		}
+		o, done, err := h.Queue.Next(wctx, func(o queue.Offer) bool { return fits(host, in.Backends, o) })
+		if err != nil {
+			return none, ctx.Err()
+		}
 		// A host whose heartbeats stopped while it waited here (stopped,
 		// cut off) is not given a run it could not start (it was heard
-		// from just now on the first look).
-		if !first && !h.alive(ctx, host.ID) {
-			return Claim{LeaseTTLMS: h.TTL.Milliseconds()}, nil
+		// from just now at first).
+		if time.Since(began) > time.Second && !h.alive(ctx, host.ID) {
+			done(false)
+			return none, nil
 		}
-		c, err := h.claimOne(ctx, host, in.Backends)
-		if err != nil || c.Run != nil {
+		unlock := h.lockRun(o.Run)
+		c, ok, err := h.take(ctx, host, o.Run)
+		unlock()
+		done(ok)
+		if err != nil || ok {
 			return c, err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return Claim{LeaseTTLMS: h.TTL.Milliseconds()}, nil
-		}
-		// A run queued by another process (resume, a revoke from the
-		// command line) wakes no one here: look again every second.
-		t := time.NewTimer(min(left, time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Claim{}, ctx.Err()
-		case <-wake:
-		case <-t.C:
-		}
-		t.Stop()
 	}
+}
+
+// fits reports whether a host with backends can execute the run offered:
+// it has the run's backend and all its labels.
+func fits(host *Host, backends []string, o queue.Offer) bool {
+	if !slices.Contains(backends, o.Backend) {
+		return false
+	}
+	for k, v := range o.Labels {
+		if hv, ok := host.Labels[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
 }
 
 // seen records that host was heard from now.
@@ -163,85 +197,6 @@ func (h *Hosts) alive(ctx context.Context, host string) bool {
 	err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM hosts WHERE id = $1 AND last_seen > $2`,
 		host, micros(time.Now().Add(-h.TTL))).Scan(&n)
 	return err == nil && n == 1
-}
-
-// claimOne claims the oldest queued run host can execute, if it has a
-// free slot.
-func (h *Hosts) claimOne(ctx context.Context, host *Host, backends []string) (Claim, error) {
-	none := Claim{LeaseTTLMS: h.TTL.Milliseconds()}
-	var open int
-	if err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM host_claims WHERE host_id = $1 AND ended_at IS NULL`,
-		host.ID).Scan(&open); err != nil || open >= host.Slots {
-		return none, err
-	}
-	for after := int64(-1); ctx.Err() == nil; {
-		ids, last, err := h.candidates(ctx, after)
-		if err != nil || len(ids) == 0 {
-			return none, err
-		}
-		after = last
-		// A run another claim of this server is taking is passed over at
-		// first, so that hosts claiming at once take different runs
-		// instead of queueing for the same one; it is tried last.
-		var busy []string
-		for _, id := range ids {
-			r, err := h.Home.Store.Get(ctx, id)
-			if err != nil || !supervisor.Unclaimed(r) || r.CancelRequested || !slices.Contains(backends, r.Sandbox.Backend) {
-				continue
-			}
-			unlock, ok := h.tryLockRun(id)
-			if !ok {
-				busy = append(busy, id)
-				continue
-			}
-			c, ok, err := h.take(ctx, host, id)
-			unlock()
-			if err != nil || ok {
-				return c, err
-			}
-		}
-		for _, id := range busy {
-			unlock := h.lockRun(id)
-			c, ok, err := h.take(ctx, host, id)
-			unlock()
-			if err != nil || ok {
-				return c, err
-			}
-		}
-	}
-	return none, ctx.Err()
-}
-
-// candidatePage is how many queued runs claimOne reads at a time.
-const candidatePage = 16
-
-// candidates are the ids of the queued runs after seq after, oldest
-// first, that no host's claim holds, and the last one's seq. Reading
-// these from the runs table, a page at a time, keeps a claim's cost
-// independent of the queue's length (the store's List decodes every
-// queued run); leaving out the runs a claim holds spares each claimer
-// the failed lease write on every run claimed but not started yet.
-// A claim left open by a lost host is ended by the monitor, which then
-// queues the run again.
-func (h *Hosts) candidates(ctx context.Context, after int64) ([]string, int64, error) {
-	rows, err := h.DB.Read.QueryContext(ctx, `SELECT r.id, r.seq FROM runs r
-		WHERE r.state = $1 AND r.seq > $2
-		AND NOT EXISTS (SELECT 1 FROM host_claims c WHERE c.run_id = r.id AND c.ended_at IS NULL)
-		ORDER BY r.seq LIMIT $3`, string(run.StateQueued), after, candidatePage)
-	if err != nil {
-		return nil, 0, fmt.Errorf("claim: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	var last int64
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id, &last); err != nil {
-			return nil, 0, fmt.Errorf("claim: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, last, rows.Err()
 }
 
 // take takes run id's lease for host and records the claim, if the run is
@@ -433,7 +388,7 @@ func (h *Hosts) requeue(ctx context.Context, id string, reason run.Reason, msg s
 			return
 		}
 		now := time.Now().UTC()
-		_, err = st.TransitionWith(ctx, id, []run.State{r.State}, run.StateQueued, reason, msg, func(r *run.Run) error {
+		nr, err := st.TransitionWith(ctx, id, []run.State{r.State}, run.StateQueued, reason, msg, func(r *run.Run) error {
 			r.Supervisor = nil
 			if a := r.LastAttempt(); a != nil && a.FinishedAt == nil {
 				a.FinishedAt, a.Outcome, a.Message = &now, reason, msg
@@ -447,10 +402,7 @@ func (h *Hosts) requeue(ctx context.Context, id string, reason run.Reason, msg s
 			h.log().Error("requeue", "run", id, "error", err.Error())
 			return
 		}
-		if h.Queued != nil {
-			h.Queued()
-		}
-		h.Wake()
+		h.enqueue(ctx, nr)
 		return
 	}
 }

@@ -139,3 +139,48 @@ func TestHostRoutes(t *testing.T) {
 		}
 	})
 }
+
+// enrolHost enrols a host on srv with labels and returns its credential.
+func enrolHost(t *testing.T, srv *instance, c config, name string, labels map[string]string) string {
+	t.Helper()
+	a := srv.post(t, "/v1/hosts/enrol", "", map[string]any{"token": enrolToken(t, c), "name": name, "slots": 1,
+		"backends": []string{"host"}, "labels": labels})
+	if a.status != http.StatusCreated {
+		t.Fatalf("enrol %s: %d %s", name, a.status, a.body)
+	}
+	cred, _ := a.doc(t)["credential"].(string)
+	return cred
+}
+
+// TestHostLabels: a run submitted with labels goes only to a host that
+// has all of them; while no enrolled host has them, its status says why
+// it waits, and the server's own worker leaves it alone.
+func TestHostLabels(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		srv := start(t, c) // with its local worker: it takes no labelled run
+		a1 := enrolHost(t, srv, c, "a1", map[string]string{"zone": "a"})
+		repo, _ := testsupport.Repo(t, map[string]string{"README.md": "hello\n"})
+		id := srv.runID(t, spec("labelled", "sleep 30", map[string]any{"labels": []string{"zone=b", "gpu=1"}}), bundleOf(t, repo))
+		d := srv.get(t, "/v1/runs/{id}", id).doc(t)
+		labels, _ := d["labels"].(map[string]any)
+		if labels["zone"] != "b" || labels["gpu"] != "1" {
+			t.Fatalf("labels: %v", d["labels"])
+		}
+		want := "no enrolled agent host can execute it: none has the host sandbox and the labels gpu=1, zone=b"
+		if d["waiting"] != want {
+			t.Errorf("waiting: %q, want %q", d["waiting"], want)
+		}
+		if a := srv.asHost(t, a1, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}, "wait_ms": 500}); a.doc(t)["run"] != nil {
+			t.Fatalf("a host without the labels was given the run: %s", a.body)
+		}
+		b1 := enrolHost(t, srv, c, "b1", map[string]string{"zone": "b", "gpu": "1", "os": "linux"})
+		if d := srv.get(t, "/v1/runs/{id}", id).doc(t); d["waiting"] != nil || d["status"] != "queued" {
+			t.Errorf("with a host that has the labels: waiting %v, status %v", d["waiting"], d["status"])
+		}
+		a := srv.asHost(t, b1, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}, "wait_ms": 5000})
+		run, _ := a.doc(t)["run"].(map[string]any)
+		if run == nil || run["id"] != id {
+			t.Fatalf("the host with the labels: %s", a.body)
+		}
+	})
+}

@@ -193,7 +193,12 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	in := mcp.ResumeInput{ID: r.PathValue("id"), Task: body.Task, MaxTokens: body.MaxTokens, MaxCost: body.MaxCost}
 	o := s.run(r.Context(), in.Argv(), "")
 	if o.err == nil {
-		s.queued()
+		// The path may name the run by a prefix: the document has its id.
+		var doc struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(o.doc, &doc)
+		s.queued(r.Context(), doc.ID)
 	} else {
 		full = ""
 	}

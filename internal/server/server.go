@@ -33,9 +33,9 @@ type Options struct {
 	// Ready reports whether the server can serve: the database answers
 	// and its schema is current (nil: always ready).
 	Ready func(ctx context.Context) error
-	// Submitted, when set, is told that a run was queued (by submit or
-	// resume), so that a worker may look at the queue at once.
-	Submitted func()
+	// Submitted, when set, is told that run id was queued (by submit or
+	// resume): its dispatch job is inserted then.
+	Submitted func(ctx context.Context, id string)
 	// Metrics are served at /metrics (nil: no metrics).
 	Metrics *Metrics
 	// Isolates reports whether the sandbox backend called name isolates

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -44,9 +45,10 @@ func (in SubmitRequest) refused() error {
 	return nil
 }
 
-func (s *Server) queued() {
-	if s.o.Submitted != nil {
-		s.o.Submitted()
+// queued tells Submitted that run id was queued.
+func (s *Server) queued(ctx context.Context, id string) {
+	if s.o.Submitted != nil && id != "" {
+		s.o.Submitted(ctx, id)
 	}
 }
 
@@ -148,7 +150,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "/v1/runs/"+doc.ID)
 			s.o.Log.Info("run submitted", "run", doc.ID, "project", spec.Project, "base", base)
 		}
-		s.queued()
+		s.queued(r.Context(), doc.ID)
 	}
 	o.write(w, http.StatusCreated)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/all"
@@ -99,10 +100,17 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	// also an entry of the audit trail, written in the same transaction.
 	trail := sqlaudit.New(db)
 	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
+	// The dispatch queue is River's, its tables made by River's own
+	// migrations beside ours.
+	q, err := queue.Open(ctx, db, url, queue.Options{})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
 	return &server.Backend{
 		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
-		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co,
+		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q,
 		LeaseTTL:       cmp.Or(leaseTTL, sqlcoord.DefaultLeaseTTL),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
@@ -115,7 +123,7 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 			}
 			return nil
 		},
-		Close: func() error { return errors.Join(co.Close(), st.Close(), db.Close()) },
+		Close: func() error { return errors.Join(q.Close(), co.Close(), st.Close(), db.Close()) },
 	}, nil
 }
 

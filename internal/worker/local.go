@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -39,14 +40,30 @@ type Local struct {
 	// Claimed, when set, is told of each run as its supervisor starts,
 	// with how long it waited in the queue.
 	Claimed func(r *run.Run, waited time.Duration)
+	// Queue, when set, hands it its runs (the team server's dispatch
+	// queue, which agent hosts take theirs from too); without it, it
+	// looks at the store's queued runs every Poll.
+	Queue Queue
+	// Queued, when set, is told of a run it took whose supervisor ended
+	// with the run still waiting (queued, not started): it goes back to
+	// the queue.
+	Queued func(ctx context.Context, id string)
 
 	mu      sync.Mutex
+	freed   chan struct{} // a supervisor ended: a slot is free
 	running map[string]bool
 	started bool
 	cancel  context.CancelCauseFunc
 	wg      sync.WaitGroup
 	loop    chan struct{}
 	nudge   chan struct{}
+}
+
+// Queue hands out queued runs (internal/queue).
+type Queue interface {
+	// Next waits until ctx ends for a run that fits; done says whether
+	// the caller took it (its lease).
+	Next(ctx context.Context, fits func(queue.Offer) bool) (queue.Offer, func(took bool), error)
 }
 
 // Nudge makes it look at the queue now, not at the next poll (a run was
@@ -78,6 +95,7 @@ func (w *Local) Start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	w.loop = make(chan struct{})
 	w.nudge = make(chan struct{}, 1)
+	w.freed = make(chan struct{}, 1)
 	go w.run(ctx, w.nudge)
 	return nil
 }
@@ -113,6 +131,11 @@ func (w *Local) Running() int {
 
 func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
 	defer close(w.loop)
+	if w.Queue != nil && w.Slots > 0 {
+		took := make(chan struct{})
+		go func() { defer close(took); w.take(ctx) }()
+		defer func() { <-took }()
+	}
 	poll, every := w.Poll, w.Reconcile
 	if poll <= 0 {
 		poll = 20 * time.Millisecond
@@ -128,7 +151,9 @@ func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
 			w.reconcile(ctx)
 			reconciled = time.Now()
 		}
-		w.claim(ctx)
+		if w.Queue == nil {
+			w.claim(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -154,6 +179,28 @@ func (w *Local) reconcile(ctx context.Context) {
 		if _, err := supervisor.Reconcile(ctx, w.Home, r); err != nil {
 			w.logError(ctx, "reconcile", err, "run", r.ID)
 		}
+	}
+}
+
+// take takes the runs the queue hands it while it has free slots, until
+// ctx ends.
+func (w *Local) take(ctx context.Context) {
+	// The server's own worker has no labels: it takes the runs that ask
+	// for none.
+	fits := func(o queue.Offer) bool { return len(o.Labels) == 0 }
+	for ctx.Err() == nil {
+		if w.Running() >= w.Slots {
+			select {
+			case <-ctx.Done():
+			case <-w.freed:
+			}
+			continue
+		}
+		o, done, err := w.Queue.Next(ctx, fits)
+		if err != nil {
+			continue // ctx ended
+		}
+		done(w.claimOne(ctx, o.Run))
 	}
 }
 
@@ -231,6 +278,10 @@ func (w *Local) supervise(ctx context.Context, id string, lease coord.Lease, ho 
 		w.mu.Lock()
 		delete(w.running, id)
 		w.mu.Unlock()
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
 	}()
 	defer lease.Release()
 	s := &supervisor.Supervisor{Deps: w.Deps, ID: id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true}
@@ -238,7 +289,13 @@ func (w *Local) supervise(ctx context.Context, id string, lease coord.Lease, ho 
 	if err != nil {
 		w.logError(ctx, "supervise", err, "run", id)
 	}
-	if r, gerr := w.Home.Store.Get(context.WithoutCancel(ctx), id); gerr == nil {
+	r, err := w.Home.Store.Get(context.WithoutCancel(ctx), id)
+	switch {
+	case err != nil:
+	case supervisor.Unclaimed(r) && !r.CancelRequested && w.Queued != nil:
+		lease.Release() // before the queue may hand it out again
+		w.Queued(context.WithoutCancel(ctx), id)
+	default:
 		w.log().Info("run ended", "run", id, "state", string(r.State), "reason", string(r.Reason))
 	}
 }

@@ -97,6 +97,7 @@ func FullRun(id string) *run.Run {
 			Models: map[string]run.ModelUsage{"m-1": {PromptTokens: 1000, CompletionTokens: 200, CachedTokens: 50, CacheWriteTokens: 5, Requests: 9, CostUSD: 0.42, Unpriced: true}}},
 		Verdict:     &run.Verdict{Value: "accept", Note: "looks right", By: "dev", At: at(8)},
 		SubmittedBy: &run.Submitter{ID: "u_abc", Name: "dev"},
+		Labels:      map[string]string{"gpu": "a100", "zone": "eu"},
 	}
 }
 
