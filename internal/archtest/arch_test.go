@@ -105,6 +105,7 @@ var implementations = []string{
 	"internal/agent/provider/openai",
 	"internal/agent/provider/anthropic",
 	"internal/wire",
+	"internal/queue/riverq",
 }
 
 // TestCoreImportsNoImplementation: the CLI, the supervisor and the submit

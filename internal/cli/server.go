@@ -245,24 +245,36 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", data, "database", be.Dialect, "local_worker", slots)
 	serr := srv.Serve(ctx, ln, o.TLSCert, o.TLSKey)
 	log.Info("stopping: requests drained; stopping the runs being executed (they end interrupted, resumable)")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
-	defer cancel()
-	// The jobs the queue holds go back to River's table, for the next start.
-	if err := be.Queue.Stop(sctx); err != nil {
-		log.Error("stop queue", "error", err.Error())
-	}
-	if err := w.Stop(sctx); err != nil {
-		log.Error("stop worker", "error", err.Error())
-	}
-	// The last checkpoint seals the entries of the runs just stopped.
-	if err := seals.Stop(sctx); err != nil {
-		log.Error("audit checkpoint at shutdown", "error", err.Error())
-	}
+	stopServer(ctx, log, be.Queue, w, seals)
 	log.Info("stopped")
 	if serr != nil {
 		return catalog.Internal.Wrap(serr, "serve: %v", serr)
 	}
 	return nil
+}
+
+// stopper is what stopServer stops.
+type stopper interface {
+	Stop(ctx context.Context) error
+}
+
+// stopServer stops what serves the runs once the requests have drained:
+// the queue (the jobs it holds go back to its table, for the next start),
+// the local worker (its runs end interrupted, resumable), then the audit
+// trail's last checkpoint, which seals the entries of the runs just
+// stopped.
+func stopServer(ctx context.Context, log *slog.Logger, q, w, seals stopper) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
+	defer cancel()
+	if err := q.Stop(sctx); err != nil {
+		log.Error("stop queue", "error", err.Error())
+	}
+	if err := w.Stop(sctx); err != nil {
+		log.Error("stop worker", "error", err.Error())
+	}
+	if err := seals.Stop(sctx); err != nil {
+		log.Error("audit checkpoint at shutdown", "error", err.Error())
+	}
 }
 
 // localSlots is how many runs the server's own worker executes at once:

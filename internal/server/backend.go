@@ -37,7 +37,7 @@ type Backend struct {
 	HostsDB    HostsDB
 	HostLeases HostLeases
 	// Queue is the dispatch queue on the same database (River).
-	Queue *queue.Queue
+	Queue queue.Queue
 	// LeaseTTL is how long a lease outlives its holder's last renewal.
 	LeaseTTL time.Duration
 	Close    func() error

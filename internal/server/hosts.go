@@ -57,7 +57,7 @@ type Hosts struct {
 	TTL time.Duration
 	// Queue is the dispatch queue: every queueing of a run inserts its
 	// job there, and claims take their runs from it (hosts_queue.go).
-	Queue *queue.Queue
+	Queue queue.Queue
 	// LocalWorker says the server's own worker executes runs (those
 	// without labels).
 	LocalWorker bool

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/layout"
-	"github.com/agentrun/agentrun/internal/queue"
+	"github.com/agentrun/agentrun/internal/queue/riverq"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
@@ -73,7 +73,7 @@ func BenchmarkHostClaims(b *testing.B) {
 		}
 		// What is measured is the claims, not River's start and first
 		// fetch: the timer starts once the queue holds the runs.
-		for deadline := time.Now().Add(time.Minute); len(be.Queue.Waiting()) < min(b.N, queue.DefaultWorkers); {
+		for deadline := time.Now().Add(time.Minute); len(be.Queue.Waiting()) < min(b.N, riverq.DefaultWorkers); {
 			if time.Now().After(deadline) {
 				b.Fatalf("the queue holds %d runs of %d", len(be.Queue.Waiting()), b.N)
 			}

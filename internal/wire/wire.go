@@ -28,7 +28,7 @@ import (
 	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
-	"github.com/agentrun/agentrun/internal/queue"
+	"github.com/agentrun/agentrun/internal/queue/riverq"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/all"
@@ -102,7 +102,7 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
 	// The dispatch queue is River's, its tables made by River's own
 	// migrations beside ours.
-	q, err := queue.Open(ctx, db, url, queue.Options{})
+	q, err := riverq.Open(ctx, db, url, riverq.Options{})
 	if err != nil {
 		db.Close()
 		return nil, err

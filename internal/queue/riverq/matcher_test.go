@@ -1,4 +1,4 @@
-package queue
+package riverq
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/queue"
 )
 
 // TestMatcherHandsEachOfferOnce: offers and takers meeting at once, some
@@ -21,7 +23,7 @@ func TestMatcherHandsEachOfferOnce(t *testing.T) {
 	var offers sync.WaitGroup
 	for i := range n {
 		offers.Go(func() {
-			o := Offer{Run: fmt.Sprint("r", i), Seq: int64(i), Backend: "host"}
+			o := queue.Offer{Run: fmt.Sprint("r", i), Seq: int64(i), Backend: "host"}
 			for {
 				if took, _ := m.offer(ctx, o, 50*time.Millisecond); took || ctx.Err() != nil {
 					return
@@ -33,7 +35,7 @@ func TestMatcherHandsEachOfferOnce(t *testing.T) {
 	for k := range 8 {
 		takers.Go(func() {
 			for i := 0; ; i++ {
-				o, done, err := m.next(ctx, func(o Offer) bool { return o.Backend == "host" })
+				o, done, err := m.next(ctx, func(o queue.Offer) bool { return o.Backend == "host" })
 				if err != nil {
 					return
 				}
@@ -66,8 +68,8 @@ func TestMatcherHandsEachOfferOnce(t *testing.T) {
 	}
 	short, stop := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer stop()
-	go m.offer(context.Background(), Offer{Run: "d", Backend: "docker"}, 100*time.Millisecond)
-	if _, _, err := m.next(short, func(o Offer) bool { return o.Backend == "host" }); err == nil {
+	go m.offer(context.Background(), queue.Offer{Run: "d", Backend: "docker"}, 100*time.Millisecond)
+	if _, _, err := m.next(short, func(o queue.Offer) bool { return o.Backend == "host" }); err == nil {
 		t.Error("a taker that fits nothing was given an offer")
 	}
 }

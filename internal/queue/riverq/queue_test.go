@@ -1,4 +1,4 @@
-package queue_test
+package riverq_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/queue"
+	"github.com/agentrun/agentrun/internal/queue/riverq"
 	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 )
@@ -33,7 +34,7 @@ func (r *runs) take(id string) {
 	delete(r.waiting, id)
 }
 
-func open(t *testing.T, url string, o queue.Options) (*sqldb.DB, *queue.Queue) {
+func open(t *testing.T, url string, o riverq.Options) (*sqldb.DB, *riverq.Queue) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqldb.Open(ctx, url)
@@ -41,7 +42,7 @@ func open(t *testing.T, url string, o queue.Options) (*sqldb.DB, *queue.Queue) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	q, err := queue.Open(ctx, db, url, o)
+	q, err := riverq.Open(ctx, db, url, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func open(t *testing.T, url string, o queue.Options) (*sqldb.DB, *queue.Queue) {
 	return db, q
 }
 
-func next(t *testing.T, q *queue.Queue, fits func(queue.Offer) bool) queue.Offer {
+func next(t *testing.T, q *riverq.Queue, fits func(queue.Offer) bool) queue.Offer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -69,7 +70,7 @@ func any(queue.Offer) bool { return true }
 func TestQueue(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
 		ctx := context.Background()
-		_, q := open(t, newURL(t), queue.Options{Hold: 2 * time.Second})
+		_, q := open(t, newURL(t), riverq.Options{Hold: 2 * time.Second})
 		rs := &runs{waiting: map[string]int64{"r3": 3, "r1": 1, "r2": 2}, checks: map[string]int{}}
 		at := time.Now()
 		// Inserted before the start (the sweep of a server's start), r1
@@ -147,7 +148,7 @@ func TestMigrateDown(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
 		ctx := context.Background()
 		url := newURL(t)
-		db, q := open(t, url, queue.Options{})
+		db, q := open(t, url, riverq.Options{})
 		if !hasTable(t, db, "river_job") {
 			t.Fatal("no river_job after Open")
 		}
@@ -157,7 +158,7 @@ func TestMigrateDown(t *testing.T) {
 		if hasTable(t, db, "river_job") {
 			t.Fatal("river_job left after the way down")
 		}
-		if _, q2 := open(t, url, queue.Options{}); q2 == nil || !hasTable(t, db, "river_job") {
+		if _, q2 := open(t, url, riverq.Options{}); q2 == nil || !hasTable(t, db, "river_job") {
 			t.Fatal("no river_job after a second Open")
 		}
 	})
@@ -183,7 +184,7 @@ func TestSweepTakesOverHeldJobs(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
 		ctx := context.Background()
 		url := newURL(t)
-		db, q := open(t, url, queue.Options{})
+		db, q := open(t, url, riverq.Options{})
 		rs := &runs{waiting: map[string]int64{"r1": 1}, checks: map[string]int{}}
 		at := time.Now()
 		if err := q.Enqueue(ctx, queue.Queued{ID: "r1", At: at}); err != nil {

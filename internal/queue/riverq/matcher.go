@@ -1,23 +1,13 @@
-package queue
+package riverq
 
 import (
 	"context"
 	"slices"
 	"sync"
 	"time"
-)
 
-// Offer is a run that waits to be handed out, with what a taker matches
-// it on.
-type Offer struct {
-	Run string
-	// Seq is the run's place in the queue: lower goes first.
-	Seq int64
-	// Backend is the sandbox backend the run needs.
-	Backend string
-	// Labels must all be among the taker's labels.
-	Labels map[string]string
-}
+	"github.com/agentrun/agentrun/internal/queue"
+)
 
 // matcher pairs the dispatch jobs River's workers hold (offers) with the
 // takers waiting for a run (a host's claim, the server's worker), in
@@ -31,21 +21,21 @@ type matcher struct {
 
 // held is one offer waiting for a taker.
 type held struct {
-	o      Offer
+	o      queue.Offer
 	handed chan struct{} // closed when a taker took it off the list
 	result chan bool     // the taker's answer: whether it took the run
 }
 
 // taker is one taker waiting for an offer.
 type taker struct {
-	fits func(Offer) bool
+	fits func(queue.Offer) bool
 	got  chan *held // buffered: the offer it was given
 }
 
 // offer holds o until a taker has answered it, or for hold at most, or
 // until ctx ends: answered says whether a taker came, took whether it
 // took the run.
-func (m *matcher) offer(ctx context.Context, o Offer, hold time.Duration) (took, answered bool) {
+func (m *matcher) offer(ctx context.Context, o queue.Offer, hold time.Duration) (took, answered bool) {
 	h := &held{o: o, handed: make(chan struct{}), result: make(chan bool, 1)}
 	m.mu.Lock()
 	if i := slices.IndexFunc(m.takers, func(t *taker) bool { return t.fits(o) }); i >= 0 {
@@ -82,7 +72,7 @@ func (m *matcher) offer(ctx context.Context, o Offer, hold time.Duration) (took,
 // next waits until ctx ends for an offer that fits, and returns it with
 // done, which the caller must call with whether it took the run. An
 // offer waiting already is taken without waiting, even with ctx ended.
-func (m *matcher) next(ctx context.Context, fits func(Offer) bool) (Offer, func(bool), error) {
+func (m *matcher) next(ctx context.Context, fits func(queue.Offer) bool) (queue.Offer, func(bool), error) {
 	m.mu.Lock()
 	if i := slices.IndexFunc(m.offers, func(h *held) bool { return fits(h.o) }); i >= 0 {
 		h := m.offers[i]
@@ -93,7 +83,7 @@ func (m *matcher) next(ctx context.Context, fits func(Offer) bool) (Offer, func(
 	}
 	if err := ctx.Err(); err != nil {
 		m.mu.Unlock()
-		return Offer{}, nil, err
+		return queue.Offer{}, nil, err
 	}
 	t := &taker{fits: fits, got: make(chan *held, 1)}
 	m.takers = append(m.takers, t)
@@ -107,7 +97,7 @@ func (m *matcher) next(ctx context.Context, fits func(Offer) bool) (Offer, func(
 	if i := slices.Index(m.takers, t); i >= 0 {
 		m.takers = slices.Delete(m.takers, i, i+1)
 		m.mu.Unlock()
-		return Offer{}, nil, ctx.Err()
+		return queue.Offer{}, nil, ctx.Err()
 	}
 	m.mu.Unlock()
 	// An offer was given to it as ctx ended: it is this taker's to answer.
@@ -116,10 +106,10 @@ func (m *matcher) next(ctx context.Context, fits func(Offer) bool) (Offer, func(
 }
 
 // waiting is a copy of the offers held now, oldest first.
-func (m *matcher) waiting() []Offer {
+func (m *matcher) waiting() []queue.Offer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]Offer, len(m.offers))
+	out := make([]queue.Offer, len(m.offers))
 	for i, h := range m.offers {
 		out[i] = h.o
 	}

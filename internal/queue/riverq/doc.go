@@ -1,5 +1,5 @@
-// Package queue is the team server's dispatch queue, on River
-// (github.com/riverqueue/river): what waits to be handed to an agent host
+// Package riverq is the team server's dispatch queue (internal/queue's
+// Queue) on River (github.com/riverqueue/river): what waits to be handed to an agent host
 // (or to the server's own worker), in what order, what is handed out,
 // retried, and rescued after a crash of the server.
 //
@@ -34,4 +34,4 @@
 // over the database's one write connection, in River's poll-only mode: an
 // insert made in this process wakes the fetch at once, one made by another
 // process (agentrun server revoke-host) is fetched at the next poll.
-package queue
+package riverq

@@ -1,4 +1,4 @@
-package queue_test
+package riverq_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/queue"
+	"github.com/agentrun/agentrun/internal/queue/riverq"
 	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 )
@@ -25,7 +26,7 @@ func BenchmarkHandoff(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		q, err := queue.Open(ctx, db, url, queue.Options{})
+		q, err := riverq.Open(ctx, db, url, riverq.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
