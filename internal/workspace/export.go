@@ -86,8 +86,9 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		}
 	}()
 
-	// Not cancelled from here on: the branch moves and is recorded, or is
-	// moved back.
+	// The branch's move is not cancelled: it runs beside the diff, and the
+	// branch is moved back if the diff fails or ctx ends before both are
+	// done. From there on, it is recorded or moved back.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	b, err := moveBranch(uctx, repo, tmpRef, imp, opts)
