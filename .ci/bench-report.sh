@@ -39,7 +39,7 @@ bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwra
 # The workspace: on a cached commit for 10 to 100,000 files (the 100,000
 # files' layer is made once, outside the timings: seconds), on a new
 # commit in pairs with git worktree add, and scan + export of one change.
-bench workspace ./internal/workspace 'BenchmarkWorkspace/files=10000|BenchmarkWorkspaceCached|BenchmarkWorkspaceNewCommit|BenchmarkScanExportOneChange/files=[0-9]+/overlay/scan\+export' 5x
+bench workspace ./internal/workspace 'BenchmarkWorkspaceNewCommit|BenchmarkWorkspaceCached|BenchmarkWorkspace/files=10000|BenchmarkScanExportOneChange/files=[0-9]+/overlay/scan\+export' 5x
 # Team mode: claims through the claim route (its PostgreSQL half needs
 # AGENTRUN_TEST_POSTGRES), and submit to the agent's start on a host.
 bench claims ./internal/server 'BenchmarkHostClaims' 1000x
