@@ -211,6 +211,9 @@ func benchScanExport(b *testing.B, n int, p Provider) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if o, ok := p.(*overlayProvider); ok {
+		o.cache.Wait() // the layer's background sync, not beside the timed work
+	}
 	// One base file rewritten, as the agent would (for the overlay: the
 	// kernel's copy-up in the upper layer).
 	writeFile(b, filepath.Join(ws.Dir(), "pkg0", "f7.go"), "package pkg0\n\n// changed\n", 0o644)
