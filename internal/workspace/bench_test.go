@@ -1,9 +1,10 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,39 +14,79 @@ import (
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
-var fixture10k struct {
+// fixtures holds the benchmark repositories, made once per test binary
+// and size.
+var fixtures struct {
+	sync.Mutex
+	by map[int]*fixture
+}
+
+type fixture struct {
 	once       sync.Once
 	repo, base string
 	err        error
 }
 
-// repo10k builds, once per test binary, a repository of 10,000 files in
-// 100 directories.
-func repo10k(b *testing.B) (string, string) {
+// repo10k is the repository of 10,000 files in 100 directories.
+func repo10k(b *testing.B) (string, string) { return repoFiles(b, 10000) }
+
+// repoFiles builds, once per test binary, a repository of n files, 100
+// to a directory (n < 100: one directory), and returns it and its commit.
+// It is written with one fast-import stream, so that it is one pack, as a
+// cloned repository is: no checkout of n files to make it, and no
+// automatic gc repacking loose objects in the background while the
+// benchmarks run (a commit of 10,000 loose objects starts one).
+func repoFiles(b *testing.B, n int) (string, string) {
 	b.Helper()
-	fixture10k.once.Do(func() {
+	fixtures.Lock()
+	if fixtures.by == nil {
+		fixtures.by = map[int]*fixture{}
+	}
+	f := fixtures.by[n]
+	if f == nil {
+		f = &fixture{}
+		fixtures.by[n] = f
+	}
+	fixtures.Unlock()
+	f.once.Do(func() {
 		// Said until the repository is made: a failure below ends the
 		// first benchmark, and the next ones must not take an empty result.
-		fixture10k.err = errors.New("the 10,000-file repository could not be made (see the first benchmark)")
-		dir, err := os.MkdirTemp("", "agentrun-ws-10k-")
+		f.err = fmt.Errorf("the %d-file repository could not be made (see the first benchmark)", n)
+		dir, err := os.MkdirTemp("", "agentrun-ws-"+strconv.Itoa(n)+"-")
 		if err != nil {
-			fixture10k.err = err
+			f.err = err
 			return
 		}
 		benchCleanup = append(benchCleanup, dir)
-		files := make(map[string]string, 100*100)
-		for d := range 100 {
-			for f := range 100 {
-				files[fmt.Sprintf("pkg%d/f%d.go", d, f)] = fmt.Sprintf("package pkg%d\n\n// File %d of directory %d.\nfunc F%d() int { return %d }\n", d, f, d, f, d*100+f)
-			}
-		}
 		repo := filepath.Join(dir, "repo")
-		fixture10k.repo, fixture10k.base, fixture10k.err = repo, testsupport.RepoAt(b, repo, files), nil
+		testsupport.Git(b, dir, "init", "-q", "-b", "main", repo)
+		cmd := testsupport.GitCmd(b, repo, "fast-import", "--quiet", "--done")
+		cmd.Stdin = fixtureStream(n)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			f.err = fmt.Errorf("fast-import: %v\n%s", err, out)
+			return
+		}
+		f.repo, f.base, f.err = repo, testsupport.Git(b, repo, "rev-parse", "main"), nil
 	})
-	if fixture10k.err != nil {
-		b.Fatal(fixture10k.err)
+	if f.err != nil {
+		b.Fatal(f.err)
 	}
-	return fixture10k.repo, fixture10k.base
+	return f.repo, f.base
+}
+
+// fixtureStream is the fast-import stream of the fixture of n files: one
+// commit on main.
+func fixtureStream(n int) io.Reader {
+	var buf bytes.Buffer
+	msg := fmt.Sprintf("%d files\n", n)
+	fmt.Fprintf(&buf, "commit refs/heads/main\ncommitter Test <test@example.com> 1700000000 +0000\ndata %d\n%s", len(msg), msg)
+	for i := range n {
+		d, f := i/100, i%100
+		content := fmt.Sprintf("package pkg%d\n\n// File %d of directory %d.\nfunc F%d() int { return %d }\n", d, f, d, f, i)
+		fmt.Fprintf(&buf, "M 100644 inline pkg%d/f%d.go\ndata %d\n%s\n", d, f, len(content), content)
+	}
+	buf.WriteString("\ndone\n")
+	return &buf
 }
 
 // benchCleanup lists fixture directories TestMain removes.

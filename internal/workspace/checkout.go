@@ -141,6 +141,12 @@ func (checkoutProvider) Open(_ context.Context, dir, stateDir string) (Workspace
 
 // populate makes dir a repository with the commit's objects and checks it
 // out. It runs before the agent has the directory.
+//
+// The copy of the objects and the checkout run at once: the checkout
+// reads the objects from the user's repository (named to that one git
+// process as an alternate object store, never written into the new
+// repository, which holds no alternates), while the copy streams them
+// into the new repository.
 func populate(ctx context.Context, repo, commit, format, dir string) error {
 	if err := initRepo(ctx, dir, format); err != nil {
 		return err
@@ -152,9 +158,6 @@ func populate(ctx context.Context, repo, commit, format, dir string) error {
 	if err := os.WriteFile(filepath.Join(gitDir, "info", "attributes"), []byte(rawAttributes), 0o644); err != nil {
 		return err
 	}
-	if err := copyObjects(ctx, repo, commit, dir); err != nil {
-		return err
-	}
 	// The commit's parents are not copied: mark it shallow, detach HEAD.
 	if err := os.WriteFile(filepath.Join(gitDir, "shallow"), []byte(commit+"\n"), 0o644); err != nil {
 		return err
@@ -162,14 +165,53 @@ func populate(ctx context.Context, repo, commit, format, dir string) error {
 	if err := os.WriteFile(filepath.Join(gitDir, "HEAD"), []byte(commit+"\n"), 0o644); err != nil {
 		return err
 	}
+	objects := objectDir(ctx, repo)
+	if objects == "" { // not to be named in the variable: one after the other
+		if err := copyObjects(ctx, repo, commit, dir); err != nil {
+			return err
+		}
+		return checkoutTree(ctx, dir, commit, "")
+	}
+	copied := make(chan error, 1)
+	go func() { copied <- copyObjects(ctx, repo, commit, dir) }()
+	err := checkoutTree(ctx, dir, commit, objects)
+	return errors.Join(<-copied, err)
+}
+
+// checkoutTree checks out commit in dir, reading objects from dir's
+// repository and from the object directory alternate ("" for none).
+func checkoutTree(ctx context.Context, dir, commit, alternate string) error {
 	// Parallel checkout: writing many small files is bound by file system
 	// latency more than by CPU, so use more workers than cores (git applies
 	// it only past 100 files).
 	workers := "checkout.workers=" + strconv.Itoa(max(4, runtime.NumCPU()))
-	if _, err := git(ctx, dir, "-c", workers, "read-tree", "-u", "--reset", commit); err != nil {
-		return err
+	var env []string
+	if alternate != "" {
+		env = []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + alternate}
 	}
-	return nil
+	_, err := gitCmd{dir: dir, args: []string{"-c", workers, "read-tree", "-u", "--reset", commit}, env: env}.run(ctx)
+	return err
+}
+
+// objectDir is the object directory of the user's repository repo, for
+// GIT_ALTERNATE_OBJECT_DIRECTORIES; "" when its name cannot be put there
+// as it is (a colon separates names there, a quote starts a quoted one).
+func objectDir(ctx context.Context, repo string) string {
+	dir := filepath.Join(repo, ".git", "objects") // the usual layout, without asking git
+	if fi, err := os.Lstat(filepath.Join(repo, ".git")); err != nil || !fi.IsDir() {
+		out, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+		if err != nil {
+			return ""
+		}
+		dir = out
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || strings.ContainsAny(dir, ":\"\n") {
+		return ""
+	}
+	return dir
 }
 
 // initRepo makes dir/.git an empty repository of the object format. On

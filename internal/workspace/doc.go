@@ -31,7 +31,9 @@
 //     counted against the limits; tracked paths are never ignored.
 //     An overlay workspace's scan (scan_overlay.go) walks the upper layer
 //     only, by the kernel's rules (whiteouts delete, opaque directories
-//     replace), with the same checks on every entry.
+//     replace), with the same checks on every entry, and looks the base's
+//     entries up in the layer's manifest in place (manifest_mapped.go), so
+//     that it costs what the changes cost.
 //   - Included files (include.go, include_copy.go): git-ignored files of
 //     the user's working tree a run asks for (.worktreeinclude, --include),
 //     resolved and hashed by ResolveInclude at submit (only paths git

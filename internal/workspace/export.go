@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -33,18 +34,21 @@ const (
 // to read the branch when it is to be moved or already exists):
 // fast-import builds blobs (raw bytes: no filters), tree and commit from
 // the base onto a temporary ref (handing a small import to unpack-objects)
-// and answers the ids of the commit, its tree and the base tree; one diff
-// (textconv and external diff off) gives numstat, diffstat and patch; then
-// update-ref moves the branch with its old value (create-only unless
-// opts.Force) and drops the temporary ref in one transaction. Nothing is
-// read from or run in the workspace: the content comes from cs.
+// and answers the ids of the commit, its tree and the base tree; then, at
+// once, one diff (textconv and external diff off) gives numstat, diffstat
+// and patch (written to a synced temporary file), and update-ref moves the
+// branch with its old value (create-only unless opts.Force) and drops the
+// temporary ref in one transaction. Nothing is read from or run in the
+// workspace: the content comes from cs.
 //
-// Building the commit and the diff is all that ctx can cancel. Once they
-// are done and ctx is still live, the rest is not cancelled: the branch
-// moves, the patch is written and opts.Record (if set) records the result;
-// if either of the last two fails (a cancel that won the record, a full
-// disk), the branch is moved back to where it was and the error returned.
-// So the branch never points at a result that the caller did not record.
+// Building the commit and the diff is all that ctx can cancel: a diff
+// that fails or is cancelled moves the branch back, if update-ref moved
+// it meanwhile, and the export fails. Once they are done and ctx is still
+// live, the rest is not cancelled: the patch is put in place and
+// opts.Record (if set) records the result; if either fails (a cancel
+// that won the record, a full disk), the branch is moved back to where it
+// was and the error returned. So the branch never stays at a result that
+// the caller did not record.
 //
 // Errors: ErrNoChanges (wrapped) when cs has no changes or they leave the
 // base tree as it was; ErrBranchExists when the branch exists, opts.Force is
@@ -59,7 +63,6 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		return nil, fmt.Errorf("export: %w", ErrNoChanges)
 	}
 	repo := opts.Repo
-	ref := "refs/heads/" + opts.Branch
 	tmpRef, err := tempRef()
 	if err != nil {
 		return nil, fmt.Errorf("export: %w", err)
@@ -74,66 +77,49 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: the changes leave the base tree as it was: %w", ErrNoChanges)
 	}
-	commit := imp.commit
-	res := &run.ExportResult{Commit: commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
-	patch, err := runDiff(ctx, repo, opts.Base, commit).counts(res)
-	if err == nil {
-		err = ctx.Err() // the last point where a cancel stops the export
-	}
-	if err != nil {
-		dropRef(repo, tmpRef)
-		return nil, fmt.Errorf("export: %w", err)
-	}
+	res := &run.ExportResult{Commit: imp.commit, Branch: opts.Branch, Patch: opts.PatchPath, Refused: cs.Refused}
+	diff := sync.OnceValue(startDiff(ctx, repo, opts.Base, imp.commit, opts.PatchPath, res))
+	placed := false
+	defer func() {
+		if !placed {
+			diff().discard() // the patch's temporary file
+		}
+	}()
 
-	// Not cancelled from here on: the branch moves and is recorded, or is
-	// moved back.
+	// The branch's move is not cancelled: it runs beside the diff, and the
+	// branch is moved back if the diff fails or ctx ends before both are
+	// done. From there on, it is recorded or moved back.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	// The branch is usually new: try to create it (create-only), and read
-	// what is there only when that fails or when it is to be moved.
-	zero := strings.Repeat("0", len(opts.Base))
-	old := zero // must not exist
-	if opts.Force {
-		tip, _, err := branchState(uctx, repo, ref)
-		if err != nil {
-			dropRef(repo, tmpRef)
-			return nil, fmt.Errorf("export: %w", err)
+	b, err := moveBranch(uctx, repo, tmpRef, imp, opts)
+	if d := diff(); d.err != nil || ctx.Err() != nil {
+		// The diff's error first, as when it ran before the branch moved.
+		if d.err == nil {
+			d.err = ctx.Err()
 		}
-		if tip != "" {
-			old = tip
-		}
-	}
-	moved := true
-	tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, commit, old, tmpRef, commit)
-	_, err = (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(uctx)
-	if err != nil {
-		dropRef(repo, tmpRef)
-		tip, same, lerr := branchState(uctx, repo, ref)
-		switch {
-		case lerr != nil:
-			return nil, fmt.Errorf("export: update %s: %w", ref, err)
-		case tip == "" || opts.Force:
-			return nil, fmt.Errorf("export: update %s: %w", ref, err)
-		case !same(imp.tree, opts.Base):
-			return nil, fmt.Errorf("export: %s at %s: %w", opts.Branch, tip, ErrBranchExists)
-		}
-		// This very result is already there (same tree, same parent: the
-		// same diff); it is not this export's to move back.
-		commit, res.Commit, moved = tip, tip, false
-	}
-	unmove := func(cause error) error {
-		if moved {
-			if err := moveBack(repo, ref, commit, old, zero); err != nil {
-				return fmt.Errorf("export: %w; and moving %s back failed: %v", cause, opts.Branch, err)
+		if err == nil {
+			err = d.err
+			if uerr := b.unmove(repo); uerr != nil {
+				err = fmt.Errorf("%w; and moving %s back failed: %v", d.err, opts.Branch, uerr)
 			}
+		} else {
+			err = d.err
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	res.Commit = b.commit
+	unmove := func(cause error) error {
+		if err := b.unmove(repo); err != nil {
+			return fmt.Errorf("export: %w; and moving %s back failed: %v", cause, opts.Branch, err)
 		}
 		return fmt.Errorf("export: %w", cause)
 	}
-	if opts.PatchPath != "" {
-		if err := writeFileAtomic(opts.PatchPath, patch); err != nil {
-			return nil, unmove(err)
-		}
+	if err := diff().place(); err != nil {
+		return nil, unmove(err)
 	}
+	placed = true
 	if opts.Record != nil {
 		if err := opts.Record(res); err != nil {
 			if opts.PatchPath != "" {
@@ -143,6 +129,107 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		}
 	}
 	return res, nil
+}
+
+// movedBranch is where moveBranch left the branch: at commit, from old
+// (zero: it did not exist); moved false when it was this result already.
+type movedBranch struct {
+	ref, commit, old, zero string
+	moved                  bool
+}
+
+// unmove moves the branch back, if moveBranch moved it.
+func (b movedBranch) unmove(repo string) error {
+	if !b.moved {
+		return nil
+	}
+	return moveBack(repo, b.ref, b.commit, b.old, b.zero)
+}
+
+// moveBranch points the branch at the imported commit and drops tmpRef
+// in one update-ref transaction. The branch is usually new: it is created
+// (create-only), and what is there read only when that fails or when it
+// is to be moved (opts.Force). On error tmpRef is dropped.
+func moveBranch(ctx context.Context, repo, tmpRef string, imp imported, opts ExportOptions) (movedBranch, error) {
+	ref := "refs/heads/" + opts.Branch
+	zero := strings.Repeat("0", len(opts.Base))
+	b := movedBranch{ref: ref, commit: imp.commit, old: zero, zero: zero} // old: must not exist
+	if opts.Force {
+		tip, _, err := branchState(ctx, repo, ref)
+		if err != nil {
+			dropRef(repo, tmpRef)
+			return b, err
+		}
+		if tip != "" {
+			b.old = tip
+		}
+	}
+	tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, imp.commit, b.old, tmpRef, imp.commit)
+	_, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
+	if err == nil {
+		b.moved = true
+		return b, nil
+	}
+	dropRef(repo, tmpRef)
+	tip, same, lerr := branchState(ctx, repo, ref)
+	switch {
+	case lerr != nil:
+		return b, fmt.Errorf("update %s: %w", ref, err)
+	case tip == "" || opts.Force:
+		return b, fmt.Errorf("update %s: %w", ref, err)
+	case !same(imp.tree, opts.Base):
+		return b, fmt.Errorf("%s at %s: %w", opts.Branch, tip, ErrBranchExists)
+	}
+	// This very result is already there (same tree, same parent: the
+	// same diff); it is not this export's to move back.
+	b.commit = tip
+	return b, nil
+}
+
+// diffed is the result diff, counted into its result, with the patch in
+// a synced temporary file beside patchPath.
+type diffed struct {
+	patchPath, tmp string
+	err            error
+}
+
+// startDiff starts the result diff; the function returned waits for it.
+// The counts go into res; the patch, when patchPath is set, into a synced
+// temporary file that place moves into place.
+func startDiff(ctx context.Context, repo, base, commit, patchPath string, res *run.ExportResult) func() diffed {
+	c := make(chan diffed, 1)
+	counts := *res
+	go func() {
+		patch, err := runDiff(ctx, repo, base, commit).counts(&counts)
+		d := diffed{patchPath: patchPath, err: err}
+		if err == nil && patchPath != "" {
+			d.tmp, d.err = writeTemp(patchPath, patch)
+		}
+		c <- d
+	}()
+	return func() diffed {
+		d := <-c
+		res.FilesChanged, res.Insertions, res.Deletions, res.Diffstat = counts.FilesChanged, counts.Insertions, counts.Deletions, counts.Diffstat
+		return d
+	}
+}
+
+// place moves the patch into place.
+func (d diffed) place() error {
+	if d.tmp == "" {
+		return nil
+	}
+	if err := os.Rename(d.tmp, d.patchPath); err != nil {
+		return fmt.Errorf("write %s: %w", d.patchPath, err)
+	}
+	return nil
+}
+
+// discard removes the patch's temporary file if it is still there.
+func (d diffed) discard() {
+	if d.tmp != "" {
+		_ = os.Remove(d.tmp)
+	}
 }
 
 // publishTimeout bounds the uncancelled end of an export (git processes
@@ -286,8 +373,10 @@ type imported struct{ commit, tree, baseTree string }
 // fastImport writes the blobs, the tree and the commit (parent opts.Base)
 // with one fast-import process, onto ref, and asks it for the ids of the
 // commit, its tree and the base's tree. A small import is unpacked into
-// loose objects (git's default): one pack per export would pile up in the
-// user's repository until a gc.
+// loose objects (git's default, held to here): one pack per export would
+// pile up in the user's repository until a gc. The pack of a small import
+// is not fsynced before it is unpacked: git never syncs loose objects,
+// so that sync made nothing durable, and it cost a disk flush per export.
 func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) (imported, error) {
 	now := time.Now()
 	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
@@ -314,7 +403,11 @@ func fastImport(ctx context.Context, repo, ref, name, email string, changes []Ch
 		fmt.Fprintf(w, "\nget-mark :1\nls :1 \"\"\nls %s \"\"\ndone\n", opts.Base)
 		pw.CloseWithError(w.Flush())
 	}()
-	out, err := gitCmd{dir: repo, args: []string{"fast-import", "--quiet", "--done"}, stdin: pr}.run(ctx)
+	args := []string{"-c", "fastimport.unpackLimit=" + strconv.Itoa(importUnpackLimit), "fast-import", "--quiet", "--done"}
+	if importObjects(changes) <= importUnpackLimit {
+		args = append([]string{"-c", "core.fsync=none"}, args...)
+	}
+	out, err := gitCmd{dir: repo, args: args, stdin: pr}.run(ctx)
 	_ = pr.Close()
 	if err != nil {
 		return imported{}, err
@@ -329,6 +422,32 @@ func fastImport(ctx context.Context, repo, ref, name, email string, changes []Ch
 		return imported{}, fmt.Errorf("fast-import: unexpected answer %q", out)
 	}
 	return imp, nil
+}
+
+// importUnpackLimit: an import of at most this many objects is unpacked
+// into loose objects (git's default for fastimport.unpackLimit).
+const importUnpackLimit = 100
+
+// importObjects bounds the objects an import of changes writes: a blob
+// per file written, a tree per directory on the changed paths and the
+// root's, and the commit.
+func importObjects(changes []Change) int {
+	dirs := map[string]bool{}
+	n := 2 // the commit and the root tree
+	for _, c := range changes {
+		if c.Kind != "delete" {
+			n++
+		}
+		for p := c.Path; ; {
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 || dirs[p[:i]] {
+				break
+			}
+			p = p[:i]
+			dirs[p] = true
+		}
+	}
+	return n + len(dirs)
 }
 
 // lsTree is the tree id of an answer to fast-import's ls of a root.
@@ -463,11 +582,12 @@ func parseNumstat(out []byte) (files, ins, del int, err error) {
 	return files, ins, del, nil
 }
 
-// writeFileAtomic writes data to path via a synced temp file and rename.
-func writeFileAtomic(path string, data []byte) error {
+// writeTemp writes data to a synced temporary file (mode 0644) beside
+// path, for a rename to path, and returns its name.
+func writeTemp(path string, data []byte) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	tmp := f.Name()
 	_, werr := f.Write(data)
@@ -480,12 +600,9 @@ func writeFileAtomic(path string, data []byte) error {
 	if werr == nil {
 		werr = os.Chmod(tmp, 0o644)
 	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
 	if werr != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, werr)
+		return "", fmt.Errorf("write %s: %w", path, werr)
 	}
-	return nil
+	return tmp, nil
 }

@@ -78,6 +78,9 @@ func (e *gitError) Error() string {
 func (e *gitError) Unwrap() error { return e.err }
 
 func firstArg(args []string) string {
+	for len(args) > 2 && args[0] == "-c" { // the command, after its configuration
+		args = args[2:]
+	}
 	if len(args) == 0 {
 		return ""
 	}

@@ -178,6 +178,7 @@ func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format str
 	if err != nil {
 		return err
 	}
+	sortEntries(m.entries) // the scan searches it in place (manifest_mapped.go)
 	if err := writeManifest(tmp, m); err != nil {
 		return err
 	}

@@ -67,6 +67,7 @@ func TestLayerMadeOnceForConcurrentWorkspaces(t *testing.T) {
 		t.Fatalf("Collect removed %v (%v) while a workspace is on the layer", removed, err)
 	}
 	removeWorkspace(t, root, n-1)
+	c.Wait() // (the background sync holds the layer's lock a moment)
 	removed, total, err := c.Collect(context.Background(), CollectOptions{DryRun: true})
 	if err != nil || len(removed) != 1 || total != 0 {
 		t.Fatalf("dry run: %v, total %d, %v", removed, total, err)
@@ -126,6 +127,7 @@ func TestLayerCollectLeastRecentlyUsedWithinBudget(t *testing.T) {
 	}
 	// A budget of two layers removes the least recently used one.
 	budget := layers[1].Bytes + layers[2].Bytes
+	c.Wait() // (the background sync holds the layer's lock a moment)
 	removed, total, err := c.Collect(context.Background(), CollectOptions{Budget: budget})
 	if err != nil || len(removed) != 1 || removed[0].Key != keys[1] || total != budget {
 		t.Fatalf("Collect(%d) removed %v, total %d, %v", budget, removed, total, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,13 @@ type manifest struct {
 // change in the same clock tick could leave its stat data as it was, so
 // Scan reads it.
 func (m *manifest) racy(e *entry) bool { return !e.ctime.before(m.written) }
+
+// sortEntries sorts entries by path (git's index order already is).
+func sortEntries(entries []entry) {
+	if !slices.IsSortedFunc(entries, func(a, b entry) int { return strings.Compare(a.path, b.path) }) {
+		slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.path, b.path) })
+	}
+}
 
 // writeManifest writes m to stateDir atomically. It takes the stamp from
 // the temp file's own ctime, which the file system set after every entry
@@ -160,26 +168,10 @@ func parseManifest(data []byte) (*manifest, error) {
 			return nil, bad("record")
 		}
 		body = rest
-		f := strings.SplitN(string(rec), " ", 9)
-		if len(f) != 9 {
-			return nil, bad("record")
-		}
-		var e entry
-		mode, err := strconv.ParseUint(f[0], 8, 32)
+		e, err := parseRecord(rec)
 		if err != nil {
-			return nil, bad("record mode")
+			return nil, err
 		}
-		e.mode = uint32(mode)
-		nums := [5]*int64{&e.size, &e.mtime.sec, &e.mtime.nsec, &e.ctime.sec, &e.ctime.nsec}
-		for i, p := range nums {
-			if *p, err = strconv.ParseInt(f[1+i], 10, 64); err != nil {
-				return nil, bad("record")
-			}
-		}
-		if e.ino, err = strconv.ParseUint(f[6], 10, 64); err != nil {
-			return nil, bad("record")
-		}
-		e.blob, e.path = f[7], f[8]
 		m.entries = append(m.entries, e)
 	}
 	return m, nil

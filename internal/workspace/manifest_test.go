@@ -79,3 +79,57 @@ func TestOpenRejectsDamagedManifest(t *testing.T) {
 		t.Fatal("Open accepted a damaged manifest")
 	}
 }
+
+// The mapped manifest answers every lookup as the parsed one does: paths
+// that sort around '/' ("a-b", "a.b", "a/b"), spaces in names, the first
+// and last records, paths before and after every record.
+func TestMappedManifestLookups(t *testing.T) {
+	t.Parallel()
+	paths := []string{"a", "a b/c d", "a-b", "a.b", "a/b", "a/b/c", "a/bc", "a0", "b", "dir/x", "dir/y/z", "z z"}
+	m := &manifest{format: "sha1", commit: strings.Repeat("1", 40)}
+	for i, p := range paths {
+		m.entries = append(m.entries, entry{path: p, mode: modeFile, size: int64(i), blob: strings.Repeat("a", 40), ino: uint64(i + 1)})
+	}
+	dir := t.TempDir()
+	if err := writeManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
+	mm, err := mapManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := fullIndex{m, m.index()}
+	probes := []string{"", " ", "0", "a/", "a/b/", "a/c", "c", "dir", "dir/y", "zz", "z z/"}
+	probes = append(probes, paths...)
+	for _, p := range paths {
+		probes = append(probes, p+"/", p+"0", p[:len(p)-1])
+	}
+	for _, p := range probes {
+		fi, fok := full.find(p)
+		mi, mok := mm.find(p)
+		if fok != mok || (fok && !reflect.DeepEqual(*full.at(fi), *mm.at(mi))) {
+			t.Errorf("find(%q): full %v, mapped %v", p, fok, mok)
+		}
+		if full.trackedDir(p) != mm.trackedDir(p) {
+			t.Errorf("trackedDir(%q): full %v, mapped %v", p, full.trackedDir(p), mm.trackedDir(p))
+		}
+		var fb, mb []string
+		_ = full.below(p, func(i int) error { fb = append(fb, full.at(i).path); return nil })
+		_ = mm.below(p, func(i int) error { mb = append(mb, mm.at(i).path); return nil })
+		if !reflect.DeepEqual(fb, mb) {
+			t.Errorf("below(%q): full %q, mapped %q", p, fb, mb)
+		}
+	}
+	if mm.damaged() {
+		t.Error("a whole manifest reads as damaged")
+	}
+	// A damaged record is reported, not taken for an entry.
+	bad, err := newMappedManifest([]byte(manifestMagic + " sha1 " + strings.Repeat("1", 40) + " 1 2\n100644 1 2\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.find("x")
+	if !bad.damaged() {
+		t.Error("a damaged record went unnoticed")
+	}
+}

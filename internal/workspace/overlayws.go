@@ -200,9 +200,10 @@ type overlayWorkspace struct {
 	layer         layer // its tree is the lower layer
 	made          bool
 
-	once sync.Once // reads m
-	m    *manifest
-	err  error
+	once  sync.Once // maps m
+	m     *mappedManifest
+	count int // the layer's entries
+	err   error
 }
 
 func (w *overlayWorkspace) Dir() string { return w.dir }
@@ -217,9 +218,15 @@ func (w *overlayWorkspace) LayerMade() bool { return w.made }
 
 // Scan implements Workspace: it reads the upper layer only.
 func (w *overlayWorkspace) Scan(ctx context.Context, lim Limits) (*ChangeSet, error) {
-	w.once.Do(func() { w.m, w.err = readManifest(w.layer.dir) })
+	w.once.Do(func() {
+		var info layerInfo
+		if info, w.err = readLayerInfo(w.layer); w.err == nil {
+			w.count = info.Files
+			w.m, w.err = mapManifest(w.layer.dir)
+		}
+	})
 	if w.err != nil {
 		return nil, fmt.Errorf("scan %s: %w", w.dir, w.err)
 	}
-	return scanUpper(ctx, w.dir, w.layer.tree(), w.m, lim)
+	return scanUpper(ctx, w.dir, w.layer.tree(), w.m, w.count, lim)
 }

@@ -54,15 +54,15 @@ const (
 // scanner walks one workspace.
 type scanner struct {
 	ctx     context.Context
-	m       *manifest
+	m       *manifest // the plain scan's (nil for an upper layer's)
+	base    baseIndex
 	lim     Limits
-	byPath  map[string]int
-	seen    []bool
+	seen    []bool       // by entry id, for a full manifest
+	seenAt  map[int]bool // by entry id, for a mapped one
 	newHash func() hash.Hash
 
-	trackedDirs  map[string]bool // directories holding tracked entries
-	ignoreBudget int             // patterns still allowed
-	maxVisited   int             // entries the walk may look at
+	ignoreBudget int // patterns still allowed
+	maxVisited   int // entries the walk may look at
 	// noStat: the tree's stat data says nothing about the manifest's (an
 	// overlay's upper layer holds copies): every file found is read.
 	noStat bool
@@ -111,24 +111,74 @@ func scan(ctx context.Context, dir string, m *manifest, lim Limits) (*ChangeSet,
 
 // newScanner is a scan of a tree made from m, with limits lim.
 func newScanner(ctx context.Context, m *manifest, lim Limits) *scanner {
-	idx := m.index()
+	s := newBaseScanner(ctx, fullIndex{m, m.index()}, m.format, len(m.entries), lim)
+	s.m, s.seen, s.seenAt = m, make([]bool, len(m.entries)), nil
+	return s
+}
+
+// newBaseScanner is a scan against the base b (of count entries, in the
+// object format), with limits lim.
+func newBaseScanner(ctx context.Context, b baseIndex, format string, count int, lim Limits) *scanner {
 	s := &scanner{
-		ctx:         ctx,
-		m:           m,
-		lim:         lim.withDefaults(),
-		byPath:      idx.byPath,
-		trackedDirs: idx.trackedDirs,
-		seen:        make([]bool, len(m.entries)),
-		refusedP:    map[string]bool{},
-		newHash:     sha1.New,
+		ctx:      ctx,
+		base:     b,
+		lim:      lim.withDefaults(),
+		seenAt:   map[int]bool{},
+		refusedP: map[string]bool{},
+		newHash:  sha1.New,
 
 		ignoreBudget: maxIgnorePatterns,
 	}
-	s.maxVisited = len(m.entries) + 10*s.lim.MaxFiles + 100000
-	if m.format == "sha256" {
+	s.maxVisited = count + 10*s.lim.MaxFiles + 100000
+	if format == "sha256" {
 		s.newHash = sha256.New
 	}
 	return s
+}
+
+// baseIndex is what a scan looks up in the manifest of its base: the
+// entries, by an id (an index in a full manifest, a record's offset in a
+// mapped one).
+type baseIndex interface {
+	find(p string) (id int, ok bool) // the entry at path p
+	at(id int) *entry
+	trackedDir(p string) bool                      // p is a directory holding tracked entries
+	below(dir string, fn func(id int) error) error // the entries under dir, in path order
+}
+
+// fullIndex is the baseIndex of a parsed manifest.
+type fullIndex struct {
+	m   *manifest
+	idx *manifestIndex
+}
+
+func (f fullIndex) find(p string) (int, bool) { i, ok := f.idx.byPath[p]; return i, ok }
+func (f fullIndex) at(i int) *entry           { return &f.m.entries[i] }
+func (f fullIndex) trackedDir(p string) bool  { return f.idx.trackedDirs[p] }
+
+func (f fullIndex) below(dir string, fn func(int) error) error {
+	entries, d := f.m.entries, dir+"/"
+	for i := sort.Search(len(entries), func(i int) bool { return entries[i].path >= d }); i < len(entries) && strings.HasPrefix(entries[i].path, d); i++ {
+		if err := fn(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *scanner) markSeen(id int) {
+	if s.seen != nil {
+		s.seen[id] = true
+	} else {
+		s.seenAt[id] = true
+	}
+}
+
+func (s *scanner) isSeen(id int) bool {
+	if s.seen != nil {
+		return s.seen[id]
+	}
+	return s.seenAt[id]
 }
 
 // manifestIndex is what a scan looks up in a manifest; a manifest makes
@@ -143,9 +193,7 @@ func (m *manifest) index() *manifestIndex {
 	m.once.Do(func() {
 		// Sorted by path (git's index order), so that the entries under
 		// a directory are one run of them.
-		if !slices.IsSortedFunc(m.entries, func(a, b entry) int { return strings.Compare(a.path, b.path) }) {
-			slices.SortFunc(m.entries, func(a, b entry) int { return strings.Compare(a.path, b.path) })
-		}
+		sortEntries(m.entries)
 		idx := &manifestIndex{byPath: make(map[string]int, len(m.entries)), trackedDirs: map[string]bool{}}
 		for i := range m.entries {
 			p := m.entries[i].path
@@ -245,9 +293,9 @@ func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIg
 			continue
 		}
 		kind := uint32(st.Mode) & unix.S_IFMT
-		_, tracked := s.byPath[p]
+		_, tracked := s.base.find(p)
 		if kind == unix.S_IFDIR {
-			tracked = tracked || s.trackedDirs[p]
+			tracked = tracked || s.base.trackedDir(p)
 		}
 		// A tracked file is never ignored; a tracked directory is entered,
 		// but its untracked entries follow its ignore state.
@@ -273,8 +321,8 @@ func (s *scanner) walk(fd int, prefix string, depth int, stack ignoreStack, inIg
 }
 
 func (s *scanner) dir(fd int, name, p string, depth int, stack ignoreStack, ignored bool) error {
-	if i, ok := s.byPath[p]; ok && s.m.entries[i].mode == modeGitlink {
-		s.seen[i] = true
+	if i, ok := s.base.find(p); ok && s.base.at(i).mode == modeGitlink {
+		s.markSeen(i)
 		return s.submodule(fd, name, p)
 	}
 	if err := ValidatePath(p); err != nil {
@@ -362,11 +410,11 @@ func (s *scanner) unchanged(e *entry, st *unix.Stat_t, mode uint32) bool {
 
 // lookup returns the manifest entry at p that a non-directory can match.
 func (s *scanner) lookup(p string) (*entry, int) {
-	i, ok := s.byPath[p]
+	i, ok := s.base.find(p)
 	if !ok {
 		return nil, -1
 	}
-	return &s.m.entries[i], i
+	return s.base.at(i), i
 }
 
 func gitFileMode(st *unix.Stat_t) uint32 {
@@ -379,7 +427,7 @@ func gitFileMode(st *unix.Stat_t) uint32 {
 func (s *scanner) file(fd int, name, p string, st *unix.Stat_t) error {
 	e, i := s.lookup(p)
 	if e != nil {
-		s.seen[i] = true
+		s.markSeen(i)
 		if e.mode == modeGitlink {
 			return s.refuse(p, reasonSubmodule)
 		}
@@ -462,7 +510,7 @@ func readFileAt(dirfd int, name string, limit int64) (content []byte, mode uint3
 func (s *scanner) symlink(fd int, name, p string, st *unix.Stat_t) error {
 	e, i := s.lookup(p)
 	if e != nil {
-		s.seen[i] = true
+		s.markSeen(i)
 		if e.mode == modeGitlink {
 			return s.refuse(p, reasonSubmodule)
 		}

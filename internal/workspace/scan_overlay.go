@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -36,11 +35,11 @@ import (
 // Nothing is refused for what only the kernel may write (the markers
 // above, other extended attributes): such an entry, planted from outside
 // the mount, only changes what is exported, through the same checks.
-func scanUpper(ctx context.Context, upper, lower string, m *manifest, lim Limits) (*ChangeSet, error) {
+func scanUpper(ctx context.Context, upper, lower string, m *mappedManifest, count int, lim Limits) (*ChangeSet, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	u := &upperScan{scanner: newScanner(ctx, m, lim)}
+	u := &upperScan{scanner: newBaseScanner(ctx, m, m.format, count, lim)}
 	u.noStat = true
 	root, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -61,6 +60,9 @@ func scanUpper(ctx context.Context, upper, lower string, m *manifest, lim Limits
 	}
 	if err := u.deletions(); err != nil {
 		return nil, fmt.Errorf("scan %s: %w", upper, err)
+	}
+	if m.damaged() {
+		return nil, fmt.Errorf("scan %s: read manifest: damaged record", upper)
 	}
 	sort.Slice(u.changes, func(i, j int) bool { return u.changes[i].Path < u.changes[j].Path })
 	sort.Slice(u.refused, func(i, j int) bool { return u.refused[i].Path < u.refused[j].Path })
@@ -134,13 +136,13 @@ func (u *upperScan) entry(fd, lfd int, name, p string, depth int, stack ignoreSt
 		return nil
 	}
 	kind := uint32(st.Mode) & unix.S_IFMT
-	i, tracked := u.byPath[p]
+	i, tracked := u.base.find(p)
 	if kind == unix.S_IFDIR {
-		if tracked && u.m.entries[i].mode != modeGitlink {
+		if tracked && u.base.at(i).mode != modeGitlink {
 			u.hidden = append(u.hidden, hide{path: p, self: true}) // a directory over a base file
 		}
-		tracked = tracked || u.trackedDirs[p]
-	} else if u.trackedDirs[p] {
+		tracked = tracked || u.base.trackedDir(p)
+	} else if u.base.trackedDir(p) {
 		u.hidden = append(u.hidden, hide{path: p, below: true}) // a file over a base directory
 	}
 	ignored := inIgnored || ((!tracked || kind == unix.S_IFDIR) && stack.ignored(p, kind == unix.S_IFDIR))
@@ -161,8 +163,8 @@ func (u *upperScan) entry(fd, lfd int, name, p string, depth int, stack ignoreSt
 // upperDir enters the upper directory name (path p) of the directory open
 // at fd, with the lower one of the same path when it merges with it.
 func (u *upperScan) upperDir(fd, lfd int, name, p string, depth int, stack ignoreStack, ignored bool) error {
-	if i, ok := u.byPath[p]; ok && u.m.entries[i].mode == modeGitlink {
-		u.seen[i] = true
+	if i, ok := u.base.find(p); ok && u.base.at(i).mode == modeGitlink {
+		u.markSeen(i)
 		return u.submodule(fd, name, p)
 	}
 	if err := ValidatePath(p); err != nil {
@@ -201,27 +203,22 @@ func (u *upperScan) upperDir(fd, lfd int, name, p string, depth int, stack ignor
 // scan) and those a refusal keeps. The manifest is sorted by path, so the
 // entries under a path are one run of it.
 func (u *upperScan) deletions() error {
-	entries := u.m.entries
 	del := func(i int) error {
-		e := &entries[i]
-		if u.seen[i] || e.mode == modeGitlink || u.keptByRefusal(e.path) {
+		e := u.base.at(i)
+		if u.isSeen(i) || e.mode == modeGitlink || u.keptByRefusal(e.path) {
 			return nil
 		}
-		u.seen[i] = true
+		u.markSeen(i)
 		return u.addChange(Change{Path: e.path, Kind: "delete", Mode: e.mode})
 	}
 	for _, h := range u.hidden {
-		if i, ok := u.byPath[h.path]; ok && h.self {
+		if i, ok := u.base.find(h.path); ok && h.self {
 			if err := del(i); err != nil {
 				return err
 			}
 		}
-		if !h.below {
-			continue
-		}
-		dir := h.path + "/"
-		for i := sort.Search(len(entries), func(i int) bool { return entries[i].path >= dir }); i < len(entries) && strings.HasPrefix(entries[i].path, dir); i++ {
-			if err := del(i); err != nil {
+		if h.below {
+			if err := u.base.below(h.path, del); err != nil {
 				return err
 			}
 		}
