@@ -158,7 +158,7 @@ func build[TTx any, TM any](ctx context.Context, q *Queue, driver riverdriver.Dr
 		return err
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("River's migrations: %w", err)
+		return fmt.Errorf("the queue's tables (River's migrations): %w", err)
 	}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
@@ -297,7 +297,7 @@ func (q *Queue) Close() error {
 // MigrateDown removes River's tables (the schema's way down).
 func (q *Queue) MigrateDown(ctx context.Context) error {
 	if err := q.down(ctx); err != nil {
-		return fmt.Errorf("River's migrations down: %w", err)
+		return fmt.Errorf("the queue's tables down (River's migrations): %w", err)
 	}
 	return nil
 }
