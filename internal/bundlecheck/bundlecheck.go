@@ -24,11 +24,15 @@ import (
 var Safety = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat",
 	"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "protocol.ext.allow=never"}
 
-// Git runs git in dir (with extra variables env) and returns its trimmed
-// output. The GIT_ variables of this process's environment are dropped:
-// git acts only on the repository named.
-func Git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{"-C", dir}, Safety...), args...)...)
+// Command is git in dir ("": the current directory) with Safety and the
+// arguments, its environment this process's without the GIT_ variables
+// (git acts only on the repository named), plus env.
+func Command(ctx context.Context, dir string, env []string, args ...string) *exec.Cmd {
+	full := append(append([]string{}, Safety...), args...)
+	if dir != "" {
+		full = append([]string{"-C", dir}, full...)
+	}
+	cmd := exec.CommandContext(ctx, "git", full...)
 	var keep []string
 	for _, kv := range os.Environ() {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "GIT_") && name != "GIT_CONFIG_GLOBAL" && name != "GIT_CONFIG_NOSYSTEM" {
@@ -37,6 +41,12 @@ func Git(ctx context.Context, dir string, env []string, args ...string) (string,
 		keep = append(keep, kv)
 	}
 	cmd.Env = append(append(keep, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0"), env...)
+	return cmd
+}
+
+// Git runs Command and returns its trimmed output.
+func Git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	cmd := Command(ctx, dir, env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

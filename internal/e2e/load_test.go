@@ -70,20 +70,28 @@ func TestTeamLoad(t *testing.T) {
 // never run twice at once) where the load test measures no loss.
 const loadTTL = 30 * time.Second
 
+// loadFixture is what the load test and the dispatch benchmark submit
+// with: the directory the agents stamp their starts in, a bundle of the
+// repository's HEAD, and a client of the server.
+func (tm *team) loadFixture(tb testing.TB) (starts, bundle string, c *client.Client) {
+	starts = filepath.Join(tm.e.root, "starts")
+	if err := os.MkdirAll(starts, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	bundle = filepath.Join(tm.e.root, "base.bundle")
+	testsupport.Git(tb, tm.e.repo, "bundle", "create", "-q", bundle, "HEAD")
+	c, err := client.New(tm.url, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return starts, bundle, c
+}
+
 func teamLoad(t *testing.T, tm *team, clients, per int) {
 	tm.slots = 4
 	tm.startHost(tm.url)
 	tm.startHost(tm.url)
-	starts := filepath.Join(tm.e.root, "starts")
-	if err := os.MkdirAll(starts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bundle := filepath.Join(tm.e.root, "base.bundle")
-	testsupport.Git(t, tm.e.repo, "bundle", "create", "-q", bundle, "HEAD")
-	c, err := client.New(tm.url, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	starts, bundle, c := tm.loadFixture(t)
 	subs := make([][]submitted, clients)
 	var wg sync.WaitGroup
 	begin := time.Now()
@@ -300,16 +308,7 @@ func BenchmarkTeamDispatch(b *testing.B) {
 }
 
 func benchDispatch(b *testing.B, tm *team) {
-	starts := filepath.Join(tm.e.root, "starts")
-	if err := os.MkdirAll(starts, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	bundle := filepath.Join(tm.e.root, "base.bundle")
-	testsupport.Git(b, tm.e.repo, "bundle", "create", "-q", bundle, "HEAD")
-	c, err := client.New(tm.url, "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	starts, bundle, c := tm.loadFixture(b)
 	var queued, total []time.Duration
 	n := 0
 	for b.Loop() {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/agentrun/agentrun/docs"
@@ -49,4 +50,18 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.o.Metrics.handler.ServeHTTP(w, r)
+}
+
+// whileServing is ctx, ended by the server's shutdown too: the context of
+// a long poll or a stream, which would otherwise hold the drain up.
+func (s *Server) whileServing(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

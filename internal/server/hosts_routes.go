@@ -75,16 +75,8 @@ func (s *Server) hostClaim(w http.ResponseWriter, r *http.Request, host *Host) {
 		writeError(w, err)
 		return
 	}
-	// The long poll ends with the server's shutdown too.
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.whileServing(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	c, err := s.o.Hosts.claimWait(ctx, host, in)
 	if err != nil && ctx.Err() != nil {
 		c, err = Claim{LeaseTTLMS: s.o.Hosts.TTL.Milliseconds()}, nil

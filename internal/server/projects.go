@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
 )
 
@@ -250,29 +251,11 @@ func initBare(ctx context.Context, dir string) error {
 	return nil
 }
 
-// safety is given to every git the server runs: no hooks, no
-// fsmonitor, no pager, no automatic gc while a fetch runs.
-var safety = []string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat",
-	"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "protocol.ext.allow=never"}
-
+// gitCommand is git as the server runs it: bundlecheck's safety settings
+// (no hooks, fsmonitor, pager or automatic gc), none of the server's GIT_
+// variables.
 func gitCommand(ctx context.Context, dir string, args ...string) *exec.Cmd {
-	full := append(append([]string{}, safety...), args...)
-	if dir != "" {
-		full = append([]string{"-C", dir}, full...)
-	}
-	cmd := exec.CommandContext(ctx, "git", full...)
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		// git acts only on the repository named: GIT_DIR and the like
-		// from the server's environment are dropped.
-		if strings.HasPrefix(name, "GIT_") && name != "GIT_CONFIG_GLOBAL" && name != "GIT_CONFIG_NOSYSTEM" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	cmd.Env = append(env, "LC_ALL=C", "GIT_TERMINAL_PROMPT=0")
-	return cmd
+	return bundlecheck.Command(ctx, dir, nil, args...)
 }
 
 func git(ctx context.Context, dir string, args ...string) (string, error) {

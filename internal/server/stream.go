@@ -73,15 +73,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.whileServing(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// The first look answers errors (no such run) with a status of their own.
 	a, o := s.tail(ctx, in, cur, "0s")
 	if o.err != nil {
