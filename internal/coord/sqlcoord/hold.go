@@ -2,8 +2,6 @@ package sqlcoord
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -22,20 +20,11 @@ func (c *Coordinator) HoldFor(ctx context.Context, id, holder string) (int64, bo
 	if err := run.ValidateID(id); err != nil {
 		return 0, false, fmt.Errorf("hold: %w", err)
 	}
-	now := c.db.NowMicros()
-	var token int64
-	err := c.db.Write().QueryRowContext(ctx, `INSERT INTO coord_leases (run_id, token, holder, expires_at)
-		VALUES ($1, 1, $2, `+now+` + $3)
-		ON CONFLICT (run_id) DO UPDATE SET token = coord_leases.token + 1, holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE coord_leases.holder IS NULL OR coord_leases.expires_at <= `+now+`
-		RETURNING token`, id, holder, c.ttlMicros()).Scan(&token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
+	token, ok, err := c.take(ctx, id, holder)
 	if err != nil {
 		return 0, false, fmt.Errorf("hold %s: %w", id, err)
 	}
-	return token, true, nil
+	return token, ok, nil
 }
 
 // RenewHolder pushes out by one TTL the expiry of every unexpired lease of

@@ -120,16 +120,27 @@ func (c *Coordinator) Acquire(ctx context.Context, id string, wait time.Duration
 	}
 }
 
-// tryAcquire makes one attempt: the lease, or nil while another holds it.
-func (c *Coordinator) tryAcquire(ctx context.Context, id string) (*lease, error) {
+// take takes run id's lease row for holder, for one TTL, counting its
+// fencing token up: (token, true), or (0, false) while a live holder
+// keeps it.
+func (c *Coordinator) take(ctx context.Context, id, holder string) (int64, bool, error) {
 	now := c.db.NowMicros()
 	var token int64
 	err := c.db.Write().QueryRowContext(ctx, `INSERT INTO coord_leases (run_id, token, holder, expires_at)
 		VALUES ($1, 1, $2, `+now+` + $3)
 		ON CONFLICT (run_id) DO UPDATE SET token = coord_leases.token + 1, holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE coord_leases.holder IS NULL OR coord_leases.expires_at <= `+now+`
-		RETURNING token`, id, c.holder, c.ttlMicros()).Scan(&token)
+		RETURNING token`, id, holder, c.ttlMicros()).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+// tryAcquire makes one attempt: the lease, or nil while another holds it.
+func (c *Coordinator) tryAcquire(ctx context.Context, id string) (*lease, error) {
+	token, ok, err := c.take(ctx, id, c.holder)
+	if err == nil && !ok {
 		return nil, nil
 	}
 	if err != nil {
