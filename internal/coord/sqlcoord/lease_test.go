@@ -39,7 +39,7 @@ func TestLeaseOutlivesTTL(t *testing.T) {
 		t.Parallel()
 		// Long enough that a renewal held up on a loaded machine under
 		// -race still lands within the TTL.
-		const ttl = 1500 * time.Millisecond
+		const ttl = 3 * time.Second
 		url := newURL(t)
 		a, b := openCoord(t, url, ttl), openCoord(t, url, ttl)
 		id := run.NewID()
