@@ -48,7 +48,7 @@ func (o *workerOptions) Validate() error {
 func (app *App) newWorkerCmd() *cobra.Command {
 	o := &workerOptions{}
 	c := &cobra.Command{
-		Use:   "worker --server URL [--enrol-token-file FILE] [--name NAME] [--label K=V]... [--slots N] [--data DIR]",
+		Use:   "worker --server URL [--enrol-token-file FILE] [--name NAME] [--label K=V]... [--slots N] [--data DIR] [--own-env NAME]...",
 		Short: "Join a team server as an agent host and execute its runs (Full mode, preview)",
 		Long: `Join a team server as an agent host: claim the queued runs this host can
 execute (its sandbox backends, its free slots), execute each with the same
