@@ -113,7 +113,8 @@ func (k *Key) Open(in Info, blob []byte) (map[string]string, error) {
 	}
 	var values map[string]string
 	if err := json.Unmarshal(pt, &values); err != nil {
-		return nil, fmt.Errorf("the sealed values: %w", err)
+		// (Not the decoder's error: it may quote the plaintext.)
+		return nil, errors.New("the sealed values are not a JSON object of strings")
 	}
 	return values, nil
 }
