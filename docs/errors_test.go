@@ -42,6 +42,7 @@ var causes = map[string]string{
 	"host_not_found":        "`agentrun server revoke-host` was given an id that is not one of the enrolled hosts `agentrun server hosts` lists.",
 	"record_stale":          "An agent host sent a change to a run's record made from a version that another change (a cancel, a verdict) replaced meanwhile; the host reads the record again and retries on its own.",
 	"lease_lost":            "An agent host wrote to a run with a fencing token that is no longer the run's: the host stopped heartbeating for longer than the lease TTL (stopped, cut off, overloaded) and the run was queued again for another host, or it ended. The host drops its copy of the run.",
+	"seal_key_refused":      "An agent host asked to register a sealing key with its credential while the server holds another one for it: its data directory (host.json) was replaced or lost, or someone holding a copy of its credential tried to swap in their own key. A key is set once; a new one comes only with a new enrolment.",
 	"usage":                 "A flag or argument the command does not accept: an unknown flag, a missing or extra argument, a value of the wrong type.",
 	"empty_task":            "The task given as an argument, on stdin (`-`) or in `--task-file` is empty or only whitespace.",
 	"task_file":             "The file named by `--task-file` does not exist, is not readable, or is not a regular file.",

@@ -125,6 +125,8 @@ var (
 	HostNotFound = Entry{"host_not_found", "no such agent host", "list the hosts with 'agentrun server hosts'", ExitNotFound}
 	RecordStale  = Entry{"record_stale", "the run's record changed since the agent host read it", "nothing to do: the host reads the record again and retries", ExitUsage}
 	LeaseLost    = Entry{"lease_lost", "the agent host no longer holds the run's lease", "nothing to do: the run was given to another host (or ended); this host drops its copy", ExitUsage}
+	// A host's sealing key (internal/seal) is set once.
+	SealKeyRefused = Entry{"seal_key_refused", "the agent host's sealing key cannot be replaced with its credential alone", "if the host's data directory was lost or replaced, revoke the host ('agentrun server revoke-host ID') and enrol it again with a new token: the enrolment brings the new key", ExitUsage}
 
 	// The machine's state, not a bug (exit 2, not 70).
 	DiskFull = Entry{"disk_full", "no space left on the device", "free space (or quota) on the device that holds the data directory or the repository; 'agentrun clean --finished' removes finished runs and their workspaces, 'agentrun clean ID' an interrupted one", ExitUsage}

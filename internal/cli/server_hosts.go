@@ -6,6 +6,7 @@ package cli
 // the server's database administers it already.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -154,7 +155,7 @@ func printHosts(w io.Writer, list []*server.Host) {
 		fmt.Fprintln(w, "no agent hosts are enrolled ('agentrun server enrol-token' makes a token for one)")
 		return
 	}
-	rows := [][]string{{"ID", "NAME", "SLOTS", "LABELS", "HEARTBEAT", "RUNS"}}
+	rows := [][]string{{"ID", "NAME", "SLOTS", "LABELS", "HEARTBEAT", "SEAL KEY", "RUNS"}}
 	for _, h := range list {
 		var labels []string
 		for k, v := range h.Labels {
@@ -168,9 +169,10 @@ func printHosts(w io.Writer, list []*server.Host) {
 		if h.Revoked {
 			seen = "revoked"
 		}
-		rows = append(rows, []string{h.ID, h.Name, fmt.Sprint(h.Slots), strings.Join(labels, ","), seen, strings.Join(h.Runs, ",")})
+		key := cmp.Or(h.SealKey, "none")
+		rows = append(rows, []string{h.ID, h.Name, fmt.Sprint(h.Slots), strings.Join(labels, ","), seen, key, strings.Join(h.Runs, ",")})
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %-20s %-5s %-24s %-14s %s\n", r[0], r[1], r[2], r[3], r[4], r[5])
+		fmt.Fprintf(w, "%-14s %-20s %-5s %-24s %-14s %-16s %s\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6])
 	}
 }

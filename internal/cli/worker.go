@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/client"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/worker"
 )
@@ -25,6 +26,7 @@ type workerOptions struct {
 	Slots     int
 	Data      string
 	Backends  []string
+	OwnEnv    []string
 }
 
 // Validate checks the flags that need no server.
@@ -46,7 +48,7 @@ func (o *workerOptions) Validate() error {
 func (app *App) newWorkerCmd() *cobra.Command {
 	o := &workerOptions{}
 	c := &cobra.Command{
-		Use:   "worker --server URL [--enrol-token-file FILE] [--name NAME] [--label K=V]... [--slots N] [--data DIR]",
+		Use:   "worker --server URL [--enrol-token-file FILE] [--name NAME] [--label K=V]... [--slots N] [--data DIR] [--own-env NAME]...",
 		Short: "Join a team server as an agent host and execute its runs (Full mode, preview)",
 		Long: `Join a team server as an agent host: claim the queued runs this host can
 execute (its sandbox backends, its free slots), execute each with the same
@@ -66,7 +68,16 @@ come. A host that stops (killed, cut off) loses its runs after the lease
 TTL: they are queued again for another host, and whatever this host sends
 about them later is refused. A host that comes back gives back the runs it
 was executing (they are queued again) and drops what it kept of them.
-SIGTERM or SIGINT stops it: its runs end interrupted and are queued again.`,
+SIGTERM or SIGINT stops it: its runs end interrupted and are queued again.
+
+The values of a run's variables (the model provider keys its gateway
+uses, the variables its spec passes to the agent) are the server's: each
+claim carries them sealed to this host's key (HPKE, made at enrolment and
+kept in host.json; a host enrolled before registers one at its next
+start), and the host opens them in memory only, never writing them to its
+disk. A run that needs them is not given to a host without a key. This
+host's own environment fills only the names --own-env gives, and only
+where the server sent no value.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Server = app.serverURL
@@ -82,6 +93,7 @@ SIGTERM or SIGINT stops it: its runs end interrupted and are queued again.`,
 	f.StringArrayVar(&o.Labels, "label", nil, "a `KEY=VALUE` label of the host (repeatable)")
 	f.IntVar(&o.Slots, "slots", 2, "execute up to `N` runs at once")
 	f.StringVar(&o.Data, "data", "", "the host's data `DIR` (default: the data directory's worker/)")
+	f.StringArrayVar(&o.OwnEnv, "own-env", nil, "fill variable `NAME` from this host's own environment where the server sends no value (repeatable; default: none, the server's values only)")
 	f.StringArrayVar(&o.Backends, "backend", nil, "a sandbox `BACKEND` this host offers (repeatable; default: every isolating one that passes its preflight)")
 	return c
 }
@@ -113,9 +125,18 @@ func (app *App) runWorker(ctx context.Context, o *workerOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := id.RegisterSealKey(ctx, data, cl); err != nil {
+		return err
+	}
+	key, err := id.Key()
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
-	fmt.Fprintf(app.Stderr, "agentrun worker: %s, %d slots, backends %s (data %s)\n", id, o.Slots, strings.Join(backends, ","), data)
+	fmt.Fprintf(app.Stderr, "agentrun worker: %s, %d slots, backends %s, sealing key %s (data %s)\n", id, o.Slots, strings.Join(backends, ","),
+		seal.Fingerprint(key.Public()), data)
 	w := &worker.Remote{Client: cl, Data: data, Deps: app.Deps.SupervisorDeps, Slots: o.Slots, Backends: backends, Getenv: app.Getenv,
+		HostID: id.HostID, Key: key, OwnEnv: o.OwnEnv,
 		Sweepers: app.Deps.sweepers(app.Executable), Log: log}
 	if err := w.Run(ctx); err != nil {
 		return err

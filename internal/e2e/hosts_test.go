@@ -52,7 +52,11 @@ func eachDB(t *testing.T, fn func(t *testing.T, tm *team)) {
 // local workers' slots (0: none, the runs go to agent hosts) and lease
 // TTL ttl.
 func newTeam(tb testing.TB, tg sqltest.Target, local int, ttl time.Duration) *team {
-	e := newEnv(tb)
+	return teamOn(newEnv(tb), tb, tg, local, ttl)
+}
+
+// teamOn is newTeam in env e.
+func teamOn(e *env, tb testing.TB, tg sqltest.Target, local int, ttl time.Duration) *team {
 	tm := &team{e: e}
 	if tg.Name == "SQLite" {
 		tm.db = "sqlite:" + filepath.Join(e.root, "server", "agentrun.db")

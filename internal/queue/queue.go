@@ -45,6 +45,9 @@ type Offer struct {
 	Backend string
 	// Labels must all be among the taker's labels.
 	Labels map[string]string
+	// Sealed says the run needs values that reach a remote taker sealed
+	// to its key (internal/seal): a taker without one cannot have it.
+	Sealed bool
 }
 
 // Queued is one queueing of a run: its id and its update time then.

@@ -4,7 +4,9 @@ package server
 // --server). A host enrols once with a one-time token and gets an id and
 // a random credential, of which the server keeps only the SHA-256 hash.
 // Its requests under /v1/hosts carry "Authorization: Bearer ID.SECRET";
-// a revoked host's are refused.
+// a revoked host's are refused. It also sends the public half of a key
+// pair it made (internal/seal): the values a run needs reach the host
+// sealed to it (hosts_seal.go).
 
 import (
 	"context"
@@ -61,7 +63,10 @@ type Hosts struct {
 	// LocalWorker says the server's own worker executes runs (those
 	// without labels).
 	LocalWorker bool
-	Log         *slog.Logger
+	// Getenv reads the server's own values of the variables a run uses
+	// (its provider keys): they reach a host sealed to its key.
+	Getenv func(string) string
+	Log    *slog.Logger
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -139,6 +144,8 @@ type EnrolRequest struct {
 	Labels   map[string]string `json:"labels,omitempty"`
 	Slots    int               `json:"slots"`
 	Backends []string          `json:"backends"`
+	// SealKey is the host's public sealing key (internal/seal).
+	SealKey []byte `json:"seal_key,omitempty"`
 }
 
 // Enrolled is the answer of POST /v1/hosts/enrol: the host's identity.
@@ -164,7 +171,7 @@ func (in EnrolRequest) check() error {
 			return catalog.BadRequest.New("label %q: a key like a name, a value of at most 256 bytes", k)
 		}
 	}
-	return nil
+	return checkSealKey(in.SealKey, true)
 }
 
 // Enrol exchanges a one-time token for a host identity. The token is
@@ -187,8 +194,9 @@ func (h *Hosts) Enrol(ctx context.Context, in EnrolRequest) (Enrolled, error) {
 	secret := randomHex(32)
 	labels, _ := json.Marshal(nonNil(in.Labels))
 	backends, _ := json.Marshal(append([]string{}, in.Backends...))
-	if _, err := h.DB.Write.ExecContext(ctx, `INSERT INTO hosts (id, name, labels, backends, slots, secret_hash, enrolled_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, in.Name, string(labels), string(backends), in.Slots, hashSecret(secret), now); err != nil {
+	if _, err := h.DB.Write.ExecContext(ctx, `INSERT INTO hosts (id, name, labels, backends, slots, secret_hash, enrolled_at, seal_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, id, in.Name, string(labels), string(backends), in.Slots, hashSecret(secret), now,
+		sealKeyColumn(in.SealKey)); err != nil {
 		return Enrolled{}, fmt.Errorf("enrol: %w", err)
 	}
 	h.log().Info("host enrolled", "host", id, "name", in.Name, "slots", in.Slots)
@@ -214,18 +222,24 @@ type Host struct {
 	Revoked       bool              `json:"revoked"`
 	// Runs are the runs it executes now.
 	Runs []string `json:"runs"`
+	// SealKey is the fingerprint of its sealing key ("": it has none yet).
+	SealKey string `json:"seal_key,omitempty"`
+
+	sealKey []byte // the key itself
 }
 
-const hostColumns = `id, name, labels, backends, slots, enrolled_at, last_seen, revoked_at`
+const hostColumns = `id, name, labels, backends, slots, enrolled_at, last_seen, revoked_at, seal_key`
 
 func scanHost(sc interface{ Scan(...any) error }) (*Host, error) {
 	var h Host
 	var labels, backends string
 	var enrolled int64
 	var seen, revoked sql.NullInt64
-	if err := sc.Scan(&h.ID, &h.Name, &labels, &backends, &h.Slots, &enrolled, &seen, &revoked); err != nil {
+	var key sql.NullString
+	if err := sc.Scan(&h.ID, &h.Name, &labels, &backends, &h.Slots, &enrolled, &seen, &revoked, &key); err != nil {
 		return nil, err
 	}
+	h.setSealKey(key)
 	_ = json.Unmarshal([]byte(labels), &h.Labels)
 	_ = json.Unmarshal([]byte(backends), &h.Backends)
 	h.EnrolledAt = time.UnixMicro(enrolled).UTC()
@@ -282,7 +296,8 @@ func (h *Hosts) authenticate(r *http.Request) (*Host, error) {
 	var labels, backends, hash string
 	var enrolled int64
 	var seen, revoked sql.NullInt64
-	err := row.Scan(&hs.ID, &hs.Name, &labels, &backends, &hs.Slots, &enrolled, &seen, &revoked, &hash)
+	var key sql.NullString
+	err := row.Scan(&hs.ID, &hs.Name, &labels, &backends, &hs.Slots, &enrolled, &seen, &revoked, &key, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, catalog.HostRefused.New("no host %s is enrolled", id)
 	}
@@ -297,6 +312,7 @@ func (h *Hosts) authenticate(r *http.Request) (*Host, error) {
 	}
 	_ = json.Unmarshal([]byte(labels), &hs.Labels)
 	_ = json.Unmarshal([]byte(backends), &hs.Backends)
+	hs.setSealKey(key)
 	return &hs, nil
 }
 

@@ -108,6 +108,10 @@ type Claim struct {
 	Ended string `json:"ended,omitempty"`
 	// LeaseTTLMS is how long the lease outlives the host's last heartbeat.
 	LeaseTTLMS int64 `json:"lease_ttl_ms"`
+	// SealedEnv are the server's values of the run's variables (its
+	// provider keys), sealed to the host's key for this run and token
+	// (hosts_seal.go); absent: the run needs none.
+	SealedEnv []byte `json:"sealed_env,omitempty"`
 }
 
 // MaxClaimWait bounds a claim's long poll.
@@ -170,9 +174,10 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 }
 
 // fits reports whether a host with backends can execute the run offered:
-// it has the run's backend and all its labels.
+// it has the run's backend and all its labels, and a sealing key if the
+// run needs values.
 func fits(host *Host, backends []string, o queue.Offer) bool {
-	if !slices.Contains(backends, o.Backend) {
+	if !slices.Contains(backends, o.Backend) || o.Sealed && host.sealKey == nil {
 		return false
 	}
 	for k, v := range o.Labels {
@@ -219,6 +224,15 @@ func (h *Hosts) take(ctx context.Context, host *Host, id string) (Claim, bool, e
 		drop()
 		return Claim{}, false, err
 	}
+	sealed, err := h.sealFor(host, r, token)
+	if errors.Is(err, errNoSealKey) {
+		drop()
+		return Claim{}, false, nil
+	}
+	if err != nil {
+		drop()
+		return Claim{}, false, err
+	}
 	ho, err := supervisor.ResumeHandoff(ctx, h.Home.Store, id)
 	if err == nil {
 		_, err = h.DB.Write.ExecContext(ctx, `INSERT INTO host_claims (run_id, token, host_id, claimed_at) VALUES ($1, $2, $3, $4)`,
@@ -230,7 +244,8 @@ func (h *Hosts) take(ctx context.Context, host *Host, id string) (Claim, bool, e
 	}
 	project, _ := h.Projects.project(r.Repo)
 	h.log().Info("run claimed", "run", id, "host", host.ID, "name", host.Name, "token", token, "queued_for", time.Since(r.UpdatedAt).String())
-	return Claim{Run: forHost(r), Token: token, Project: project, Note: ho.Note, Ended: ho.Ended, LeaseTTLMS: h.TTL.Milliseconds()}, true, nil
+	return Claim{Run: forHost(r), Token: token, Project: project, Note: ho.Note, Ended: ho.Ended, LeaseTTLMS: h.TTL.Milliseconds(),
+		SealedEnv: sealed}, true, nil
 }
 
 // endStale ends the open claims of run id, whose leases expired.

@@ -80,11 +80,11 @@ func (h *Hosts) check(ctx context.Context, id string) (queue.Offer, bool, error)
 	if !waits(r) || h.Remote(ctx, id) {
 		return queue.Offer{}, false, nil
 	}
-	return offerOf(r), true, nil
+	return h.offerOf(r), true, nil
 }
 
-func offerOf(r *run.Run) queue.Offer {
-	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels}
+func (h *Hosts) offerOf(r *run.Run) queue.Offer {
+	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels, Sealed: h.needsSeal(r)}
 }
 
 // Waiting says why queued run r waits if no taker could ever have it: no
@@ -99,11 +99,16 @@ func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
 	if err != nil {
 		return ""
 	}
-	o := offerOf(r)
+	o := h.offerOf(r)
 	for _, hs := range hosts {
 		if !hs.Revoked && fits(hs, hs.Backends, o) {
 			return ""
 		}
+	}
+	if o.Sealed && slices.ContainsFunc(hosts, func(hs *Host) bool {
+		return !hs.Revoked && fits(hs, hs.Backends, queue.Offer{Backend: o.Backend, Labels: o.Labels})
+	}) {
+		return noSealKey
 	}
 	need := "the " + o.Backend + " sandbox"
 	if len(o.Labels) > 0 {

@@ -30,6 +30,7 @@ func (s *Server) hostRoutes() []route {
 		{method: "POST", path: "/v1/hosts/enrol", open: true, h: s.enrol},
 		{method: "POST", path: "/v1/hosts/claim", open: true, h: s.asHost(s.hostClaim)},
 		{method: "POST", path: "/v1/hosts/heartbeat", open: true, h: s.asHost(s.hostHeartbeat)},
+		{method: "POST", path: "/v1/hosts/seal-key", open: true, h: s.asHost(s.hostSealKey)},
 		{method: "GET", path: "/v1/hosts/runs/{id}", open: true, h: s.asHost(s.hostGet)},
 		{method: "PUT", path: "/v1/hosts/runs/{id}", open: true, h: s.asHost(s.hostPut)},
 		{method: "GET", path: "/v1/hosts/runs/{id}/events", open: true, h: s.asHost(s.hostEvents)},

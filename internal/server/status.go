@@ -36,6 +36,8 @@ var statusByCode = map[string]int{
 	catalog.HostRefused.Code:   http.StatusUnauthorized,
 	catalog.LeaseLost.Code:     http.StatusConflict,
 	catalog.RecordStale.Code:   http.StatusConflict,
+	// A stolen credential must not swap in another sealing key.
+	catalog.SealKeyRefused.Code: http.StatusForbidden,
 }
 
 // httpStatus is the one place that maps a catalog error to an HTTP status.

@@ -24,6 +24,7 @@ import (
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
@@ -42,7 +43,15 @@ type Remote struct {
 	Slots int
 	// Backends are the sandbox backends it can start.
 	Backends []string
-	// Getenv reads the values of the variables a run uses.
+	// HostID and Key are the host's id and private sealing key: the
+	// server's values of a run's variables (its provider keys) come in the
+	// claim sealed to it, and are opened in memory only (remote_job.go).
+	HostID string
+	Key    *seal.Key
+	// OwnEnv are the names of variables this host fills from its own
+	// environment (Getenv) where the server sends no value; by default
+	// none: a run gets the server's values only.
+	OwnEnv []string
 	Getenv func(string) string
 	// Sweepers remove the sandboxes an earlier start left (a host killed
 	// with its runs), by backend name.

@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -142,14 +144,11 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 	if err := deps.Coord.Enqueue(ctx, lease, c.Run.Seq); err != nil {
 		return fmt.Errorf("local queue: %w", err)
 	}
-	ho := supervisor.Handoff{Note: c.Note, Ended: c.Ended, Env: map[string]string{}}
-	if w.Getenv != nil {
-		for _, n := range submit.HandoffNames(c.Run) {
-			if v := w.Getenv(n); v != "" {
-				ho.Env[n] = v
-			}
-		}
+	env, err := w.handoffEnv(j, c)
+	if err != nil {
+		return err
 	}
+	ho := supervisor.Handoff{Note: c.Note, Ended: c.Ended, Env: env}
 	shipCtx, stopShip := context.WithCancel(context.WithoutCancel(ctx))
 	shipped := make(chan struct{})
 	go func() { defer close(shipped); sh.loop(shipCtx) }()
@@ -164,6 +163,39 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 		w.log().Info("run ended", "run", j.id, "state", string(r.State), "reason", string(r.Reason), "took", time.Since(t0).String())
 	}
 	return err
+}
+
+// handoffEnv are the values of the variables claimed run c uses: the
+// server's, opened from the claim in memory (they are never written here:
+// the supervisor keeps its Handoff in memory too), and for the names in
+// OwnEnv that the server sent no value for, this host's own.
+func (w *Remote) handoffEnv(j *job, c server.Claim) (map[string]string, error) {
+	env := map[string]string{}
+	names := submit.HandoffNames(c.Run)
+	if len(c.SealedEnv) > 0 {
+		if w.Key == nil {
+			return nil, fmt.Errorf("run %s: the server sealed its values to a key this host does not have", j.id)
+		}
+		values, err := w.Key.Open(seal.Info{Run: j.id, Host: w.HostID, Token: j.token}, c.SealedEnv)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", j.id, err)
+		}
+		for _, n := range names {
+			if v := values[n]; v != "" {
+				env[n] = v
+			}
+		}
+	}
+	if w.Getenv != nil {
+		for _, n := range names {
+			if _, ok := env[n]; !ok && slices.Contains(w.OwnEnv, n) {
+				if v := w.Getenv(n); v != "" {
+					env[n] = v
+				}
+			}
+		}
+	}
+	return env, nil
 }
 
 // ctx is the run's context: it ends when the host stops (the run ends
