@@ -350,6 +350,12 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if err := submit.Validate(req); err != nil {
 		return err
 	}
+	var ahead *supervisor.Pending
+	if app.Deps.StartAhead && app.Deps.Mode == "" && req.Data != nil {
+		// If it cannot start, Start spawns one as it would have.
+		ahead, _ = supervisor.Prespawn(*req.Data, app.Executable)
+		defer ahead.Abandon()
+	}
 	if req.Task, err = app.readTask(o); err != nil {
 		return err
 	}
@@ -379,7 +385,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		maxParallel = o.MaxParallel
 	}
 	if err := supervisor.Start(ctx, env.runs(), r, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r),
+		MaxParallel: maxParallel, Env: app.envValues(r), Pending: ahead,
 	}); err != nil {
 		return err
 	}
