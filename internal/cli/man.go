@@ -158,7 +158,7 @@ func roffBlock(b *bytes.Buffer, text string) {
 func roffText(s string) string { return strings.ReplaceAll(s, `\`, `\e`) }
 
 // roffLine is roffText for a whole line, which must not start with a
-// control character ('.' or '\'') either.
+// control character either (a dot or an apostrophe).
 func roffLine(s string) string {
 	s = roffText(s)
 	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
