@@ -24,5 +24,5 @@ func main() {
 func cliDeps() cli.Deps {
 	return cli.Deps{OpenStore: wire.OpenStore, Coordinator: wire.Coordinator, Backends: wire.Backends, DefaultBackend: wire.DefaultBackend(),
 		Agents: wire.Agents(), Providers: wire.Providers(), Workspaces: wire.Workspaces(), OpenServer: wire.OpenServer, BuildSetup: wire.BuildSetup,
-		SupervisorDeps: wire.SupervisorDeps}
+		SupervisorDeps: wire.SupervisorDeps, StartAhead: true}
 }

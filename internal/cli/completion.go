@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -92,17 +90,14 @@ from the commands' own help. Install them, e.g.:
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return catalog.Usage.Wrap(err, "man %s: %v", dir, err).WithFix("name a directory you can write")
 			}
-			root := cmd.Root()
-			root.DisableAutoGenTag = true
-			hdr := &doc.GenManHeader{Title: "AGENTRUN", Section: "1", Source: "agentrun " + buildVersion().Version, Manual: "agentrun manual"}
-			if err := doc.GenManTree(root, hdr, dir); err != nil {
+			pages, err := writeManPages(cmd.Root(), dir, "agentrun "+buildVersion().Version)
+			if err != nil {
 				return fmt.Errorf("write man pages: %w", err)
 			}
-			pages, _ := filepath.Glob(filepath.Join(dir, "agentrun*.1"))
 			if app.JSON {
 				return writeJSON(app.Stdout, map[string]any{"dir": dir, "pages": pages})
 			}
-			_, err := fmt.Fprintf(app.Stdout, "wrote %d man pages to %s\n", len(pages), dir)
+			_, err = fmt.Fprintf(app.Stdout, "wrote %d man pages to %s\n", len(pages), dir)
 			return err
 		},
 	}

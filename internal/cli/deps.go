@@ -46,6 +46,12 @@ type Deps struct {
 	InspectRepo func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)
 	// Mode is the mode submit records in provenance ("" = lite).
 	Mode string
+	// StartAhead: a Lite submit starts its run's supervisor process while
+	// it reads the repository and writes the record, and hands it the run
+	// once that is done (supervisor.Prespawn). The agentrun binary's
+	// wiring sets it; a test that runs commands in its own process does
+	// not, its executable being no agentrun binary.
+	StartAhead bool
 	// Policy is the organization policy the server read when it started
 	// (nil: none), in force when PolicyFixed; otherwise each command
 	// reads the one its settings name (policyInForce).

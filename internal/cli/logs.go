@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent/transcript"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -38,7 +38,7 @@ type logsOptions struct {
 
 // checkName is what layout.CheckLog accepts as a check name; anything else
 // could name a path outside the attempt directory.
-var checkName = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
+var checkName = lazyre.New(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks the flags and their combinations.
 func (o *logsOptions) Validate() error {

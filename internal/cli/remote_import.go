@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -47,7 +47,7 @@ func bundleBase(ctx context.Context, repo, base, dir string, have []string) (str
 
 // runBranch is what a run's branch must be called: a server cannot name
 // another branch of the user's.
-var runBranch = regexp.MustCompile(`^agentrun/[0-9a-z]{10}$`)
+var runBranch = lazyre.New(`^agentrun/[0-9a-z]{10}$`)
 
 // importResult brings run r's branch from the server into repo: the
 // bundle is fetched into a quarantine, its commit must have the run's
@@ -129,7 +129,7 @@ func (app *App) importResult(ctx context.Context, repo string, r *run.Run) error
 }
 
 // objectName is a full commit id.
-var objectName = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+var objectName = lazyre.New(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // checkBundle fetches ref of bundle into the quarantine q and checks that
 // it is commit, whose only parent is base and whose tree is base's with

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
@@ -127,7 +127,7 @@ func (o *submitOptions) Validate() error {
 
 // labelKey is what a label's key may be (an agent host's label keys are
 // the same).
-var labelKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var labelKey = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // parseLabels reads each --label KEY=VALUE (nil: none).
 func parseLabels(specs []string) (map[string]string, error) {
@@ -350,6 +350,12 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	if err := submit.Validate(req); err != nil {
 		return err
 	}
+	var ahead *supervisor.Pending
+	if app.Deps.StartAhead && app.Deps.Mode == "" && req.Data != nil {
+		// If it cannot start, Start spawns one as it would have.
+		ahead, _ = supervisor.Prespawn(*req.Data, app.Executable)
+		defer ahead.Abandon()
+	}
 	if req.Task, err = app.readTask(o); err != nil {
 		return err
 	}
@@ -379,7 +385,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		maxParallel = o.MaxParallel
 	}
 	if err := supervisor.Start(ctx, env.runs(), r, supervisor.StartOptions{
-		MaxParallel: maxParallel, Env: app.envValues(r),
+		MaxParallel: maxParallel, Env: app.envValues(r), Pending: ahead,
 	}); err != nil {
 		return err
 	}

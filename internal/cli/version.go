@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/spf13/cobra"
 )
 
@@ -16,7 +16,7 @@ import (
 var Version = "dev"
 
 // pseudoVersion matches Go's pseudo-versions (v0.0.0-20261201101016-7fda8abb9c0d).
-var pseudoVersion = regexp.MustCompile(`-(0\.)?\d{14}-[0-9a-f]{12}`)
+var pseudoVersion = lazyre.New(`-(0\.)?\d{14}-[0-9a-f]{12}`)
 
 // versionInfo is what `agentrun version --json` prints.
 type versionInfo struct {

@@ -1,9 +1,10 @@
 package gateway
 
 import (
-	"github.com/agentrun/agentrun/internal/run"
-	"regexp"
 	"strings"
+
+	"github.com/agentrun/agentrun/internal/lazyre"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -65,7 +66,7 @@ type Prices struct {
 	Free bool
 }
 
-var dateSuffix = regexp.MustCompile(`[-@](20\d{6}|\d{4}-\d{2}-\d{2}|latest)$`)
+var dateSuffix = lazyre.New(`[-@](20\d{6}|\d{4}-\d{2}-\d{2}|latest)$`)
 
 // Lookup returns the price of model, and whether one is known.
 func (p Prices) Lookup(model string) (Price, bool) {

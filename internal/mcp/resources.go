@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
-	"regexp"
 
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,8 +17,8 @@ const (
 )
 
 var (
-	patchURI      = regexp.MustCompile(`^agentrun://runs/([^/]+)/patch$`)
-	transcriptURI = regexp.MustCompile(`^agentrun://runs/([^/]+)/attempts/([1-9][0-9]{0,5})/transcript$`)
+	patchURI      = lazyre.New(`^agentrun://runs/([^/]+)/patch$`)
+	transcriptURI = lazyre.New(`^agentrun://runs/([^/]+)/attempts/([1-9][0-9]{0,5})/transcript$`)
 )
 
 func (s *Server) addResources() {
@@ -33,7 +33,7 @@ func (s *Server) addResources() {
 
 // runID is the run id part of a resource URI, unescaped (the CLI judges
 // whether it is one).
-func runID(uri string, re *regexp.Regexp) ([]string, bool) {
+func runID(uri string, re *lazyre.Regexp) ([]string, bool) {
 	m := re.FindStringSubmatch(uri)
 	if m == nil {
 		return nil, false

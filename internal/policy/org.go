@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -126,9 +126,9 @@ func LoadOrg(path string) (*Org, error) {
 }
 
 var (
-	nameRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	envRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	digestRe = regexp.MustCompile(`^([a-z0-9][a-z0-9._/:-]*@)?sha256:[0-9a-f]{64}$`)
+	nameRe   = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	envRe    = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	digestRe = lazyre.New(`^([a-z0-9][a-z0-9._/:-]*@)?sha256:[0-9a-f]{64}$`)
 )
 
 // ParseOrg parses a policy file's content (path names it in errors).

@@ -11,22 +11,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 )
 
 // DefaultMaxBundle bounds an uploaded bundle when Projects leaves it zero.
 const DefaultMaxBundle = 1 << 30
 
 // projectName is what a project may be called: it names a directory.
-var projectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var projectName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // objectID is a full commit id (sha1 or sha256).
-var objectID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+var objectID = lazyre.New(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // Projects keeps one bare repository per project under Dir: the base
 // commits clients sent (each kept by a ref refs/agentrun/bases/ID) and the

@@ -2,10 +2,10 @@ package submit
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -15,7 +15,7 @@ const MaxTaskBytes = 1 << 20
 // f names a request field in an error (catalog.Field).
 var f = catalog.Field
 
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRe = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ValidCheckName reports a usable check name (run.ValidCheckName).
 func ValidCheckName(n string) bool { return run.ValidCheckName(n) }

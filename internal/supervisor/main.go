@@ -35,22 +35,35 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 	home := fs.String("home", "", "data directory")
 	id := fs.String("id", "", "run id")
 	maxParallel := fs.Int("max-parallel", 1, "concurrency limit")
+	pending := fs.Bool("pending", false, "wait on fd 3 for the run (Prespawn)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	var lockFile *os.File
+	var ho Handoff
+	if *pending {
+		pr, lease, ok := waitForRun()
+		if !ok {
+			return 0 // the submit made no run
+		}
+		*id, *maxParallel, ho, lockFile = pr.ID, pr.MaxParallel, pr.Handoff, lease
 	}
 	if err := run.ValidateID(*id); err != nil || *home == "" {
 		fmt.Fprintln(os.Stderr, "supervise: need --home and a valid --id")
 		return 2
 	}
-	// The inherited lock and handoff must not leak into anything started
-	// from here (the sandbox, the agent): the lock would outlive us.
-	unix.CloseOnExec(lockFD)
-	unix.CloseOnExec(handoffFD)
-	lockFile := os.NewFile(lockFD, "supervisor.lock")
-	ho, err := readHandoff(os.NewFile(handoffFD, "handoff"))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
-		return 1
+	if !*pending {
+		// The inherited lock and handoff must not leak into anything
+		// started from here (the sandbox, the agent): the lock would
+		// outlive us.
+		unix.CloseOnExec(lockFD)
+		unix.CloseOnExec(handoffFD)
+		lockFile = os.NewFile(lockFD, "supervisor.lock")
+		var err error
+		if ho, err = readHandoff(os.NewFile(handoffFD, "handoff")); err != nil {
+			fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)
+			return 1
+		}
 	}
 	deps, err := wire(*home)
 	if err != nil {
@@ -73,6 +86,25 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 		return 1
 	}
 	return 0
+}
+
+// waitForRun is a pending supervisor's wait for its run (fd 3; see
+// Prespawn): false when none comes. Once the run has come, the process's
+// stdout and stderr are the run's supervisor.log.
+func waitForRun() (*pendingRun, *os.File, bool) {
+	unix.CloseOnExec(lockFD)
+	pr, lease, logf, err := receiveRun(os.NewFile(lockFD, "handoff"))
+	if err != nil || pr == nil {
+		return nil, nil, false // no log to tell yet: the run is not ours
+	}
+	defer logf.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup2(int(logf.Fd()), fd); err != nil {
+			lease.Close()
+			return nil, nil, false
+		}
+	}
+	return pr, lease, true
 }
 
 // adopt takes over the lease the spawner handed down as fd 3.

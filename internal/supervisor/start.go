@@ -19,6 +19,9 @@ type StartOptions struct {
 	// MaxTokens and MaxCost, when set, replace the run's budget (resume).
 	MaxTokens *int64
 	MaxCost   *float64
+	// Pending, when set, is a supervisor started ahead (Prespawn) that
+	// takes the run; if it is gone, a new one is spawned.
+	Pending *Pending
 }
 
 // Start stores the planned run (queued) and spawns its supervisor. If the
@@ -45,7 +48,7 @@ func spawnFor(ctx context.Context, h Home, id string, seq int64, o StartOptions,
 		}
 	}
 	if err == nil {
-		_, err = Spawn(ctx, SpawnOptions{Layout: h.Layout, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: ho, Lease: lease, Coord: h.Coord})
+		err = spawn(ctx, SpawnOptions{Layout: h.Layout, ID: id, Executable: o.Executable, MaxParallel: o.MaxParallel, Handoff: ho, Lease: lease, Coord: h.Coord}, o.Pending)
 	}
 	if err != nil {
 		_ = h.Coord.Dequeue(context.WithoutCancel(ctx), id, seq)
@@ -53,6 +56,22 @@ func spawnFor(ctx context.Context, h Home, id string, seq int64, o StartOptions,
 		return fmt.Errorf("start supervisor: %w", err)
 	}
 	return nil
+}
+
+// spawn hands so's run to pending, or spawns a supervisor for it when
+// there is none or it is gone. Either way the caller's lease is released.
+func spawn(ctx context.Context, so SpawnOptions, pending *Pending) error {
+	if pending != nil {
+		_, err := pending.hand(so)
+		if !errors.Is(err, errPendingGone) {
+			if err != nil {
+				so.Lease.Release()
+			}
+			return err
+		}
+	}
+	_, err := Spawn(ctx, so)
+	return err
 }
 
 // endedAs describes how r ended, for the resumed agent.
@@ -143,8 +162,8 @@ func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions
 		err = h.Coord.Enqueue(ctx, lease, nr.Seq)
 	}
 	if err == nil && !h.Claimed {
-		_, err = Spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lease: lease, Coord: h.Coord})
+		err = spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
+			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lease: lease, Coord: h.Coord}, o.Pending)
 	} else {
 		lease.Release()
 	}

@@ -91,6 +91,7 @@ func (e *exportStep) Run(ctx context.Context) (exportResult, error) {
 	}
 	if e.Ident != nil {
 		ident := <-e.Ident
+		opts.IdentityRead = true
 		if opts.AuthorName == "" {
 			opts.AuthorName = ident[0]
 		}

@@ -3,8 +3,9 @@ package users
 import (
 	"context"
 	"errors"
-	"regexp"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/lazyre"
 )
 
 // Role is what a user may do: admins everything, members submit and act
@@ -127,7 +128,7 @@ type Store interface {
 	Release(ctx context.Context, admission string) error
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var nameRE = lazyre.New(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // ValidName reports whether name can name a user or a token: lowercase
 // letters, digits, '.', '_' and '-', at most 64, starting with a letter

@@ -11,15 +11,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/agentrun/agentrun/internal/bundlecheck"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 )
 
-var projectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var projectName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
-var commitID = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+var commitID = lazyre.New(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 func (w *Remote) projectRepo(project string) string {
 	return filepath.Join(w.Data, "projects", project+".git")

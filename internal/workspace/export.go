@@ -337,7 +337,7 @@ func branchState(ctx context.Context, repo, ref string) (tip string, same func(t
 // repository's configuration, else agentrun.
 func identity(ctx context.Context, opts ExportOptions) (string, string) {
 	name, email := opts.AuthorName, opts.AuthorEmail
-	if name == "" || email == "" {
+	if (name == "" || email == "") && !opts.IdentityRead {
 		cfgName, cfgEmail := ConfigIdentity(ctx, opts.Repo)
 		if name == "" {
 			name = cfgName

@@ -66,7 +66,11 @@ type ExportOptions struct {
 	Message     string // full commit message
 	AuthorName  string
 	AuthorEmail string
-	PatchPath   string // where result.patch is written
+	// IdentityRead says the caller has already read the repository's
+	// user.name and user.email (ConfigIdentity) into the author fields:
+	// what is still empty there is not set, and is not read again.
+	IdentityRead bool
+	PatchPath    string // where result.patch is written
 	// Force moves an existing branch (resume re-export); without it an
 	// existing branch that is not an ancestor-compatible previous result is
 	// an error.

@@ -521,3 +521,23 @@ func TestFill(t *testing.T) {
 		t.Fatalf("a failed fill left %d entries", len(names))
 	}
 }
+
+// An identity the caller already read is not read again: a repository
+// identity set since (or never read) does not show, and what the caller
+// found empty falls back to agentrun.
+func TestExportIdentityRead(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	testsupport.Git(t, repo, "config", "user.name", "Configured")
+	testsupport.Git(t, repo, "config", "user.email", "configured@example.org")
+	cs := &ChangeSet{Changes: []Change{{Path: "x.txt", Kind: "add", Mode: modeFile, Content: []byte("x\n")}}}
+	opts := exportOpts(t, repo, base, "agentrun/identread")
+	opts.IdentityRead, opts.AuthorName = true, "Caller"
+	res, err := Export(context.Background(), cs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who := testsupport.Git(t, repo, "log", "-1", "--format=%an <%ae>", res.Commit); who != "Caller <agentrun@localhost>" {
+		t.Fatalf("author = %q", who)
+	}
+}

@@ -2,10 +2,10 @@ package loop
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/lazyre"
 )
 
 // replyKind classifies an assistant reply that carries no tool call.
@@ -25,16 +25,16 @@ const (
 	nudgeStalledSuff           = " turns. Change your approach (read the error again, try something different), or call finish with a summary if the task is done."
 )
 
-var textCallPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)<tool_call>`),
-	regexp.MustCompile(`(?i)<function=`),
-	regexp.MustCompile(`(?i)<\|?tool_calls?(_begin|_start)?\|?>`),
-	regexp.MustCompile(`\[TOOL_CALLS\]`),
-	regexp.MustCompile(`(?i)<invoke name=`),
-	regexp.MustCompile(`(?i)<\|python_tag\|>`),
+var textCallPatterns = []*lazyre.Regexp{
+	lazyre.New(`(?i)<tool_call>`),
+	lazyre.New(`(?i)<function=`),
+	lazyre.New(`(?i)<\|?tool_calls?(_begin|_start)?\|?>`),
+	lazyre.New(`\[TOOL_CALLS\]`),
+	lazyre.New(`(?i)<invoke name=`),
+	lazyre.New(`(?i)<\|python_tag\|>`),
 }
 
-var jsonObject = regexp.MustCompile(`(?s)\{.*\}`)
+var jsonObject = lazyre.New(`(?s)\{.*\}`)
 
 // classify says what a reply without tool calls is.
 func classify(resp *provider.Response) replyKind {
@@ -83,7 +83,7 @@ func looksLikeTextCall(s string) bool {
 	return false
 }
 
-var thinkBlock = regexp.MustCompile(`(?s)<think>.*?(</think>|$)`)
+var thinkBlock = lazyre.New(`(?s)<think>.*?(</think>|$)`)
 
 func stripThink(s string) string {
 	return strings.TrimSpace(thinkBlock.ReplaceAllString(s, ""))

@@ -5,9 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/runner"
 )
 
@@ -59,7 +59,7 @@ func editError(err error, path, field string) (Result, error) {
 	return opResult(err, "edit "+path)
 }
 
-var lineNumber = regexp.MustCompile(`^ *\d+\t`)
+var lineNumber = lazyre.New(`^ *\d+\t`)
 
 // stripLineNumbers removes read_file's "   12\t" prefixes when every line
 // has one; ok is false when they do not.

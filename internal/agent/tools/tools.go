@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/agent/provider"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/runner"
 )
 
@@ -141,7 +141,7 @@ func opResult(err error, what string) (Result, error) {
 	return Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
-var spillName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,80}$`)
+var spillName = lazyre.New(`^[a-z0-9][a-z0-9._-]{0,80}$`)
 
 // readSpill reads a spill file the loop wrote, by its opaque name.
 func readSpill(env *Env, path string) ([]byte, error) {

@@ -2,18 +2,18 @@ package docker
 
 import (
 	"context"
-	"regexp"
 	"slices"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/sandbox"
 )
 
 // digestRE is a sha256 digest as engines write it.
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestRE = lazyre.New(`^sha256:[0-9a-f]{64}$`)
 
 // imageRef is a parsed --image value.
 type imageRef struct {

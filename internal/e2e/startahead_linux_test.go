@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// pendingSupervisors are the pids of supervisors started ahead for data
+// directory home that wait for their run (agentrun __supervise --pending).
+func pendingSupervisors(t *testing.T, home string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 5 && args[1] == "__supervise" && args[3] == home && args[4] == "--pending" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// startBlockedSubmit starts a submit whose task comes on stdin, which the
+// test holds open: the submit has started its supervisor ahead and waits
+// for the task. It returns the command, the task's writer and the pending
+// supervisor's pid.
+func startBlockedSubmit(t *testing.T, e *env, out *bytes.Buffer) (*exec.Cmd, io.WriteCloser, int) {
+	t.Helper()
+	cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--wait", "-")
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = e.repo, e.vars, out, out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
+			return cmd, stdin, pids[0]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no supervisor started ahead for %s\n%s", e.home, out.String())
+	return nil, nil, 0
+}
+
+// exited waits for pid, not our child, to exit.
+func exited(t *testing.T, pid int, what string) {
+	t.Helper()
+	waitGone(pid)
+	if alive(pid) {
+		t.Fatalf("%s (pid %d) did not exit", what, pid)
+	}
+}
+
+// TestStartAheadKilledSubmitLeavesNothing: a submit killed with SIGKILL
+// after starting its supervisor ahead, before the run exists: the waiting
+// supervisor exits, and no run, log or lock is left in the data directory.
+func TestStartAheadKilledSubmitLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	var out bytes.Buffer
+	cmd, _, pid := startBlockedSubmit(t, e, &out)
+	before := listTree(t, e.home)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	exited(t, pid, "the supervisor started ahead")
+	if ids := e.runIDs(); len(ids) != 0 {
+		t.Fatalf("runs left: %v", ids)
+	}
+	if after := listTree(t, e.home); after != before {
+		t.Fatalf("the data directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestStartAheadRefusedSubmit: a submit refused after its supervisor was
+// started ahead (an empty task) exits with the refusal; the supervisor
+// exits too, and nothing is made.
+func TestStartAheadRefusedSubmit(t *testing.T) {
+	e := newEnv(t)
+	var out bytes.Buffer
+	cmd, stdin, pid := startBlockedSubmit(t, e, &out)
+	stdin.Close() // an empty task
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out.String(), `"code": "empty_task"`) {
+		t.Fatalf("submit of an empty task: %v\n%s", err, out.String())
+	}
+	exited(t, pid, "the supervisor started ahead")
+	if ids := e.runIDs(); len(ids) != 0 {
+		t.Fatalf("runs left: %v", ids)
+	}
+}
+
+// TestStartAheadGoneFallsBack: the supervisor started ahead is killed
+// before the run exists; the submit spawns one as before, and the run
+// succeeds with its branch.
+func TestStartAheadGoneFallsBack(t *testing.T) {
+	e := newEnv(t)
+	var out bytes.Buffer
+	cmd, stdin, pid := startBlockedSubmit(t, e, &out)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	exited(t, pid, "the supervisor started ahead")
+	if _, err := io.WriteString(stdin, "write x"); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("submit: %v\n%s", err, out.String())
+	}
+	id := between(out.String(), `"id": "`, `"`)
+	if r := e.get(id); r.State != run.StateSucceeded || r.Branch == "" {
+		t.Fatalf("run %s ended %s: %s", id, r.State, r.Message)
+	}
+}
+
+// listTree lists what is under dir, one path per line ("" when dir does
+// not exist).
+func listTree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) && p == dir {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		b.WriteString(p + "\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

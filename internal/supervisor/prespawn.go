@@ -1,0 +1,196 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/layout"
+	"golang.org/x/sys/unix"
+)
+
+// Pending is a supervisor process started before its run exists, so that
+// its start (a process and a Go runtime: about 10 ms, the largest step
+// between a submit and its run's start) overlaps the submit's own work
+// (reading the repository, writing the record). It waits on a socket for
+// its run; the run's id, handoff, lease and log come over it once the
+// record is written (Start with StartOptions.Pending). A Pending that is
+// never handed a run (the submit failed) is abandoned: the process sees
+// the socket close and exits, having touched nothing.
+type Pending struct {
+	home string
+	cmd  *exec.Cmd
+	conn *os.File // our end of the socket pair
+	once sync.Once
+}
+
+// errPendingGone means the pending supervisor could not take its run (it
+// exited before, or was abandoned); Start spawns a new one instead.
+var errPendingGone = errors.New("the supervisor started ahead is gone")
+
+// pendingRun is what a pending supervisor receives besides its lease and
+// log descriptors.
+type pendingRun struct {
+	ID          string  `json:"id"`
+	MaxParallel int     `json:"max_parallel"`
+	Handoff     Handoff `json:"handoff"`
+}
+
+// Prespawn starts a supervisor for data directory l that waits for its
+// run. executable is the agentrun binary ("" = this process's own).
+func Prespawn(l layout.Layout, executable string) (*Pending, error) {
+	exe := executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("start supervisor ahead: %w", err)
+		}
+	}
+	fds, err := socketPair()
+	if err != nil {
+		return nil, fmt.Errorf("start supervisor ahead: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor handoff"), os.NewFile(uintptr(fds[1]), "handoff")
+	defer theirs.Close()
+	cmd := exec.Command(exe, "__supervise", "--home", l.Home, "--pending")
+	cmd.ExtraFiles = []*os.File{theirs} // fd 3: the socket its run comes over
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = supervisorEnviron()
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start supervisor ahead: %w", err)
+	}
+	go cmd.Wait() // reap it if this process outlives it
+	return &Pending{home: l.Home, cmd: cmd, conn: ours}, nil
+}
+
+// socketPair is a close-on-exec pair of connected stream sockets, made
+// under the fork lock (as os.Pipe does where there is no pipe2) so that no
+// process started meanwhile inherits them: SOCK_CLOEXEC is Linux's alone.
+func socketPair() ([2]int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err == nil {
+		unix.CloseOnExec(fds[0])
+		unix.CloseOnExec(fds[1])
+	}
+	return fds, err
+}
+
+// Abandon lets the pending supervisor go without a run: it exits. Safe on
+// nil, twice, and after the run was handed over.
+func (p *Pending) Abandon() {
+	if p != nil {
+		p.once.Do(func() { p.conn.Close() })
+	}
+}
+
+// hand passes run o.ID, its handoff, its lease (released here, as Spawn
+// does) and its log to the pending supervisor, and returns its pid.
+func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
+	if o.Layout.Home != p.home {
+		p.Abandon()
+		return 0, errPendingGone
+	}
+	ho, ok := o.Coord.(coord.Handover)
+	if !ok {
+		return 0, errors.New("spawn supervisor: the coordinator cannot hand a lease to another process")
+	}
+	leaseFile, err := ho.File(o.Lease)
+	if err != nil {
+		return 0, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	payload, err := json.Marshal(pendingRun{ID: o.ID, MaxParallel: max(o.MaxParallel, 1), Handoff: o.Handoff})
+	if err != nil {
+		return 0, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	if len(payload) > maxHandoff {
+		return 0, fmt.Errorf("spawn supervisor: environment values too large (%d bytes)", len(payload))
+	}
+	logf, err := os.OpenFile(o.Layout.SupervisorLog(o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	defer logf.Close()
+	handed := false
+	p.once.Do(func() {
+		defer p.conn.Close()
+		rights := unix.UnixRights(int(leaseFile.Fd()), int(logf.Fd()))
+		// The payload fits the socket's buffer: this never waits on the
+		// child, and a child that is gone is EPIPE at once.
+		n, serr := unix.SendmsgN(int(p.conn.Fd()), payload, rights, nil, unix.MSG_NOSIGNAL)
+		handed = serr == nil && n == len(payload)
+	})
+	if !handed {
+		return 0, errPendingGone
+	}
+	o.Lease.Release() // the child holds the lease now
+	return p.cmd.Process.Pid, nil
+}
+
+// receiveRun waits on conn (fd 3 of a pending supervisor) for its run:
+// nil when the socket closes first (the submit made no run).
+func receiveRun(conn *os.File) (*pendingRun, *os.File, *os.File, error) {
+	defer conn.Close()
+	buf := make([]byte, maxHandoff+1024)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), buf, oob, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("receive run: %w", err)
+	}
+	if n == 0 && oobn == 0 {
+		return nil, nil, nil, nil
+	}
+	fds, err := receivedFDs(oob[:oobn])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lease, logf := os.NewFile(uintptr(fds[0]), "supervisor.lock"), os.NewFile(uintptr(fds[1]), "supervisor.log")
+	// The rest of a payload the stream split, to its end.
+	rest, err := io.ReadAll(io.LimitReader(conn, int64(len(buf)-n)))
+	if err == nil {
+		var pr pendingRun
+		if err = json.Unmarshal(append(buf[:n], rest...), &pr); err == nil {
+			return &pr, lease, logf, nil
+		}
+	}
+	lease.Close()
+	logf.Close()
+	return nil, nil, nil, fmt.Errorf("receive run: %w", err)
+}
+
+// receivedFDs are the two descriptors of a control message, close-on-exec
+// (nothing started from here may inherit the lease).
+func receivedFDs(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	var fds []int
+	for _, m := range msgs {
+		if err != nil {
+			break
+		}
+		var got []int
+		got, err = unix.ParseUnixRights(&m)
+		fds = append(fds, got...)
+	}
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
+	}
+	if err == nil && len(fds) != 2 {
+		err = fmt.Errorf("%d descriptors, want 2", len(fds))
+	}
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("receive run: %w", err)
+	}
+	return fds, nil
+}
