@@ -10,7 +10,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
 	"golang.org/x/sys/unix"
 )
@@ -43,14 +42,11 @@ type pendingRun struct {
 }
 
 // Prespawn starts a supervisor for data directory l that waits for its
-// run. executable is the agentrun binary ("" = this process's own).
-func Prespawn(l layout.Layout, executable string) (*Pending, error) {
-	exe := executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("start supervisor ahead: %w", err)
-		}
+// run. exe is the agentrun binary ("" = this process's own).
+func Prespawn(l layout.Layout, exe string) (*Pending, error) {
+	exe, err := executable(exe)
+	if err != nil {
+		return nil, err
 	}
 	fds, err := socketPair()
 	if err != nil {
@@ -100,24 +96,9 @@ func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
 		p.Abandon()
 		return 0, errPendingGone
 	}
-	ho, ok := o.Coord.(coord.Handover)
-	if !ok {
-		return 0, errors.New("spawn supervisor: the coordinator cannot hand a lease to another process")
-	}
-	leaseFile, err := ho.File(o.Lease)
+	leaseFile, payload, logf, err := handover(o, pendingRun{ID: o.ID, MaxParallel: max(o.MaxParallel, 1), Handoff: o.Handoff})
 	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
-	}
-	payload, err := json.Marshal(pendingRun{ID: o.ID, MaxParallel: max(o.MaxParallel, 1), Handoff: o.Handoff})
-	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
-	}
-	if len(payload) > maxHandoff {
-		return 0, fmt.Errorf("spawn supervisor: environment values too large (%d bytes)", len(payload))
-	}
-	logf, err := os.OpenFile(o.Layout.SupervisorLog(o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
+		return 0, err
 	}
 	defer logf.Close()
 	handed := false

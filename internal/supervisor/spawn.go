@@ -63,31 +63,13 @@ func Spawn(ctx context.Context, o SpawnOptions) (int, error) {
 		return 0, errors.New("spawn supervisor: lease not held")
 	}
 	defer o.Lease.Release()
-	ho, ok := o.Coord.(coord.Handover)
-	if !ok {
-		return 0, errors.New("spawn supervisor: the coordinator cannot hand a lease to another process")
-	}
-	leaseFile, err := ho.File(o.Lease)
+	exe, err := executable(o.Executable)
 	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
+		return 0, err
 	}
-	exe := o.Executable
-	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return 0, fmt.Errorf("spawn supervisor: %w", err)
-		}
-	}
-	payload, err := json.Marshal(o.Handoff)
+	leaseFile, payload, logf, err := handover(o, o.Handoff)
 	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
-	}
-	if len(payload) > maxHandoff {
-		return 0, fmt.Errorf("spawn supervisor: environment values too large (%d bytes)", len(payload))
-	}
-	logf, err := os.OpenFile(o.Layout.SupervisorLog(o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return 0, fmt.Errorf("spawn supervisor: %w", err)
+		return 0, err
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
@@ -123,6 +105,40 @@ func Spawn(ctx context.Context, o SpawnOptions) (int, error) {
 	pid := cmd.Process.Pid
 	go cmd.Wait() // reap it if this process outlives it
 	return pid, nil
+}
+
+// executable is exe, or else this process's own binary.
+func executable(exe string) (string, error) {
+	if exe != "" {
+		return exe, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("spawn supervisor: %w", err)
+	}
+	return exe, nil
+}
+
+// handover is what a new supervisor of o's run is given: the lease's
+// descriptor, msg as JSON (at most maxHandoff bytes), and its log opened.
+func handover(o SpawnOptions, msg any) (lease *os.File, payload []byte, logf *os.File, err error) {
+	ho, ok := o.Coord.(coord.Handover)
+	if !ok {
+		return nil, nil, nil, errors.New("spawn supervisor: the coordinator cannot hand a lease to another process")
+	}
+	if lease, err = ho.File(o.Lease); err != nil {
+		return nil, nil, nil, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	if payload, err = json.Marshal(msg); err != nil {
+		return nil, nil, nil, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	if len(payload) > maxHandoff {
+		return nil, nil, nil, fmt.Errorf("spawn supervisor: environment values too large (%d bytes)", len(payload))
+	}
+	if logf, err = os.OpenFile(o.Layout.SupervisorLog(o.ID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+		return nil, nil, nil, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	return lease, payload, logf, nil
 }
 
 // supervisorEnviron is the supervisor's environment: enough to find
