@@ -47,7 +47,7 @@ func (app *App) openHosts(ctx context.Context, o *serverDBOptions) (h *server.Ho
 	if url == "" {
 		url = "sqlite:" + filepath.Join(data, "agentrun.db")
 	}
-	be, err := app.Deps.OpenServer(ctx, url, 0)
+	be, err := app.Deps.OpenServer(ctx, url, server.BackendOptions{})
 	if err != nil {
 		return nil, nil, catalog.Home.Wrap(err, "the server's database: %v", err).WithFix("check --data or --database-url")
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/audit"
@@ -41,4 +42,13 @@ type Backend struct {
 	// LeaseTTL is how long a lease outlives its holder's last renewal.
 	LeaseTTL time.Duration
 	Close    func() error
+}
+
+// BackendOptions are how a team server's backend is opened.
+type BackendOptions struct {
+	// LeaseTTL is the coordinator's (0: its default).
+	LeaseTTL time.Duration
+	// Log is the server's log: the dispatch queue's own warnings and
+	// errors go there (nil: nowhere).
+	Log *slog.Logger
 }

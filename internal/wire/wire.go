@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -83,9 +82,8 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 
 // OpenServer opens a team server's database at url (sqlite:PATH or
 // postgres://...), brings its schema up to date, and returns the SQL run
-// store and coordinator on it (Full mode). leaseTTL is the coordinator's
-// (0: its default).
-func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*server.Backend, error) {
+// store and coordinator on it (Full mode), with o's lease TTL and log.
+func OpenServer(ctx context.Context, url string, o server.BackendOptions) (*server.Backend, error) {
 	db, err := sqldb.Open(ctx, url)
 	if err != nil {
 		return nil, err
@@ -102,16 +100,16 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
 	// The dispatch queue is River's, its tables made by River's own
 	// migrations beside ours.
-	q, err := riverq.Open(ctx, db, url, riverq.Options{})
+	q, err := riverq.Open(ctx, db, url, riverq.Options{Log: o.Log})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
+	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: o.LeaseTTL})
 	return &server.Backend{
 		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
 		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q,
-		LeaseTTL:       cmp.Or(leaseTTL, sqlcoord.DefaultLeaseTTL),
+		LeaseTTL:       cmp.Or(o.LeaseTTL, sqlcoord.DefaultLeaseTTL),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)
