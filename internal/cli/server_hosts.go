@@ -61,7 +61,7 @@ func newHosts(app *App, be *server.Backend, data string, projects *server.Projec
 	}
 	home := supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: layout.Layout{Home: data}, Claimed: true,
 		Sweepers: app.Deps.sweepers(app.Executable)}
-	return &server.Hosts{DB: be.HostsDB, Leases: be.HostLeases, Home: home, Projects: projects, TTL: be.LeaseTTL, Queue: be.Queue}
+	return &server.Hosts{DB: be.HostsDB, Leases: be.HostLeases, Home: home, Projects: projects, TTL: be.LeaseTTL, Queue: be.Queue, Cancels: be.Cancels}
 }
 
 func (app *App) newServerHostCmds() []*cobra.Command {

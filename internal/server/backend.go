@@ -39,6 +39,8 @@ type Backend struct {
 	HostLeases HostLeases
 	// Queue is the dispatch queue on the same database (River).
 	Queue queue.Queue
+	// Cancels is told of the cancel events Store appends (Hosts.Cancels).
+	Cancels *Cancels
 	// LeaseTTL is how long a lease outlives its holder's last renewal.
 	LeaseTTL time.Duration
 	Close    func() error

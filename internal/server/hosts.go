@@ -62,6 +62,9 @@ type Hosts struct {
 	// without labels).
 	LocalWorker bool
 	Log         *slog.Logger
+	// Cancels wakes the heartbeats that wait for a cancel of their
+	// hosts' runs (hosts_cancel.go; nil: heartbeats never wait).
+	Cancels *Cancels
 
 	mu    sync.Mutex
 	locks map[string]*runLock

@@ -264,6 +264,9 @@ type HeldRun struct {
 // HeartbeatRequest is the body of POST /v1/hosts/heartbeat.
 type HeartbeatRequest struct {
 	Runs []HeldRun `json:"runs"`
+	// WaitMS is how long the answer may wait for a cancel of one of Runs
+	// (at most half the lease TTL; hosts_cancel.go).
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // Heartbeat is its answer: the runs the host lost (it drops them), the

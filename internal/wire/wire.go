@@ -10,6 +10,7 @@ package wire
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -96,8 +97,17 @@ func OpenServer(ctx context.Context, url string, o server.BackendOptions) (*serv
 	latest := ms[len(ms)-1].Version
 	// Every event a run's journal receives, whichever worker sends it, is
 	// also an entry of the audit trail, written in the same transaction.
+	// A cancel event also wakes the heartbeat of the run's host, if one
+	// waits (its answer tells the host to cancel the run).
 	trail := sqlaudit.New(db)
-	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
+	audited, cancels := trail.RunEvents(server.EventActor), &server.Cancels{}
+	st := sqlstore.New(db).WithEventHook(func(ctx context.Context, tx *sql.Tx, id string, e run.Event) error {
+		if err := audited(ctx, tx, id, e); err != nil {
+			return err
+		}
+		cancels.Event(id, e)
+		return nil
+	})
 	// The dispatch queue is River's, its tables made by River's own
 	// migrations beside ours.
 	q, err := riverq.Open(ctx, db, url, riverq.Options{Log: o.Log})
@@ -108,7 +118,7 @@ func OpenServer(ctx context.Context, url string, o server.BackendOptions) (*serv
 	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: o.LeaseTTL})
 	return &server.Backend{
 		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
-		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q,
+		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q, Cancels: cancels,
 		LeaseTTL:       cmp.Or(o.LeaseTTL, sqlcoord.DefaultLeaseTTL),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
