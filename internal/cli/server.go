@@ -213,6 +213,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	hosts := newHosts(app, be, data, projects)
 	hosts.Log, env.Remote, env.Waiting = log, hosts.Remote, hosts.Waiting
 	hosts.LocalWorker = slots > 0
+	metrics.WatchHosts(hosts)
 	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }, Queue: be.Queue, Queued: hosts.Enqueue}

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,7 +24,8 @@ const cancelWithin = 4 * time.Second
 // the heartbeat's answer: 'agentrun cancel' returns with the run
 // cancelled well within one heartbeat interval (the lease TTL is the
 // default 15 s), and the run ends through its supervisor's usual path
-// (journaled cancelled, its claim released).
+// (journaled cancelled, its claim released). The server's /metrics counts
+// the host, the slots it offers and its claims.
 func TestHostCancelLatency(t *testing.T) {
 	for _, tg := range sqltest.Targets {
 		t.Run(tg.Name, func(t *testing.T) {
@@ -61,6 +64,36 @@ func TestHostCancelLatency(t *testing.T) {
 			if m := slices.Max(took); m > cancelWithin {
 				t.Errorf("a cancel took %s to end the run on its host, want at most %s", m, cancelWithin)
 			}
+			// A heartbeat cut short for a run just claimed is no failure.
+			if strings.Contains(h.output(), "could not reach the server") {
+				t.Errorf("the host gave its runs up:\n%s", h.output())
+			}
+			// The server's /metrics counts the host and its claims.
+			tm.waitFor("the host's metrics", func() bool {
+				body := tm.scrape()
+				for _, want := range []string{"agentrun_hosts_online 1", "agentrun_host_slots 2", "agentrun_host_runs 0",
+					fmt.Sprintf("agentrun_host_claims_total %d", len(took)), fmt.Sprintf("agentrun_host_claim_wait_seconds_count %d", len(took))} {
+					if !strings.Contains(body, want+"\n") {
+						return false
+					}
+				}
+				return true
+			})
 		})
 	}
+}
+
+// scrape is the server's /metrics.
+func (tm *team) scrape() string {
+	tm.e.t.Helper()
+	resp, err := http.Get(tm.url + "/metrics")
+	if err != nil {
+		tm.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tm.e.t.Fatal(err)
+	}
+	return string(b)
 }

@@ -65,6 +65,8 @@ type Hosts struct {
 	// Cancels wakes the heartbeats that wait for a cancel of their
 	// hosts' runs (hosts_cancel.go; nil: heartbeats never wait).
 	Cancels *Cancels
+	// Metrics count the claims served and the runs lost (nil: none).
+	Metrics *Metrics
 
 	mu    sync.Mutex
 	locks map[string]*runLock

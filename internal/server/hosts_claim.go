@@ -163,6 +163,9 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 		c, ok, err := h.take(ctx, host, o.Run)
 		unlock()
 		done(ok)
+		if ok {
+			h.Metrics.HostClaimed(time.Since(began))
+		}
 		if err != nil || ok {
 			return c, err
 		}
@@ -364,6 +367,7 @@ func (h *Hosts) lose(ctx context.Context, c claim, why string) {
 		return
 	}
 	_ = h.Leases.DropFor(ctx, c.Run, c.Token, holder(c.Host))
+	h.Metrics.HostLost()
 	h.log().Warn("host lost its run", "run", c.Run, "host", c.Host, "token", c.Token, "why", why)
 	h.requeue(ctx, c.Run, run.ReasonHostLost, "the agent host executing the run was lost ("+why+"); it is queued again")
 }
