@@ -45,7 +45,7 @@ func TestAccountsCommands(t *testing.T) {
 		t.Fatalf("no first token: %v", d)
 	}
 
-	be, err := wire.OpenServer(context.Background(), "sqlite:"+filepath.Join(data, "agentrun.db"), 0)
+	be, err := wire.OpenServer(context.Background(), "sqlite:"+filepath.Join(data, "agentrun.db"), server.BackendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

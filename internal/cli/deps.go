@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
@@ -38,9 +37,8 @@ type Deps struct {
 	// supervisor's workspace provider).
 	Workspaces workspace.Provider
 	// OpenServer opens the team server's database at url (agentrun
-	// server): sqlite:PATH or postgres://...; leaseTTL is the
-	// coordinator's (0: its default).
-	OpenServer func(ctx context.Context, url string, leaseTTL time.Duration) (*server.Backend, error)
+	// server): sqlite:PATH or postgres://....
+	OpenServer func(ctx context.Context, url string, o server.BackendOptions) (*server.Backend, error)
 	// InspectRepo, when set, replaces how submit reads the repository's
 	// state (the server's bare project repositories; see submit.Service).
 	InspectRepo func(ctx context.Context, dir, ref string) (path, base string, dirty bool, err error)

@@ -182,12 +182,14 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	if err != nil {
 		return catalog.Home.Wrap(err, "the server's audit key: %v", err)
 	}
-	be, err := app.Deps.OpenServer(ctx, url, o.LeaseTTL)
+	// The log comes first: the queue opened with the database logs
+	// River's warnings and errors to it.
+	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
+	be, err := app.Deps.OpenServer(ctx, url, server.BackendOptions{LeaseTTL: o.LeaseTTL, Log: log})
 	if err != nil {
 		return catalog.Home.Wrap(err, "the server's database: %v", err).WithFix("check --database-url and that the database is reachable")
 	}
 	defer be.Close()
-	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
 	seals := &audit.Checkpointer{Log: be.Audit, Signer: key, Every: o.AuditEvery, Interval: o.AuditInterval, Logger: log}
 	seals.Start()
 	// On the way out early (the listen failed); a second Stop only seals.
@@ -213,6 +215,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	hosts.LocalWorker = slots > 0
 	// The provider keys are the server's: its hosts get them sealed.
 	hosts.Getenv = app.Getenv
+	metrics.WatchHosts(hosts)
 	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
 		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }, Queue: be.Queue, Queued: hosts.Enqueue}

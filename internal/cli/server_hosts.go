@@ -48,7 +48,7 @@ func (app *App) openHosts(ctx context.Context, o *serverDBOptions) (h *server.Ho
 	if url == "" {
 		url = "sqlite:" + filepath.Join(data, "agentrun.db")
 	}
-	be, err := app.Deps.OpenServer(ctx, url, 0)
+	be, err := app.Deps.OpenServer(ctx, url, server.BackendOptions{})
 	if err != nil {
 		return nil, nil, catalog.Home.Wrap(err, "the server's database: %v", err).WithFix("check --data or --database-url")
 	}
@@ -62,7 +62,7 @@ func newHosts(app *App, be *server.Backend, data string, projects *server.Projec
 	}
 	home := supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: layout.Layout{Home: data}, Claimed: true,
 		Sweepers: app.Deps.sweepers(app.Executable)}
-	return &server.Hosts{DB: be.HostsDB, Leases: be.HostLeases, Home: home, Projects: projects, TTL: be.LeaseTTL, Queue: be.Queue}
+	return &server.Hosts{DB: be.HostsDB, Leases: be.HostLeases, Home: home, Projects: projects, TTL: be.LeaseTTL, Queue: be.Queue, Cancels: be.Cancels}
 }
 
 func (app *App) newServerHostCmds() []*cobra.Command {

@@ -100,7 +100,7 @@ func (app *App) runServerUserAdd(ctx context.Context, o *serverOptions, name str
 		}
 		url = "sqlite:" + filepath.Join(data, "agentrun.db")
 	}
-	be, err := app.Deps.OpenServer(ctx, url, 0)
+	be, err := app.Deps.OpenServer(ctx, url, server.BackendOptions{})
 	if err != nil {
 		return catalog.Home.Wrap(err, "the server's database: %v", err).WithFix("check --data or --database-url and that the database is reachable")
 	}

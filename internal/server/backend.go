@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/audit"
@@ -38,7 +39,18 @@ type Backend struct {
 	HostLeases HostLeases
 	// Queue is the dispatch queue on the same database (River).
 	Queue queue.Queue
+	// Cancels is told of the cancel events Store appends (Hosts.Cancels).
+	Cancels *Cancels
 	// LeaseTTL is how long a lease outlives its holder's last renewal.
 	LeaseTTL time.Duration
 	Close    func() error
+}
+
+// BackendOptions are how a team server's backend is opened.
+type BackendOptions struct {
+	// LeaseTTL is the coordinator's (0: its default).
+	LeaseTTL time.Duration
+	// Log is the server's log: the dispatch queue's own warnings and
+	// errors go there (nil: nowhere).
+	Log *slog.Logger
 }

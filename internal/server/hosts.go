@@ -67,9 +67,14 @@ type Hosts struct {
 	// (its provider keys): they reach a host sealed to its key.
 	Getenv func(string) string
 	Log    *slog.Logger
+	// Cancels wakes the heartbeats that wait for a cancel of their
+	// hosts' runs (hosts_cancel.go; nil: heartbeats never wait).
+	Cancels *Cancels
+	// Metrics count the claims served and the runs lost (nil: none).
+	Metrics *Metrics
 
 	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	locks map[string]*runLock
 }
 
 func (h *Hosts) log() *slog.Logger {
@@ -80,29 +85,6 @@ func (h *Hosts) log() *slog.Logger {
 }
 
 func (h *Hosts) layout() layout.Layout { return h.Home.Layout }
-
-// lockRun serialises what is done to run id for hosts: the fencing check
-// and the write it guards, and the loss of the run's host, so that a
-// write is never accepted after its host was declared lost.
-func (h *Hosts) lockRun(id string) func() {
-	l := h.runLock(id)
-	l.Lock()
-	return l.Unlock
-}
-
-func (h *Hosts) runLock(id string) *sync.Mutex {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.locks == nil {
-		h.locks = map[string]*sync.Mutex{}
-	}
-	l := h.locks[id]
-	if l == nil {
-		l = &sync.Mutex{}
-		h.locks[id] = l
-	}
-	return l
-}
 
 // holder is the lease holder a host's runs are held under.
 func holder(hostID string) string { return "host:" + hostID }

@@ -40,7 +40,7 @@ const claimers = 8
 func BenchmarkHostClaims(b *testing.B) {
 	sqltest.EachBench(b, func(b *testing.B, newURL func(testing.TB) string) {
 		ctx := context.Background()
-		be, err := wire.OpenServer(ctx, newURL(b), 0)
+		be, err := wire.OpenServer(ctx, newURL(b), server.BackendOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

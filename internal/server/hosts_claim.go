@@ -167,6 +167,9 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 		c, ok, err := h.take(ctx, host, o.Run)
 		unlock()
 		done(ok)
+		if ok {
+			h.Metrics.HostClaimed(time.Since(began))
+		}
 		if err != nil || ok {
 			return c, err
 		}
@@ -279,6 +282,9 @@ type HeldRun struct {
 // HeartbeatRequest is the body of POST /v1/hosts/heartbeat.
 type HeartbeatRequest struct {
 	Runs []HeldRun `json:"runs"`
+	// WaitMS is how long the answer may wait for a cancel of one of Runs
+	// (at most half the lease TTL; hosts_cancel.go).
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // Heartbeat is its answer: the runs the host lost (it drops them), the
@@ -376,6 +382,7 @@ func (h *Hosts) lose(ctx context.Context, c claim, why string) {
 		return
 	}
 	_ = h.Leases.DropFor(ctx, c.Run, c.Token, holder(c.Host))
+	h.Metrics.HostLost()
 	h.log().Warn("host lost its run", "run", c.Run, "host", c.Host, "token", c.Token, "why", why)
 	h.requeue(ctx, c.Run, run.ReasonHostLost, "the agent host executing the run was lost ("+why+"); it is queued again")
 }

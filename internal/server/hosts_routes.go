@@ -95,7 +95,9 @@ func (s *Server) hostHeartbeat(w http.ResponseWriter, r *http.Request, host *Hos
 		writeError(w, err)
 		return
 	}
-	out, err := s.o.Hosts.heartbeat(r.Context(), host, in)
+	hold, cancel := s.whileServing(r.Context())
+	defer cancel()
+	out, err := s.o.Hosts.heartbeatWait(r.Context(), hold, host, in)
 	if err != nil {
 		writeError(w, err)
 		return

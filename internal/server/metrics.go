@@ -20,6 +20,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	dispatch prometheus.Histogram
+	host     hostMetrics
+	reg      *prometheus.Registry
 }
 
 // NewMetrics registers the metrics: HTTP requests, dispatch latency, and,
@@ -35,6 +37,8 @@ func NewMetrics(st run.Store, slots int, running func() int) *Metrics {
 		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentrun_dispatch_latency_seconds",
 			Help:    "How long a run waited queued (from submit or resume) until a worker claimed it.",
 			Buckets: []float64{.005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+		host: newHostMetrics(),
+		reg:  reg,
 	}
 	if running != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "agentrun_local_worker_runs",
@@ -44,7 +48,7 @@ func NewMetrics(st run.Store, slots int, running func() int) *Metrics {
 		g.Set(float64(slots))
 		reg.MustRegister(g)
 	}
-	reg.MustRegister(m.requests, m.duration, m.dispatch, &runsCollector{st: st},
+	reg.MustRegister(m.requests, m.duration, m.dispatch, m.host.claims, m.host.lost, m.host.wait, &runsCollector{st: st},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m

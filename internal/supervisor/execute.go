@@ -410,6 +410,9 @@ func (s *Supervisor) watchCancel(ctx context.Context, cancel context.CancelCause
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.Cancelled:
+			cancel(errCancelRequested)
+			return
 		case <-t.C:
 		}
 		r, err := s.Store.Get(ctx, s.ID)

@@ -164,6 +164,11 @@ type Supervisor struct {
 	// would stop every run in it) and the supervisor sees the cancel
 	// request when it rereads the run.
 	InProcess bool
+	// Cancelled, when it closes, tells the supervisor that the run's
+	// cancel was asked for (an agent host told so by the server) before
+	// its next reread of the run would: the run then ends as a cancel
+	// seen there ends it.
+	Cancelled <-chan struct{}
 
 	// release stops the sandbox and the proxy; it runs once, before the
 	// run's end state is stored, so that a run seen ended has nothing left

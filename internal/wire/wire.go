@@ -10,11 +10,11 @@ package wire
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -83,9 +83,8 @@ func SupervisorDeps(st run.Store, l layout.Layout) supervisor.Deps {
 
 // OpenServer opens a team server's database at url (sqlite:PATH or
 // postgres://...), brings its schema up to date, and returns the SQL run
-// store and coordinator on it (Full mode). leaseTTL is the coordinator's
-// (0: its default).
-func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*server.Backend, error) {
+// store and coordinator on it (Full mode), with o's lease TTL and log.
+func OpenServer(ctx context.Context, url string, o server.BackendOptions) (*server.Backend, error) {
 	db, err := sqldb.Open(ctx, url)
 	if err != nil {
 		return nil, err
@@ -98,20 +97,29 @@ func OpenServer(ctx context.Context, url string, leaseTTL time.Duration) (*serve
 	latest := ms[len(ms)-1].Version
 	// Every event a run's journal receives, whichever worker sends it, is
 	// also an entry of the audit trail, written in the same transaction.
+	// A cancel event also wakes the heartbeat of the run's host, if one
+	// waits (its answer tells the host to cancel the run).
 	trail := sqlaudit.New(db)
-	st := sqlstore.New(db).WithEventHook(trail.RunEvents(server.EventActor))
+	audited, cancels := trail.RunEvents(server.EventActor), &server.Cancels{}
+	st := sqlstore.New(db).WithEventHook(func(ctx context.Context, tx *sql.Tx, id string, e run.Event) error {
+		if err := audited(ctx, tx, id, e); err != nil {
+			return err
+		}
+		cancels.Event(id, e)
+		return nil
+	})
 	// The dispatch queue is River's, its tables made by River's own
 	// migrations beside ours.
-	q, err := riverq.Open(ctx, db, url, riverq.Options{})
+	q, err := riverq.Open(ctx, db, url, riverq.Options{Log: o.Log})
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: leaseTTL})
+	co := sqlcoord.New(db, sqlcoord.Options{LeaseTTL: o.LeaseTTL})
 	return &server.Backend{
 		Store: st, Coord: co, Dialect: db.Dialect.String(), Audit: trail, Users: sqlusers.New(db),
-		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q,
-		LeaseTTL:       cmp.Or(leaseTTL, sqlcoord.DefaultLeaseTTL),
+		HostsDB: server.HostsDB{Read: db.Read(), Write: db.Write()}, HostLeases: co, Queue: q, Cancels: cancels,
+		LeaseTTL:       cmp.Or(o.LeaseTTL, sqlcoord.DefaultLeaseTTL),
 		SupervisorDeps: func(l layout.Layout) supervisor.Deps { return supervisorDeps(st, co, l) },
 		Ready: func(ctx context.Context) error {
 			v, err := db.Version(ctx)

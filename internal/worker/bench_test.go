@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -37,7 +38,7 @@ func BenchmarkDispatch(b *testing.B) {
 func benchDispatch(b *testing.B, nudge bool) {
 	sqltest.EachBench(b, func(b *testing.B, newURL func(testing.TB) string) {
 		ctx := context.Background()
-		be, err := wire.OpenServer(ctx, newURL(b), 0)
+		be, err := wire.OpenServer(ctx, newURL(b), server.BackendOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -32,7 +33,7 @@ func TestWorkersShareTheQueue(t *testing.T) {
 		var mu sync.Mutex
 		claims := map[string]int{}
 		for range 2 {
-			be, err := wire.OpenServer(ctx, url, 2*time.Second)
+			be, err := wire.OpenServer(ctx, url, server.BackendOptions{LeaseTTL: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +107,7 @@ func TestStopInterrupts(t *testing.T) {
 	if err := (&worker.Local{}).Stop(ctx); err != nil {
 		t.Fatalf("Stop before Start: %v", err)
 	}
-	be, err := wire.OpenServer(ctx, sqltest.SQLite(t), 0)
+	be, err := wire.OpenServer(ctx, sqltest.SQLite(t), server.BackendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestStopInterrupts(t *testing.T) {
 // interrupted the runs that lost their supervisor.
 func TestReconcileOnly(t *testing.T) {
 	ctx := context.Background()
-	be, err := wire.OpenServer(ctx, sqltest.SQLite(t), 0)
+	be, err := wire.OpenServer(ctx, sqltest.SQLite(t), server.BackendOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

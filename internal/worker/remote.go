@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,6 +65,7 @@ type Remote struct {
 	ttl      time.Duration
 	wg       sync.WaitGroup
 	free     chan struct{} // a slot was freed
+	beat     chan struct{} // a run was claimed: heartbeat at once
 	stop     context.CancelCauseFunc
 }
 
@@ -135,6 +137,7 @@ func (w *Remote) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.running = map[string]*job{}
 	w.free = make(chan struct{}, 1)
+	w.beat = make(chan struct{}, 1)
 	w.mu.Unlock()
 	if w.Slots < 1 {
 		w.Slots = 1
@@ -256,6 +259,7 @@ func (w *Remote) claims(ctx context.Context) {
 			<-old.finished
 		}
 		w.log().Info("run claimed", "run", j.id, "token", j.token, "project", j.project)
+		w.rebeat()
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
@@ -273,26 +277,31 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// heartbeats send a heartbeat every TTL/3 until ctx ends. The runs the
-// server says were lost are abandoned; when no heartbeat got through for
-// longer than the TTL, every run is: the server has given them to others.
+// heartbeats send a heartbeat every TTL/3 until ctx ends; its answer
+// waits on the server for up to that long, to bring a cancel at once (a
+// run claimed meanwhile sends the next heartbeat at once, to be waited
+// on too). The runs the server says were lost are abandoned, those it
+// says to cancel are cancelled; when no heartbeat got through for longer
+// than the TTL, every run is abandoned: the server has given them to
+// others.
 func (w *Remote) heartbeats(ctx context.Context) {
 	last := time.Now()
-	for first := true; ctx.Err() == nil; first = false {
-		if !first {
-			sleep(ctx, w.leaseTTL()/3)
+	var next time.Time
+	for ctx.Err() == nil {
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-w.beat:
 		}
-		var in server.HeartbeatRequest
-		in.Runs = []server.HeldRun{}
-		for _, j := range w.jobs() {
-			in.Runs = append(in.Runs, server.HeldRun{ID: j.id, Token: j.token})
-		}
-		hctx, cancel := context.WithTimeout(ctx, w.leaseTTL()/2)
-		b, err := w.Client.Post(hctx, "/v1/hosts/heartbeat", in)
-		cancel()
-		var hb server.Heartbeat
-		if err == nil {
-			err = json.Unmarshal(b, &hb)
+		t.Stop()
+		sent := time.Now()
+		hb, again, err := w.heartbeat(ctx, w.leaseTTL()/3)
+		if err != nil && again && ctx.Err() == nil {
+			// Cut short here for a run just claimed: the next goes at
+			// once, with it.
+			next = time.Now()
+			continue
 		}
 		if refused(err) {
 			w.log().Error("the server refused this host", "error", err.Error())
@@ -309,10 +318,16 @@ func (w *Remote) heartbeats(ctx context.Context) {
 				}
 			}
 			w.log().Warn("heartbeat", "error", err.Error())
+			next = sent.Add(w.leaseTTL() / 3)
 			continue
 		}
-		last = time.Now()
+		// The leases were renewed when the heartbeat arrived.
+		last = sent
 		w.setTTL(hb.LeaseTTLMS)
+		next = sent.Add(w.leaseTTL() / 3)
+		if again {
+			next = time.Now()
+		}
 		lost := map[string]bool{}
 		for _, id := range hb.Lost {
 			lost[id] = true
@@ -320,7 +335,49 @@ func (w *Remote) heartbeats(ctx context.Context) {
 		for _, j := range w.jobs() {
 			if lost[j.id] {
 				j.abandon(errLeaseLost)
+			} else if slices.Contains(hb.Cancel, j.id) && j.cancelAsked() {
+				// A new cancel came early: wait again at once for the
+				// next (one told already is answered without waiting).
+				next = time.Now()
+				w.log().Info("run cancelled at the server", "run", j.id)
 			}
 		}
+	}
+}
+
+// heartbeat sends one heartbeat with the runs here, whose answer may
+// wait up to every. A run claimed while it waits ends the wait (again:
+// the next heartbeat goes at once, with that run).
+func (w *Remote) heartbeat(ctx context.Context, every time.Duration) (hb server.Heartbeat, again bool, err error) {
+	in := server.HeartbeatRequest{Runs: []server.HeldRun{}, WaitMS: every.Milliseconds()}
+	for _, j := range w.jobs() {
+		in.Runs = append(in.Runs, server.HeldRun{ID: j.id, Token: j.token})
+	}
+	hctx, cancel := context.WithTimeout(ctx, every+w.leaseTTL()/2)
+	defer cancel()
+	waited := make(chan bool, 1)
+	go func() {
+		select {
+		case <-w.beat:
+			cancel()
+			waited <- true
+		case <-hctx.Done():
+			waited <- false
+		}
+	}()
+	b, err := w.Client.Post(hctx, "/v1/hosts/heartbeat", in)
+	cancel()
+	again = <-waited
+	if err == nil {
+		err = json.Unmarshal(b, &hb)
+	}
+	return hb, again, err
+}
+
+// rebeat sends the next heartbeat at once (a run was claimed).
+func (w *Remote) rebeat() {
+	select {
+	case w.beat <- struct{}{}:
+	default:
 	}
 }

@@ -40,12 +40,24 @@ type job struct {
 	why      error
 	finished chan struct{} // closed once nothing of it is left here
 
+	cancelOnce sync.Once
+	cancelled  chan struct{} // closed when the server says its cancel was asked for
+
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc
 }
 
 func newJob(id string, token int64, project string) *job {
-	return &job{id: id, token: token, project: project, lost: make(chan struct{}), finished: make(chan struct{})}
+	return &job{id: id, token: token, project: project, lost: make(chan struct{}), finished: make(chan struct{}),
+		cancelled: make(chan struct{})}
+}
+
+// cancelAsked tells the run's supervisor at once that its cancel was asked
+// for: it ends the run cancelled, and the host releases it, as usual.
+// It reports whether this was the first time.
+func (j *job) cancelAsked() (first bool) {
+	j.cancelOnce.Do(func() { close(j.cancelled); first = true })
+	return first
 }
 
 // abandon stops the run here for good: its lease is another's.
@@ -153,7 +165,8 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 	shipped := make(chan struct{})
 	go func() { defer close(shipped); sh.loop(shipCtx) }()
 	defer func() { stopShip(); <-shipped }()
-	s := &supervisor.Supervisor{Deps: deps, ID: j.id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true}
+	s := &supervisor.Supervisor{Deps: deps, ID: j.id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true,
+		Cancelled: j.cancelled}
 	t0 := time.Now()
 	err = s.Run(j.ctx(ctx))
 	if !j.isLost() {

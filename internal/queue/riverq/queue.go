@@ -50,7 +50,9 @@ type Options struct {
 	Workers int
 	// Poll is River's fetch poll on SQLite (default DefaultPoll).
 	Poll time.Duration
-	Log  *slog.Logger
+	// Log is where River's own warnings and errors go (the server's
+	// log; nil: nowhere), marked component=river.
+	Log *slog.Logger
 }
 
 // dispatchArgs is the dispatch job: run Run, queued at Queued (the run's
@@ -115,7 +117,7 @@ func Open(ctx context.Context, db *sqldb.DB, url string, o Options) (*Queue, err
 		JobTimeout:           -1,
 		RescueStuckJobsAfter: q.hold + 20*time.Second,
 		RetryPolicy:          soon{},
-		Logger:               slog.New(warnings{quiet(o.Log).Handler()}),
+		Logger:               riverLog(o.Log),
 	}
 	if cfg.Queues[queueName].MaxWorkers <= 0 {
 		cfg.Queues[queueName] = river.QueueConfig{MaxWorkers: DefaultWorkers}
@@ -360,19 +362,36 @@ func (soon) NextRetry(j *rivertype.JobRow) time.Time {
 	return time.Now().Add(time.Duration(min(j.Attempt, 20)) * 100 * time.Millisecond)
 }
 
-// warnings passes on River's warnings and errors only.
-type warnings struct{ slog.Handler }
+// lowered is the server's log as River's: River's debug and info lines
+// (a job snoozed, a leader elected) go four levels down, below what the
+// server logs at its level, while its warnings and errors (a failed
+// fetch, a rescued job) keep theirs.
+type lowered struct{ slog.Handler }
 
-func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+func lower(l slog.Level) slog.Level {
+	if l < slog.LevelWarn {
+		return l - 4
+	}
+	return l
 }
 
-func (w warnings) WithAttrs(a []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(a)} }
-func (w warnings) WithGroup(n string) slog.Handler      { return warnings{w.Handler.WithGroup(n)} }
+func (h lowered) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, lower(l))
+}
 
-func quiet(l *slog.Logger) *slog.Logger {
+func (h lowered) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lower(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h lowered) WithAttrs(a []slog.Attr) slog.Handler { return lowered{h.Handler.WithAttrs(a)} }
+func (h lowered) WithGroup(n string) slog.Handler      { return lowered{h.Handler.WithGroup(n)} }
+
+// riverLog is River's logger on l (nil: nowhere), its lines marked
+// component=river.
+func riverLog(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return l
+	return slog.New(lowered{l.Handler()}).With("component", "river")
 }
