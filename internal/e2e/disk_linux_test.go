@@ -35,29 +35,32 @@ func TestDiskBudgetPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	setBudget := func(b string) {
-		if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte("disk_budget = \""+b+"\"\n"), 0o644); err != nil {
+		// cache_budget: gc collects every layer no workspace uses.
+		if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte("disk_budget = \""+b+"\"\ncache_budget = \"1K\"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setBudget("1M")
 	res := e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "true", "t")
-	if res.code != 2 || !strings.Contains(res.stdout, `"disk_budget"`) || !strings.Contains(res.stdout, "agentrun gc") || !strings.Contains(res.stdout, "a full copy of the base commit") {
+	if res.code != 2 || !strings.Contains(res.stdout, `"disk_budget"`) || !strings.Contains(res.stdout, "agentrun gc") || !strings.Contains(res.stdout, "a new layer for the base commit, and a full copy of it") {
 		t.Fatalf("exit %d %s %s", res.code, res.stdout, res.stderr)
 	}
 	if ids := e.runIDs(); len(ids) != 0 {
 		t.Fatalf("a refused submit made runs %v", ids)
 	}
-	setBudget("7M")
+	setBudget("10M")
 	d, res := e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo x > x.txt", "--wait", "t")
-	must(t, res, 0)
-	// The first run's copy (6 MiB: the file and its pack) stays until gc:
-	// a second one would pass 7M.
+	if res.code != 0 {
+		t.Fatalf("first submit: exit %d %s %s", res.code, res.stdout, res.stderr)
+	}
+	// The first run's copy (6 MiB: the file and its pack) and the layer
+	// it was copied from stay until gc: a second one would pass 10M.
 	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "true", "t")
 	if res.code != 2 || !strings.Contains(res.stdout, `"disk_budget"`) {
 		t.Fatalf("second submit: exit %d %s", res.code, res.stdout)
 	}
 	// agentrun gc frees the first run's workspace (once its supervisor
-	// has let go of it): the next fits.
+	// has let go of it) and the layer no workspace uses: the next fits.
 	e.released(d.ID)
 	must(t, e.run("gc", "--keep", "0"), 0)
 	_, res = e.submitJSON(nil, "--sandbox", "host", "--agent-cmd", "echo y > y.txt", "--wait", "t")

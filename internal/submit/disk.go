@@ -63,10 +63,12 @@ func planDisk(ctx context.Context, req Request, b sandbox.Backend, r *run.Run, c
 }
 
 // estimateWorkspace estimates the new run's workspace: the base commit's
-// checkout for a copy; for an overlay nothing on a cached layer (the
-// upper layer starts empty), the layer for a commit not cached yet; plus
-// the files included from the working tree. An auto workspace on a
-// backend that mounts overlays is taken for an overlay.
+// checkout for a copy (twice for an auto workspace's copy on a commit not
+// cached yet: the copy is made from a new layer); for an overlay nothing
+// on a cached layer (the upper layer starts empty), the layer for a
+// commit not cached yet; plus the files included from the working tree.
+// An auto workspace on a backend that mounts overlays is taken for an
+// overlay.
 func estimateWorkspace(l layout.Layout, b sandbox.Backend, r *run.Run, checkout func() (int64, error)) (workspaceEstimate, error) {
 	var inc int64
 	for _, f := range r.Provenance.Included {
@@ -82,6 +84,9 @@ func estimateWorkspace(l layout.Layout, b sandbox.Backend, r *run.Run, checkout 
 	}
 	if overlay {
 		return workspaceEstimate{n + inc, "an overlay, and a new layer for the base commit"}, nil
+	}
+	if r.Workspace.ModeOrAuto() != run.WorkspaceCopy && !workspace.NewLayerCache(l.LayerCache()).Cached(r.Base) {
+		return workspaceEstimate{2*n + inc, "a new layer for the base commit, and a full copy of it"}, nil
 	}
 	return workspaceEstimate{n + inc, "a full copy of the base commit"}, nil
 }

@@ -21,9 +21,11 @@ type mountingHost struct{ sandbox.Backend }
 
 func (mountingHost) ProbeLayers(context.Context, string) error { return nil }
 
-// TestEstimateWorkspace: a copy costs the base commit's checkout; an
-// overlay the same for a commit the cache lacks, nothing once its layer
-// is cached; included files add their blocks.
+// TestEstimateWorkspace: a copy asked for costs the base commit's
+// checkout, an auto copy twice that for a commit the cache lacks (the
+// layer, then the copy of it) and once after; an overlay the checkout for
+// a commit the cache lacks, nothing once its layer is cached; included
+// files add their blocks.
 func TestEstimateWorkspace(t *testing.T) {
 	ctx := context.Background()
 	repo, base := testsupport.Repo(t, map[string]string{"a.txt": strings.Repeat("a", 10000), "b.txt": "b\n"})
@@ -37,7 +39,7 @@ func TestEstimateWorkspace(t *testing.T) {
 		what  string
 	}{
 		{run.WorkspaceCopy, mountingHost{host.New()}, checkout, "a full copy"},
-		{run.WorkspaceAuto, host.New(), checkout, "a full copy"},
+		{run.WorkspaceAuto, host.New(), 2 * checkout, "a new layer for the base commit, and a full copy"},
 		{run.WorkspaceAuto, mountingHost{host.New()}, checkout, "a new layer"},
 	} {
 		r.Workspace.Mode = c.mode
@@ -60,6 +62,9 @@ func TestEstimateWorkspace(t *testing.T) {
 	})
 	if err != nil || est.Bytes != 4096 || !strings.Contains(est.What, "cached layer") {
 		t.Fatalf("cached: %+v %v", est, err)
+	}
+	if est, err := estimateWorkspace(l, host.New(), r, func() (int64, error) { return checkout, nil }); err != nil || est.Bytes != checkout+4096 || est.What != "a full copy of the base commit" {
+		t.Fatalf("a copy of a cached layer: %+v %v", est, err)
 	}
 	if n := cache.CachedBytes(); n < checkout/2 {
 		t.Fatalf("the cache holds %d", n)

@@ -26,6 +26,10 @@ type Deps struct {
 	// Overlay is the copy-on-write workspace provider, used where the
 	// run's sandbox can mount it (nil: always Workspaces).
 	Overlay workspace.Provider
+	// CachedCopy makes the copy where there is no overlay from the layer
+	// cache's checkout of the commit (nil: Workspaces), unless the run
+	// asked for a copy by name.
+	CachedCopy workspace.Provider
 	// Layers is the layer cache, which holds the setup layers (nil: no
 	// setup in this build).
 	Layers   *workspace.LayerCache

@@ -164,7 +164,7 @@ type prepared struct {
 func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*prepared, error) {
 	l := s.Layout
 	backend := s.Backends[r.Sandbox.Backend]
-	ws := &workspaceStep{Provider: s.Workspaces, Overlay: s.Overlay, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID),
+	ws := &workspaceStep{Provider: s.Workspaces, Cached: s.CachedCopy, Overlay: s.Overlay, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID),
 		Removed: l.WorkspaceRemoved(r.ID), ProbeDir: l.Cache(), Event: s.event}
 	if lm, ok := backend.(sandbox.LayerMounter); ok {
 		ws.Probe = lm.ProbeLayers

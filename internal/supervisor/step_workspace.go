@@ -34,6 +34,10 @@ import (
 // provenance records it.
 type workspaceStep struct {
 	Provider workspace.Provider
+	// Cached, when set, makes the copy instead of Provider from the
+	// cache's checkout of the commit, unless the run asked for a copy by
+	// name (which leaves the layer cache alone).
+	Cached workspace.Provider
 	// Overlay is the copy-on-write provider (nil: none in this build).
 	Overlay workspace.Provider
 	// Probe says whether the run's sandbox can mount an overlay's layers
@@ -146,14 +150,18 @@ func (s *workspaceStep) open(ctx context.Context) (fill func() (workspace.Worksp
 	} else if ok, err := s.overlayUsable(ctx); err != nil || ok {
 		return nil, err
 	}
-	filler, canFill := s.Provider.(workspace.Filler)
+	p := s.Provider
+	if s.Cached != nil && r.Workspace.ModeOrAuto() != run.WorkspaceCopy {
+		p = s.Cached
+	}
+	filler, canFill := p.(workspace.Filler)
 	if !canFill {
 		if _, err := os.Lstat(dir); err == nil {
 			if err := os.Remove(dir); err != nil {
 				return nil, fmt.Errorf("workspace: %w", err)
 			}
 		}
-		if s.ws, err = s.Provider.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
+		if s.ws, err = p.Create(ctx, r.Repo, r.Base, dir, s.StateDir); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		return nil, s.ready(ctx, s.ws)

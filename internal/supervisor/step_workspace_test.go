@@ -170,3 +170,41 @@ func TestWorkspaceStepNoProvider(t *testing.T) {
 	}
 	s.Stop(context.Background())
 }
+
+// TestWorkspaceStepCachedCopy: where there is no overlay, a run's copy
+// comes from the layer cache (the commit's layer is made, and a second
+// run copies it), except for a run that asked for a copy by name, which
+// leaves the cache alone.
+func TestWorkspaceStepCachedCopy(t *testing.T) {
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n", "src/b.go": "package b\n"})
+	cacheDir := t.TempDir()
+	layers := workspace.NewLayerCache(cacheDir)
+	t.Cleanup(layers.Wait)
+	for _, c := range []struct {
+		mode      string
+		wantLayer bool
+	}{{run.WorkspaceCopy, false}, {"", true}, {run.WorkspaceAuto, true}} {
+		r, l := stepRun(t, repo, base)
+		r.Workspace.Mode = c.mode
+		dir := l.Workspace(r.ID)
+		s, _ := newWorkspaceStep(r, dir, l.WorkspaceState(r.ID), workspace.NewCheckout())
+		s.Cached = workspace.NewLayerCopy(layers)
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "src", "b.go")); err != nil || string(b) != "package b\n" {
+			t.Fatalf("mode %q: src/b.go: %q %v", c.mode, b, err)
+		}
+		if !strings.HasPrefix(s.Mode(), "copy") {
+			t.Fatalf("mode %q: workspace %q", c.mode, s.Mode())
+		}
+		ents, _ := os.ReadDir(cacheDir)
+		if hasLayer := len(ents) > 0; hasLayer != c.wantLayer {
+			t.Fatalf("mode %q: the layer cache holds %v", c.mode, ents)
+		}
+		s.Stop(context.Background())
+	}
+}

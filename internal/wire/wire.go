@@ -142,10 +142,13 @@ func supervisorDeps(st run.Store, co coord.Coordinator, l layout.Layout) supervi
 	}
 	layers := workspace.NewLayerCache(l.LayerCache())
 	return supervisor.Deps{
-		Store:       st,
-		Coord:       co,
-		Layout:      l,
-		Workspaces:  Workspaces(),
+		Store:  st,
+		Coord:  co,
+		Layout: l,
+		// Where no overlay is mounted, a workspace is a copy of the
+		// commit's cached checkout: git copies and checks out a commit
+		// once per machine, not once per run.
+		Workspaces:  workspace.NewLayerCopy(layers),
 		Overlay:     workspace.NewOverlay(layers),
 		Layers:      layers,
 		Export:      workspace.Export,

@@ -33,17 +33,21 @@ const rawAttributes = "* -text -filter -ident -working-tree-encoding\n"
 
 // Create implements Provider.
 func (checkoutProvider) Create(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
-	return makeWorkspace(ctx, repo, commit, dir, stateDir, false)
+	return makeWorkspace(ctx, repo, commit, dir, stateDir, false, populate)
 }
 
 // Fill implements Filler.
 func (checkoutProvider) Fill(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
-	return makeWorkspace(ctx, repo, commit, dir, stateDir, true)
+	return makeWorkspace(ctx, repo, commit, dir, stateDir, true, populate)
 }
 
+// populateFunc fills the empty directory dir with the checkout of commit
+// from repo, with its shallow .git (populate, or a copy of a cached one).
+type populateFunc func(ctx context.Context, repo, commit, format, dir string) error
+
 // makeWorkspace is Create (dir must not exist) or Fill (dir must be an
-// empty directory).
-func makeWorkspace(ctx context.Context, repo, commit, dir, stateDir string, fill bool) (Workspace, error) {
+// empty directory), filled by pop.
+func makeWorkspace(ctx context.Context, repo, commit, dir, stateDir string, fill bool, pop populateFunc) (Workspace, error) {
 	format, dir, stateDir, err := checkCreate(commit, dir, stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
@@ -60,7 +64,7 @@ func makeWorkspace(ctx context.Context, repo, commit, dir, stateDir string, fill
 			return nil, fmt.Errorf("create workspace: %w", err)
 		}
 	}
-	ws, err := create(ctx, repo, commit, format, dir, stateDir)
+	ws, err := create(ctx, repo, commit, format, dir, stateDir, pop)
 	if err != nil {
 		// dir was not there, or empty, before: leave nothing half made.
 		if fill {
@@ -106,11 +110,11 @@ func emptyDir(dir string) {
 	}
 }
 
-func create(ctx context.Context, repo, commit, format, dir, stateDir string) (Workspace, error) {
+func create(ctx context.Context, repo, commit, format, dir, stateDir string, pop populateFunc) (Workspace, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := populate(ctx, repo, commit, format, dir); err != nil {
+	if err := pop(ctx, repo, commit, format, dir); err != nil {
 		return nil, err
 	}
 	m, err := recordManifest(ctx, dir, commit, format)

@@ -87,6 +87,18 @@ func (c *LayerCache) tmpDir() string { return filepath.Join(c.dir, "tmp") }
 // is written: it records in stateDir that the workspace uses the layer,
 // which is what makes the ref live. made reports a layer this call made.
 func (c *LayerCache) acquire(ctx context.Context, repo, commit, format, stateDir string, attach func(layer) error) (l layer, made bool, err error) {
+	return c.withLayer(ctx, repo, commit, format, func(l layer) error {
+		if err := attach(l); err != nil {
+			return err
+		}
+		return addRef(l, stateDir)
+	})
+}
+
+// withLayer runs fn on commit's layer, made first if the cache lacks it,
+// under the layer's lock (no one removes it meanwhile), and marks the
+// layer used. made says this call made it.
+func (c *LayerCache) withLayer(ctx context.Context, repo, commit, format string, fn func(layer) error) (l layer, made bool, err error) {
 	key := layerKey(commit)
 	l = c.layer(key)
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
@@ -110,10 +122,7 @@ func (c *LayerCache) acquire(ctx context.Context, repo, commit, format, stateDir
 	}
 	defer lock.Close()
 	if err == nil {
-		err = attach(l)
-	}
-	if err == nil {
-		err = addRef(l, stateDir)
+		err = fn(l)
 	}
 	if err != nil {
 		return l, false, fmt.Errorf("layer %s: %w", key, err)
