@@ -17,15 +17,8 @@ import (
 // the scan and leaves the layer as it was.
 func TestLayerCopy(t *testing.T) {
 	t.Parallel()
-	repo, base := newRepo(t)
-	c := NewLayerCache(t.TempDir())
-	t.Cleanup(c.Wait)
-	p := NewLayerCopy(c)
-	root := t.TempDir()
+	p, c, repo, base, root := firstLayerCopy(t)
 	ctx := context.Background()
-	if _, err := p.Create(ctx, repo, base, filepath.Join(root, "ws1"), filepath.Join(root, "state1")); err != nil {
-		t.Fatal(err)
-	}
 	l := c.layer(layerKey(base))
 	made, err := readLayerInfo(l)
 	if err != nil {
@@ -83,15 +76,8 @@ func TestLayerCopy(t *testing.T) {
 // copy, and Create leaves no workspace behind.
 func TestLayerCopyRefusesSpecialFiles(t *testing.T) {
 	t.Parallel()
-	repo, base := newRepo(t)
-	c := NewLayerCache(t.TempDir())
-	t.Cleanup(c.Wait)
-	p := NewLayerCopy(c)
-	root := t.TempDir()
+	p, c, repo, base, root := firstLayerCopy(t)
 	ctx := context.Background()
-	if _, err := p.Create(ctx, repo, base, filepath.Join(root, "ws1"), filepath.Join(root, "state1")); err != nil {
-		t.Fatal(err)
-	}
 	if err := syscall.Mkfifo(filepath.Join(c.layer(layerKey(base)).tree(), "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -102,4 +88,18 @@ func TestLayerCopyRefusesSpecialFiles(t *testing.T) {
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the failed workspace is left: %v", err)
 	}
+}
+
+// firstLayerCopy makes a repository and a first copy workspace of its
+// HEAD (root/ws1), which makes the commit's layer in a new cache.
+func firstLayerCopy(t *testing.T) (p Provider, c *LayerCache, repo, base, root string) {
+	t.Helper()
+	repo, base = newRepo(t)
+	c = NewLayerCache(t.TempDir())
+	t.Cleanup(c.Wait)
+	p, root = NewLayerCopy(c), t.TempDir()
+	if _, err := p.Create(context.Background(), repo, base, filepath.Join(root, "ws1"), filepath.Join(root, "state1")); err != nil {
+		t.Fatal(err)
+	}
+	return p, c, repo, base, root
 }
