@@ -569,13 +569,7 @@ func (app *App) readTask(o *submitOptions) (string, error) {
 // gateway reads keys from (they stay in the supervisor, outside the
 // sandbox).
 func (app *App) envValues(r *run.Run) map[string]string {
-	m := map[string]string{}
-	for _, n := range submit.HandoffNames(r) {
-		if v := app.Getenv(n); v != "" {
-			m[n] = v
-		}
-	}
-	return m
+	return submit.HandoffValues(r, app.Getenv)
 }
 
 // awaitRun polls the run until it ends; with follow it prints the journal

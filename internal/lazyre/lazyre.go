@@ -26,28 +26,22 @@ type Regexp struct {
 // is not a valid pattern, as regexp.MustCompile would).
 func New(src string) *Regexp { return &Regexp{src: src} }
 
-// Regexp is the compiled pattern.
-func (r *Regexp) Regexp() *regexp.Regexp {
+// compiled is the compiled pattern.
+func (r *Regexp) compiled() *regexp.Regexp {
 	r.once.Do(func() { r.re = regexp.MustCompile(r.src) })
 	return r.re
 }
 
-// String is the pattern's source text.
-func (r *Regexp) String() string { return r.src }
-
 // MatchString reports whether s contains a match of the pattern.
-func (r *Regexp) MatchString(s string) bool { return r.Regexp().MatchString(s) }
+func (r *Regexp) MatchString(s string) bool { return r.compiled().MatchString(s) }
 
 // FindStringSubmatch is regexp.Regexp.FindStringSubmatch.
-func (r *Regexp) FindStringSubmatch(s string) []string { return r.Regexp().FindStringSubmatch(s) }
-
-// FindString is regexp.Regexp.FindString.
-func (r *Regexp) FindString(s string) string { return r.Regexp().FindString(s) }
+func (r *Regexp) FindStringSubmatch(s string) []string { return r.compiled().FindStringSubmatch(s) }
 
 // ReplaceAllString is regexp.Regexp.ReplaceAllString.
 func (r *Regexp) ReplaceAllString(src, repl string) string {
-	return r.Regexp().ReplaceAllString(src, repl)
+	return r.compiled().ReplaceAllString(src, repl)
 }
 
 // FindAllString is regexp.Regexp.FindAllString.
-func (r *Regexp) FindAllString(s string, n int) []string { return r.Regexp().FindAllString(s, n) }
+func (r *Regexp) FindAllString(s string, n int) []string { return r.compiled().FindAllString(s, n) }

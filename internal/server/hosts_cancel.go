@@ -67,11 +67,10 @@ func (c *Cancels) watch(ids []string) (<-chan struct{}, func()) {
 	}
 }
 
-// watched is how many runs a heartbeat waits on now.
-func (c *Cancels) watched() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.waiting)
+// cancelAsked reports whether a cancel of run id was asked for.
+func (h *Hosts) cancelAsked(ctx context.Context, id string) bool {
+	r, err := h.Home.Store.Get(ctx, id)
+	return err == nil && r.CancelRequested
 }
 
 // heartbeatWait is heartbeat, whose answer, when it has nothing to say
@@ -105,7 +104,7 @@ func (h *Hosts) heartbeatWait(ctx, hold context.Context, host *Host, in Heartbea
 		case <-woken:
 		}
 		for _, id := range ids {
-			if r, err := h.Home.Store.Get(ctx, id); err == nil && r.CancelRequested {
+			if h.cancelAsked(ctx, id) {
 				out.Cancel = append(out.Cancel, id)
 			}
 		}

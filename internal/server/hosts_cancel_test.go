@@ -37,3 +37,10 @@ func TestCancelsWake(t *testing.T) {
 	var none *Cancels
 	none.Event("a", run.NewEvent(run.EventCancel, "", nil)) // a server without hosts
 }
+
+// watched is how many runs a heartbeat waits on now.
+func (c *Cancels) watched() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiting)
+}

@@ -320,7 +320,7 @@ func (h *Hosts) heartbeat(ctx context.Context, host *Host, in HeartbeatRequest) 
 			out.Lost = append(out.Lost, hr.ID)
 			continue
 		}
-		if r, err := h.Home.Store.Get(ctx, hr.ID); err == nil && r.CancelRequested {
+		if h.cancelAsked(ctx, hr.ID) {
 			out.Cancel = append(out.Cancel, hr.ID)
 		}
 	}

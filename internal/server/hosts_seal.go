@@ -101,22 +101,9 @@ func fingerprintOf(col sql.NullString) string {
 	return h.SealKey
 }
 
-// handoffValues are the server's values of the variables run r uses
-// (none set: nil).
+// handoffValues are the server's values of the variables run r uses.
 func (h *Hosts) handoffValues(r *run.Run) map[string]string {
-	if h.Getenv == nil {
-		return nil
-	}
-	var out map[string]string
-	for _, n := range submit.HandoffNames(r) {
-		if v := h.Getenv(n); v != "" {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[n] = v
-		}
-	}
-	return out
+	return submit.HandoffValues(r, h.Getenv)
 }
 
 // needsSeal reports whether run r needs values a host gets sealed.

@@ -343,6 +343,21 @@ func HandoffNames(r *run.Run) []string {
 	return slices.Compact(names)
 }
 
+// HandoffValues are the values getenv gives of r's HandoffNames (those it
+// has; none with a nil getenv).
+func HandoffValues(r *run.Run, getenv func(string) string) map[string]string {
+	m := map[string]string{}
+	if getenv == nil {
+		return m
+	}
+	for _, n := range HandoffNames(r) {
+		if v := getenv(n); v != "" {
+			m[n] = v
+		}
+	}
+	return m
+}
+
 // shellWords are sh's builtins and keywords: a command line starting with
 // one is not looked up on PATH.
 var shellWords = map[string]bool{

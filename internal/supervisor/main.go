@@ -20,10 +20,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Inherited descriptors (see Spawn).
+// Inherited descriptors (see Spawn); a pending supervisor (Prespawn)
+// has only its socket, at fd 3.
 const (
 	lockFD    = 3
 	handoffFD = 4
+	pendingFD = 3
 )
 
 // Main is the `agentrun __supervise` entry point: it works on one run to
@@ -92,8 +94,8 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 // Prespawn): false when none comes. Once the run has come, the process's
 // stdout and stderr are the run's supervisor.log.
 func waitForRun() (*pendingRun, *os.File, bool) {
-	unix.CloseOnExec(lockFD)
-	pr, lease, logf, err := receiveRun(os.NewFile(lockFD, "handoff"))
+	unix.CloseOnExec(pendingFD)
+	pr, lease, logf, err := receiveRun(os.NewFile(pendingFD, "handoff"))
 	if err != nil || pr == nil {
 		return nil, nil, false // no log to tell yet: the run is not ours
 	}

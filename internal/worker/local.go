@@ -250,14 +250,7 @@ func (w *Local) claimOne(ctx context.Context, id string) bool {
 		w.logError(ctx, "claim", err, "run", id)
 		return false
 	}
-	ho.Env = map[string]string{}
-	if w.Getenv != nil {
-		for _, n := range submit.HandoffNames(r) {
-			if v := w.Getenv(n); v != "" {
-				ho.Env[n] = v
-			}
-		}
-	}
+	ho.Env = submit.HandoffValues(r, w.Getenv)
 	w.mu.Lock()
 	w.running[id] = true
 	w.mu.Unlock()
