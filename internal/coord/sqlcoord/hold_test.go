@@ -16,7 +16,7 @@ import (
 // refuses the old token and DropFor with it frees nothing.
 func TestHoldFor(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
-		const ttl = 600 * time.Millisecond
+		const ttl = 2 * time.Second
 		url := newURL(t)
 		srv, other := openCoord(t, url, ttl), openCoord(t, url, time.Minute)
 		id := run.NewID()
