@@ -306,9 +306,9 @@ func writeLoose(objDir string, objects []object) error {
 // objects into: the repository's own .git/objects or, for a linked
 // worktree, its common directory's. It is "" (the export asks git) for
 // any other layout, for an object directory whose group may write (a
-// shared repository), and where a configuration file git reads mentions
-// shared permissions, fsync or an include: a loose object is then not
-// what git's defaults make it.
+// shared repository), and where a configuration file git reads (or one
+// it includes) mentions shared permissions or fsync: a loose object is
+// then not what git's defaults make it.
 func looseObjectDir(repo string) string {
 	gitDir := filepath.Join(repo, ".git")
 	fi, err := os.Lstat(gitDir)
@@ -339,19 +339,49 @@ func looseObjectDir(repo string) string {
 	if _, err := os.Stat(filepath.Join(common, "config")); err != nil {
 		return "" // not a repository git would know as one
 	}
-	for _, f := range append(userConfigFiles(), filepath.Join(common, "config"), filepath.Join(gitDir, "config.worktree")) {
+	files := append(userConfigFiles(), filepath.Join(common, "config"), filepath.Join(gitDir, "config.worktree"))
+	if configMentions(files, "sharedrepository", "fsync") {
+		return ""
+	}
+	return objects
+}
+
+// configMentions reports a configuration file among files, or among the
+// files they include (followed whatever the condition of an includeIf,
+// at most 32 files in all), that holds one of words in any case. A file
+// that cannot be read is one git would not read either.
+func configMentions(files []string, words ...string) bool {
+	for seen := 0; len(files) > 0 && seen < 32; seen++ {
+		f := files[0]
+		files = files[1:]
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		lower := bytes.ToLower(b)
-		for _, w := range []string{"sharedrepository", "fsync", "include"} {
+		for _, w := range words {
 			if bytes.Contains(lower, []byte(w)) {
-				return ""
+				return true
 			}
 		}
+		if !bytes.Contains(lower, []byte("include")) {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(k), "path") {
+				continue
+			}
+			p := strings.Trim(strings.TrimSpace(v), `"`)
+			if rest, ok := strings.CutPrefix(p, "~/"); ok {
+				p = filepath.Join(os.Getenv("HOME"), rest)
+			} else if !filepath.IsAbs(p) {
+				p = filepath.Join(filepath.Dir(f), p)
+			}
+			files = append(files, p)
+		}
 	}
-	return objects
+	return len(files) > 0 // more includes than followed: ask git
 }
 
 // userConfigFiles are the system and global configuration files git

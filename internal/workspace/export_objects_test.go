@@ -297,3 +297,36 @@ func TestExportWritesObjectsItself(t *testing.T) {
 	}
 	testsupport.Git(t, repo, "fsck", "--strict", "--no-dangling")
 }
+
+// TestLooseObjectDirReadsIncludes: a configuration that asks for shared
+// permissions or fsync, in the repository's file, in a global file or in
+// a file either includes, sends the export to git; a plain include does
+// not.
+func TestLooseObjectDirReadsIncludes(t *testing.T) {
+	repo, _ := newRepo(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("GIT_CONFIG_GLOBAL", "")
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	global := filepath.Join(home, ".gitconfig")
+	writeFile(t, global, "[user]\n\tname = A\n[include]\n\tpath = ~/.gitconfig.local\n[includeIf \"gitdir:~/work/\"]\n\tpath = work.inc\n", 0o644)
+	if looseObjectDir(repo) == "" {
+		t.Fatal("a plain include sent the export to git")
+	}
+	for _, c := range []struct{ file, text string }{
+		{filepath.Join(home, ".gitconfig.local"), "[core]\n\tfsync = loose-object\n"},
+		{filepath.Join(home, "work.inc"), "[core]\n\tsharedRepository = group\n"},
+		{filepath.Join(repo, ".git", "config"), "[core]\n\tfsyncObjectFiles = true\n"},
+	} {
+		old, _ := os.ReadFile(c.file)
+		writeFile(t, c.file, string(old)+c.text, 0o644)
+		if d := looseObjectDir(repo); d != "" {
+			t.Errorf("with %q in %s: %q, want git", c.text, c.file, d)
+		}
+		writeFile(t, c.file, string(old), 0o644)
+	}
+	if looseObjectDir(repo) == "" {
+		t.Fatal("the configuration put back still sends the export to git")
+	}
+}
