@@ -124,7 +124,7 @@ func create(ctx context.Context, repo, commit, format, dir, stateDir string, pop
 	if err := writeManifest(stateDir, m); err != nil {
 		return nil, err
 	}
-	return &checkoutWorkspace{dir: dir, m: m}, nil
+	return &checkoutWorkspace{dir: dir, stateDir: stateDir, m: m}, nil
 }
 
 // Open implements Provider.
@@ -140,7 +140,7 @@ func (checkoutProvider) Open(_ context.Context, dir, stateDir string) (Workspace
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
-	return &checkoutWorkspace{dir: dir, m: m}, nil
+	return &checkoutWorkspace{dir: dir, stateDir: stateDir, m: m}, nil
 }
 
 // populate makes dir a repository with the commit's objects and checks it
@@ -303,16 +303,17 @@ func recordManifest(ctx context.Context, dir, commit, format string) (*manifest,
 		hashLen = 32
 	}
 	var entries []entry
+	var ids map[string]string
 	data, err := os.ReadFile(filepath.Join(dir, ".git", "index"))
 	if err == nil {
-		entries, err = parseIndex(data, hashLen)
+		entries, ids, err = parseIndex(data, hashLen)
 	}
 	if err != nil { // an index format we do not read: ask git
 		if entries, err = lsFiles(ctx, dir); err != nil {
 			return nil, err
 		}
 	}
-	m := &manifest{format: format, commit: commit, entries: entries}
+	m := &manifest{format: format, commit: commit, entries: entries, trees: buildTrees(entries, ids, format)}
 	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
@@ -370,13 +371,17 @@ func fillStat(e *entry, st *unix.Stat_t) {
 
 // checkoutWorkspace is a workspace made by the plain checkout.
 type checkoutWorkspace struct {
-	dir string
-	m   *manifest
+	dir, stateDir string
+	m             *manifest
 }
 
 func (w *checkoutWorkspace) Dir() string { return w.dir }
 
 // Scan implements Workspace.
 func (w *checkoutWorkspace) Scan(ctx context.Context, lim Limits) (*ChangeSet, error) {
-	return scan(ctx, w.dir, w.m, lim)
+	cs, err := scan(ctx, w.dir, w.m, lim)
+	if err == nil {
+		cs.base = &exportBase{format: w.m.format, commit: w.m.commit, treesDir: w.stateDir}
+	}
+	return cs, err
 }

@@ -44,8 +44,11 @@
 //   - Full history (history.go): ObjectDirs names the user's object
 //     directories (shown read-only by the sandbox), ShareHistory lists them
 //     as the new workspace's alternates and lifts its shallow mark.
-//   - Export (export.go): writes blobs, tree, commit and branch with git
-//     plumbing in the user's repository, then the patch and the diffstat.
+//   - Export (export.go): writes blobs, trees and commit into the user's
+//     repository as loose objects (export_objects.go, on the base's tree
+//     objects Create recorded beside the manifest, trees.go; fast-import
+//     where that record does not cover the change), moves the branch with
+//     update-ref, and writes the patch and the diffstat from one diff.
 //   - workspacetest: the conformance suite every Provider passes.
 //
 // Invariant: the host never runs git inside a workspace after the agent has

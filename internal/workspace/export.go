@@ -29,17 +29,21 @@ const (
 // repository opts.Repo and points refs/heads/opts.Branch at it, then writes
 // the patch to opts.PatchPath (if set) and counts the diff.
 //
-// Everything runs in the user's repository with git plumbing, in three
-// processes (four when the identity comes from the configuration, one more
-// to read the branch when it is to be moved or already exists):
-// fast-import builds blobs (raw bytes: no filters), tree and commit from
-// the base onto a temporary ref (handing a small import to unpack-objects)
-// and answers the ids of the commit, its tree and the base tree; then, at
-// once, one diff (textconv and external diff off) gives numstat, diffstat
-// and patch (written to a synced temporary file), and update-ref moves the
-// branch with its old value (create-only unless opts.Force) and drops the
-// temporary ref in one transaction. Nothing is read from or run in the
-// workspace: the content comes from cs.
+// The objects are written first: by Export itself, as loose objects,
+// when the scan's record of the base's trees covers the changed paths
+// (export_objects.go: the result is what fast-import would write), else
+// by one fast-import process, which builds blobs (raw bytes: no filters),
+// trees and commit from the base onto a temporary ref (handing a small
+// import to unpack-objects) and answers the ids of the commit, its tree
+// and the base tree. Then, at once, one diff (textconv and external diff
+// off) gives numstat, diffstat and patch (written to a synced temporary
+// file), and update-ref moves the branch with its old value (create-only
+// unless opts.Force), dropping the temporary ref if there is one, in one
+// transaction. So an export is two git processes side by side (one more
+// before them when the objects are left to fast-import, one more when
+// the identity comes from the configuration, one more to read the branch
+// when it is to be moved or already exists). Nothing is read from or run
+// in the workspace: the content comes from cs.
 //
 // Building the commit and the diff is all that ctx can cancel: a diff
 // that fails or is cancelled moves the branch back, if update-ref moved
@@ -63,14 +67,9 @@ func Export(ctx context.Context, cs *ChangeSet, opts ExportOptions) (*run.Export
 		return nil, fmt.Errorf("export: %w", ErrNoChanges)
 	}
 	repo := opts.Repo
-	tmpRef, err := tempRef()
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
 	name, email := identity(ctx, opts)
-	imp, err := fastImport(ctx, repo, tmpRef, name, email, cs.Changes, opts)
+	imp, tmpRef, err := writeResult(ctx, cs, name, email, opts)
 	if err != nil {
-		dropRef(repo, tmpRef)
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	if imp.tree == imp.baseTree {
@@ -164,7 +163,10 @@ func moveBranch(ctx context.Context, repo, tmpRef string, imp imported, opts Exp
 			b.old = tip
 		}
 	}
-	tx := fmt.Sprintf("update %s %s %s\ndelete %s %s\n", ref, imp.commit, b.old, tmpRef, imp.commit)
+	tx := fmt.Sprintf("update %s %s %s\n", ref, imp.commit, b.old)
+	if tmpRef != "" {
+		tx += fmt.Sprintf("delete %s %s\n", tmpRef, imp.commit)
+	}
 	_, err := (gitCmd{dir: repo, args: []string{"update-ref", "-m", "agentrun: export", "--stdin"}, stdin: strings.NewReader(tx)}).run(ctx)
 	if err == nil {
 		b.moved = true
@@ -294,9 +296,13 @@ func tempRef() (string, error) {
 	return "refs/agentrun-tmp/export-" + hex.EncodeToString(b[:]), nil
 }
 
-// dropRef deletes the temporary ref after a failure; best effort, with its
-// own short deadline so that a cancelled export still cleans up.
+// dropRef deletes the temporary ref ("": none) after a failure; best
+// effort, with its own short deadline so that a cancelled export still
+// cleans up.
 func dropRef(repo, ref string) {
+	if ref == "" {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _ = git(ctx, repo, "update-ref", "-d", ref)
@@ -367,8 +373,43 @@ func ConfigIdentity(ctx context.Context, repo string) (name, email string) {
 	return name, email
 }
 
-// imported are the ids fast-import answers about what it wrote.
+// imported are the ids of the commit written, its tree and the base's
+// tree.
 type imported struct{ commit, tree, baseTree string }
+
+// writeResult writes the result's objects: itself, as loose objects, when
+// the scan's record of the base allows it (export_objects.go), else with
+// fast-import onto a temporary ref, which it names ("" when none).
+func writeResult(ctx context.Context, cs *ChangeSet, name, email string, opts ExportOptions) (imported, string, error) {
+	now := time.Now()
+	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
+	msg := opts.Message
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
+	if objDir := looseObjectDir(opts.Repo); objDir != "" && cs.base != nil && cs.base.commit == opts.Base {
+		objects, imp, err := buildObjects(cs.base, cs.Changes, "author "+who+"\ncommitter "+who, msg)
+		if err == nil {
+			if err := writeLoose(objDir, objects); err != nil {
+				return imported{}, "", err
+			}
+			return imp, "", ctx.Err()
+		}
+		if !errors.Is(err, errAskGit) {
+			return imported{}, "", err
+		}
+	}
+	tmpRef, err := tempRef()
+	if err != nil {
+		return imported{}, "", err
+	}
+	imp, err := fastImport(ctx, opts.Repo, tmpRef, who, msg, cs.Changes, opts)
+	if err != nil {
+		dropRef(opts.Repo, tmpRef)
+		return imported{}, "", err
+	}
+	return imp, tmpRef, nil
+}
 
 // fastImport writes the blobs, the tree and the commit (parent opts.Base)
 // with one fast-import process, onto ref, and asks it for the ids of the
@@ -377,13 +418,7 @@ type imported struct{ commit, tree, baseTree string }
 // pile up in the user's repository until a gc. The pack of a small import
 // is not fsynced before it is unpacked: git never syncs loose objects,
 // so that sync made nothing durable, and it cost a disk flush per export.
-func fastImport(ctx context.Context, repo, ref, name, email string, changes []Change, opts ExportOptions) (imported, error) {
-	now := time.Now()
-	who := fmt.Sprintf("%s <%s> %d %s", name, email, now.Unix(), now.Format("-0700"))
-	msg := opts.Message
-	if !strings.HasSuffix(msg, "\n") {
-		msg += "\n"
-	}
+func fastImport(ctx context.Context, repo, ref, who, msg string, changes []Change, opts ExportOptions) (imported, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		w := bufio.NewWriterSize(pw, 256<<10)

@@ -32,7 +32,7 @@ func TestParseIndexMatchesGit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := parseIndex(data, hashLen)
+			got, _, err := parseIndex(data, hashLen)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +47,12 @@ func TestParseIndexMatchesGit(t *testing.T) {
 			// Version 3 (extended flags) parses; version 4 falls back.
 			testsupport.Git(t, dir, "update-index", "--skip-worktree", "p/nnn")
 			data, _ = os.ReadFile(filepath.Join(dir, ".git", "index"))
-			if got3, err := parseIndex(data, hashLen); err != nil || !reflect.DeepEqual(got3, want) {
+			if got3, _, err := parseIndex(data, hashLen); err != nil || !reflect.DeepEqual(got3, want) {
 				t.Fatalf("version 3: %v, equal=%v", err, reflect.DeepEqual(got3, want))
 			}
 			testsupport.Git(t, dir, "update-index", "--index-version", "4")
 			data, _ = os.ReadFile(filepath.Join(dir, ".git", "index"))
-			if _, err := parseIndex(data, hashLen); !errors.Is(err, errIndexFormat) {
+			if _, _, err := parseIndex(data, hashLen); !errors.Is(err, errIndexFormat) {
 				t.Fatalf("version 4: %v, want errIndexFormat", err)
 			}
 		})
@@ -62,7 +62,7 @@ func TestParseIndexMatchesGit(t *testing.T) {
 func TestParseIndexRejectsGarbage(t *testing.T) {
 	t.Parallel()
 	for _, data := range [][]byte{nil, []byte("DIRC"), []byte("DIRC\x00\x00\x00\x02\xff\xff\xff\xff"), []byte("XXXX\x00\x00\x00\x02\x00\x00\x00\x00")} {
-		if _, err := parseIndex(data, 20); err == nil {
+		if _, _, err := parseIndex(data, 20); err == nil {
 			t.Errorf("parseIndex(%q) accepted", data)
 		}
 	}

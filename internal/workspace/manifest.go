@@ -52,6 +52,10 @@ type manifest struct {
 	commit  string
 	written stamp // a file time taken after every entry was stat'ed
 	entries []entry
+	// trees are the tree ids of the base's directories, from the index's
+	// cache-tree (nil when it had none): written beside the manifest, for
+	// the export (trees.go).
+	trees []treeRec
 
 	once sync.Once // makes idx
 	idx  *manifestIndex
@@ -69,10 +73,16 @@ func sortEntries(entries []entry) {
 	}
 }
 
-// writeManifest writes m to stateDir atomically. It takes the stamp from
-// the temp file's own ctime, which the file system set after every entry
-// was stat'ed (entries must be stat'ed before the call).
+// writeManifest writes m to stateDir atomically, and its trees before it.
+// It takes the stamp from the temp file's own ctime, which the file system
+// set after every entry was stat'ed (entries must be stat'ed before the
+// call).
 func writeManifest(stateDir string, m *manifest) error {
+	if len(m.trees) > 0 {
+		if err := writeTrees(stateDir, m.format, m.commit, m.trees); err != nil {
+			return err
+		}
+	}
 	f, err := os.CreateTemp(stateDir, manifestName+".tmp*")
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)

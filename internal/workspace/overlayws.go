@@ -228,5 +228,9 @@ func (w *overlayWorkspace) Scan(ctx context.Context, lim Limits) (*ChangeSet, er
 	if w.err != nil {
 		return nil, fmt.Errorf("scan %s: %w", w.dir, w.err)
 	}
-	return scanUpper(ctx, w.dir, w.layer.tree(), w.m, w.count, lim)
+	cs, err := scanUpper(ctx, w.dir, w.layer.tree(), w.m, w.count, lim)
+	if err == nil {
+		cs.base = &exportBase{format: w.m.format, commit: w.m.commit, treesDir: w.layer.dir}
+	}
+	return cs, err
 }

@@ -56,6 +56,8 @@ type Change struct {
 type ChangeSet struct {
 	Changes []Change
 	Refused []run.Refusal
+
+	base *exportBase // what the scan compared with, for Export (nil: Export asks git)
 }
 
 // ExportOptions say where and how the result commit is written.
