@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
 )
 
 // Main is the hidden "__sandbox" entry point: "init" is pid 1 of a new
@@ -63,10 +65,14 @@ func initMain() int {
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := statusLine{os.NewFile(statusFD, "status")}
-	if err := dropExecPrivileges(); err != nil {
+	// The bounding set, the ambient capabilities and no_new_privs went in
+	// this process's package init (see package execpriv), on the fewest
+	// threads; its marks come before init-main's.
+	span, err := execpriv.Dropped()
+	mk = append(marks{{Step: "init-runtime", At: span.Begin}, {Step: "init-exec-privileges", At: span.End}}, mk...)
+	if err != nil {
 		return st.fail("confine", err)
 	}
-	mk.add("init-exec-privileges")
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)

@@ -339,9 +339,10 @@ func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*
 	cmd := exec.Command(c.Executable, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
 	// The init does one thing at a time until it is confined: one
-	// processor makes its runtime start fewer threads, and confine's
-	// every-thread calls (a round over all threads each, 45 of them)
-	// cheaper, the more so where the default GOMAXPROCS is large. On 2
+	// processor makes its runtime start fewer threads, and its
+	// every-thread calls (a round over all threads each: package
+	// execpriv's, confine's) cheaper, the more so where the default
+	// GOMAXPROCS is large. On 2
 	// cores, interleaved, 8 rounds of 30 starts at load 6: 29.7 instead
 	// of 32.4 ms of CPU per start (median; lower in 6 rounds of 8). The
 	// runner then goes back to the default (serve).
