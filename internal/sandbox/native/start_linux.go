@@ -434,30 +434,6 @@ func enforcedBy(c *config, cgEnforced, initEnforced map[string]string) map[strin
 	return m
 }
 
-// forkThread is an OS thread that never exits. Pdeathsig fires when the
-// thread that forked the init exits (not the process), and the runtime
-// ends a thread whenever a goroutine locked to it returns: forking from
-// this thread ties the sandbox to the process, as intended.
-var forkThread struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func startOnForkThread(cmd *exec.Cmd) error {
-	forkThread.once.Do(func() {
-		forkThread.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for f := range forkThread.reqs {
-				f()
-			}
-		}()
-	})
-	errc := make(chan error, 1)
-	forkThread.reqs <- func() { errc <- cmd.Start() }
-	return <-errc
-}
-
 // setupError is a step of the inside setup that the kernel refused.
 type setupError struct {
 	Step string

@@ -61,10 +61,12 @@ func drop() {
 //
 // The bounding set goes one capability at a time, and only those this
 // thread still has: the threads there are now were all cloned from it
-// since the exec, with its credentials, so theirs are the same: a host
-// with a smaller set leaves fewer to drop. The kernel's list ends where
-// it answers EINVAL (the same check as /proc/sys/kernel/cap_last_cap,
-// without a file to read).
+// since the exec, with its credentials, so theirs are the same. As root
+// the host's thread that forks the init has emptied it already (see
+// emptyBoundingSet in package native), and a host with a smaller set
+// leaves fewer to drop. The kernel's list ends where it answers EINVAL
+// (the same check as /proc/sys/kernel/cap_last_cap, without a file to
+// read).
 func dropAll() error {
 	cp := 0
 	for ; ; cp++ {
