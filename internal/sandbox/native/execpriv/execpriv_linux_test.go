@@ -1,6 +1,7 @@
 package execpriv
 
 import (
+	"errors"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +73,10 @@ func TestNothingDroppedOutsideTheInit(t *testing.T) {
 	}
 }
 
-const helperEnv = "EXECPRIV_HELPER"
+const (
+	helperEnv = "EXECPRIV_HELPER"
+	exitCgo   = 6 // the helper's exit code when the binary uses cgo
+)
 
 // TestDroppedOnEveryThread runs the drop in a child (it cannot be undone)
 // with threads the runtime made before it, and checks every thread's end
@@ -84,6 +89,10 @@ func TestDroppedOnEveryThread(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDroppedOnEveryThread$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == exitCgo {
+		t.Skipf("this test binary uses cgo (as -race does), and the runtime makes no call on every thread then: %s", out)
+	}
 	if os.Getuid() != 0 {
 		if err == nil || !strings.Contains(string(out), "drop capability 0 from the bounding set on every thread: operation not permitted") {
 			t.Fatalf("unprivileged drop: %v\n%s", err, out)
@@ -109,6 +118,9 @@ func dropHelper() {
 	time.Sleep(10 * time.Millisecond)
 	if _, err := Dropped(); err != nil {
 		fmt.Println(err)
+		if errors.Is(err, syscall.ENOTSUP) {
+			os.Exit(exitCgo)
+		}
 		os.Exit(3)
 	}
 	wg.Wait()
@@ -119,6 +131,9 @@ func dropHelper() {
 	}
 	for _, f := range tasks {
 		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a locked goroutine's thread, ending after it
+		}
 		if err != nil {
 			fmt.Println(err)
 			os.Exit(4)
