@@ -13,8 +13,9 @@
 // per capability of the bounding set. Each round costs a wake-up of
 // every other thread, so the fewer threads the runtime has made the
 // cheaper: here, right after package os, it has made three (the main
-// thread, sysmon and an idle one), against five or more once every
-// package of the binary is initialized. The package imports only os and
-// syscall, so that it is among the first initialized. Threads made later
-// are cloned from these and inherit it all.
+// thread, sysmon and an idle one), against four or five once every
+// package of the binary is initialized. The package imports only os,
+// syscall and packages they need already (errors, strconv, unsafe), so
+// that it is among the first initialized. Threads made later are cloned
+// from these and inherit it all.
 package execpriv
