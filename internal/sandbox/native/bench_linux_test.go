@@ -79,8 +79,8 @@ func BenchmarkStartSteps(b *testing.B) {
 	at := map[string][]time.Duration{}
 	// The usual order, for the metrics' names (the host's cgroups and the
 	// init's first steps run at the same time).
-	order := []string{"host-start", "host-spawn", "host-spawned", "init-main", "init-exec-privileges", "host-cgroups", "init-root",
-		"init-go", "init-landlock", "init-confined", "init-program-started", "init-serving", "host-ready", "host-runner-answered", "first-exec"}
+	order := []string{"host-start", "host-spawn", "host-spawned", "init-runtime", "init-exec-privileges", "init-main", "host-cgroups", "init-config", "init-signals", "init-root",
+		"init-net", "init-go", "init-landlock", "init-confined", "init-program-started", "init-serving", "host-ready", "host-runner-answered", "first-exec"}
 	for b.Loop() {
 		spec := newSpec(b)
 		sb, err := nb.Start(ctx, spec)

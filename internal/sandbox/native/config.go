@@ -1,6 +1,9 @@
 package native
 
-import "github.com/agentrun/agentrun/internal/workspace/overlay"
+import (
+	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
+	"github.com/agentrun/agentrun/internal/workspace/overlay"
+)
 
 // Paths as processes inside the sandbox see them.
 const (
@@ -10,13 +13,13 @@ const (
 	sandboxHost  = "agentrun"
 	proxyPort    = 3128
 	gatewayPort  = 3129
-	entryName    = "__sandbox"
+	entryName    = execpriv.Entry
 	defaultPath  = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 	statusOK     = "ok"
 	modeServe    = "serve"
 	modeExec     = "exec"
 	modeProbe    = "probe"
-	roleInit     = "init"
+	roleInit     = execpriv.Role
 	cfgFD        = 3 // the init's config pipe
 	statusFD     = 4 // the init's status pipe
 	listenerFD   = 5 // the runner's listening socket (serve mode)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"unsafe"
 
@@ -52,35 +50,11 @@ func setRlimits(c *config) (map[string]string, error) {
 	return out, nil
 }
 
-// dropExecPrivileges takes from every thread what only an exec could
-// use: the capability bounding set (emptied), the ambient capabilities
-// (cleared) and the right to gain privileges (no_new_privs). The init
-// execs nothing while it builds the root, and the capabilities it works
-// with stay, so initMain calls this first thing: each call is a round
-// over all threads (43 of them), each round the cheaper the fewer threads
-// the runtime has made so far. Threads made later are cloned from these
-// and inherit it all.
-func dropExecPrivileges() error {
-	last, err := lastCap()
-	if err != nil {
-		return err
-	}
-	for cp := 0; cp <= last; cp++ {
-		if err := allThreads(fmt.Sprintf("drop capability %d from the bounding set", cp), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(cp), 0); err != nil {
-			return err
-		}
-	}
-	if err := allThreads("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
-		return err
-	}
-	return allThreads("set no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0)
-}
-
 // confine restricts pid 1, every thread of it (all share one address
 // space, so a thread left unconfined would be the agent's way out through
 // any write into its memory, and the runner works on any of them): no
 // capabilities (the bounding set and the ambient ones are gone already,
-// and no_new_privs is set, see dropExecPrivileges; now none effective or
+// and no_new_privs is set, see package execpriv; now none effective or
 // permitted either), Landlock when the kernel has it, then seccomp
 // (TSYNC). Threads the runtime makes later are cloned from confined ones
 // and inherit all of it. Every sandboxed process is forked
@@ -94,7 +68,7 @@ func dropExecPrivileges() error {
 // confine fails instead of leaving threads unconfined.
 func confine(c *config, mk *marks) (map[string]string, error) {
 	out := map[string]string{}
-	out["no_new_privs"] = "enforced" // since dropExecPrivileges
+	out["no_new_privs"] = "enforced" // since execpriv's package init
 	if abi := landlockABI(); abi > 0 {
 		pol := landlockPolicy{
 			ReadWrite: []string{WorkDir, "/tmp", homeDir, "/dev/shm"},
@@ -144,18 +118,6 @@ func allThreads(what string, trap, a1, a2, a3 uintptr) error {
 
 // noLandlock says why Landlock is not in force.
 const noLandlock = "the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= list)"
-
-func lastCap() (int, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
-	if err != nil {
-		return 0, fmt.Errorf("read cap_last_cap: %w", err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("parse cap_last_cap: %w", err)
-	}
-	return n, nil
-}
 
 // noLandlockEnv opts in to run without Landlock, like
 // Options.AllowNoLandlock.

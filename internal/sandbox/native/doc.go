@@ -25,6 +25,14 @@
 // (PR_SET_DUMPABLE 0), so no process inside can open its memory,
 // descriptors or environment through /proc.
 //
+// What only an exec could use (the bounding set, the ambient
+// capabilities, the right to gain privileges) goes first, before the
+// root is built, in package execpriv's init, when the runtime has made
+// the fewest threads; as root the host's thread that forks the init has
+// emptied its own bounding set already, so the init starts with none.
+// The init itself runs from this package's init, so pid 1 never
+// initializes the packages of the binary it does not use.
+//
 // Without Landlock (an older kernel, or landlock not in lsm=) Preflight
 // and Start refuse with a sandbox_preflight catalog error, unless the
 // user opts in by name (Options.AllowNoLandlock or

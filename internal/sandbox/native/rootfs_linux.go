@@ -66,6 +66,12 @@ func (b *Backend) CheckReadOnly(p string) error { return checkReadOnlyTarget(p) 
 
 // buildRoot makes the sandbox's root on a tmpfs at c.Root and pivots into
 // it. It runs as pid 1 of the new namespaces, before any confinement.
+//
+// The root tmpfs and /etc's binds on it are made read-only in one
+// recursive call once they are all there, rather than one call per bind
+// (the binds of host directories are read-only at once, see bind): the
+// mount points of what is mounted after it (writable or with attributes
+// of its own) are made before it.
 func buildRoot(c *config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -87,28 +93,22 @@ func buildRoot(c *config) error {
 		if err != nil {
 			return fmt.Errorf("read-only path: %w", err)
 		}
-		if err := bind(p, r+filepath.Clean(p), !fi.IsDir(), true); err != nil {
+		if err := bind(p, r+filepath.Clean(p), !fi.IsDir()); err != nil {
 			return err
 		}
 	}
-	if err := mountWorkspace(c, r+WorkDir); err != nil {
+	for _, d := range []struct {
+		path string
+		mode uint32
+	}{{WorkDir, 0o755}, {homeDir, 0o755}, {"/tmp", 0o755}, {"/dev", 0o755}, {"/proc", 0o555}} {
+		if err := mkdirs(r+d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	if err := setattr(r, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true); err != nil {
 		return err
 	}
-	if c.HomeLayers != nil {
-		if err := os.MkdirAll(r+homeDir, 0o755); err != nil {
-			return fmt.Errorf("make %s: %w", homeDir, err)
-		}
-		if err := overlay.Mount(*c.HomeLayers, r+homeDir); err != nil {
-			return err
-		}
-	} else if c.Home != "" {
-		if err := bind(c.Home, r+homeDir, false, false); err != nil {
-			return err
-		}
-	} else if err := tmpfs(r+homeDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)+sizeOpt(c)); err != nil {
-		return err
-	}
-	if err := tmpfs(r+"/tmp", "mode=1777"+sizeOpt(c)); err != nil {
+	if err := mountWritable(c, r); err != nil {
 		return err
 	}
 	// The agentrun binary and the proxy and gateway sockets are not bound
@@ -120,16 +120,30 @@ func buildRoot(c *config) error {
 	if err := buildProc(r); err != nil {
 		return err
 	}
-	if err := pivot(r); err != nil {
+	return pivot(r)
+}
+
+// mountWritable mounts what processes inside may write to: the
+// workspace, HOME and /tmp.
+func mountWritable(c *config, r string) error {
+	if err := mountWorkspace(c, r+WorkDir); err != nil {
 		return err
 	}
-	// The root tmpfs and /dev hold only mount points now: read-only.
-	for _, p := range []string{"/", "/dev"} {
-		if err := setattr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
+	if c.HomeLayers != nil {
+		if err := overlay.Mount(*c.HomeLayers, r+homeDir); err != nil {
 			return err
 		}
+	} else if c.Home != "" {
+		if err := unix.Mount(c.Home, r+homeDir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", c.Home, err)
+		}
+		if err := setattr(r+homeDir, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true); err != nil {
+			return err
+		}
+	} else if err := tmpfs(r+homeDir, "mode=0700,uid="+strconv.Itoa(c.UID)+",gid="+strconv.Itoa(c.GID)+sizeOpt(c)); err != nil {
+		return err
 	}
-	return nil
+	return tmpfs(r+"/tmp", "mode=1777"+sizeOpt(c))
 }
 
 // mountWorkspace mounts the workspace at dst: the host directory bound, or
@@ -140,10 +154,10 @@ func buildRoot(c *config) error {
 // opaque directory (probeLayers).
 func mountWorkspace(c *config, dst string) error {
 	if c.Layers == nil {
-		return bind(c.Workspace, dst, false, false)
-	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("make %s: %w", dst, err)
+		if err := unix.Mount(c.Workspace, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", c.Workspace, err)
+		}
+		return setattr(dst, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
 	}
 	if err := overlay.Mount(*c.Layers, dst); err != nil {
 		return err
@@ -185,13 +199,13 @@ func systemPath(r, p string) error {
 		}
 		return nil
 	}
-	return bind(p, r+p, false, true)
+	return bind(p, r+p, false)
 }
 
 func buildEtc(r string, c *config) error {
 	etc := r + "/etc"
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		return fmt.Errorf("make /etc: %w", err)
+	if err := mkdirs(etc, 0o755); err != nil {
+		return err
 	}
 	var names []string
 	for _, pattern := range etcPaths {
@@ -207,7 +221,7 @@ func buildEtc(r string, c *config) error {
 		if err != nil {
 			continue // absent (or a dangling link): nothing to show
 		}
-		if err := bind(src, etc+"/"+name, !fi.IsDir(), true); err != nil {
+		if err := mountBind(src, etc+"/"+name, !fi.IsDir()); err != nil {
 			return err
 		}
 	}
@@ -239,9 +253,6 @@ func buildEtc(r string, c *config) error {
 
 func buildDev(r, size string) error {
 	d := r + "/dev"
-	if err := os.Mkdir(d, 0o755); err != nil {
-		return fmt.Errorf("make /dev: %w", err)
-	}
 	if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount /dev: %w", err)
 	}
@@ -252,12 +263,16 @@ func buildDev(r, size string) error {
 		if err := unix.Mount("/dev/"+n, d+"/"+n, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
 		}
-		if err := setattr(d+"/"+n, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
+	}
+	// The nodes' binds nosuid and noexec (as the tmpfs under them), in one
+	// call: nothing else is mounted on /dev yet.
+	if err := setattr(d, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, true); err != nil {
+		return err
+	}
+	for _, sub := range []string{"/pts", "/shm"} {
+		if err := mkdirs(d+sub, 0o755); err != nil {
 			return err
 		}
-	}
-	if err := os.Mkdir(d+"/pts", 0o755); err != nil {
-		return fmt.Errorf("make /dev/pts: %w", err)
 	}
 	// devpts is a convenience (terminals for interactive tools); a kernel
 	// that refuses it leaves /dev/pts empty.
@@ -275,14 +290,12 @@ func buildDev(r, size string) error {
 			return fmt.Errorf("link /dev/%s: %w", name, err)
 		}
 	}
-	return nil
+	// /dev holds only mount points and links now: read-only.
+	return setattr(d, unix.MOUNT_ATTR_RDONLY, false)
 }
 
 func buildProc(r string) error {
 	p := r + "/proc"
-	if err := os.Mkdir(p, 0o555); err != nil {
-		return fmt.Errorf("make /proc: %w", err)
-	}
 	if err := unix.Mount("proc", p, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
@@ -328,23 +341,29 @@ func pivot(r string) error {
 }
 
 // bind mounts src on dst (created in the new root as a file or a
-// directory), nosuid and nodev, read-only when ro.
-func bind(src, dst string, file, ro bool) error {
+// directory), read-only, nosuid and nodev at once: nothing is ever made
+// under it through a bind of a host directory that is still writable.
+func bind(src, dst string, file bool) error {
+	if err := mountBind(src, dst, file); err != nil {
+		return err
+	}
+	return setattr(dst, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, true)
+}
+
+// mountBind is bind without the attributes, for /etc's entries: buildRoot
+// sets them on the whole root at once (nothing is made under them).
+func mountBind(src, dst string, file bool) error {
 	if file {
 		if err := touch(dst); err != nil {
 			return err
 		}
-	} else if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("make %s: %w", dst, err)
+	} else if err := mkdirs(dst, 0o755); err != nil {
+		return err
 	}
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
-	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
-	if ro {
-		attr |= unix.MOUNT_ATTR_RDONLY
-	}
-	return setattr(dst, attr, true)
+	return nil
 }
 
 // setattr adds mount attributes to the mount at p (and below when rec).
@@ -360,8 +379,8 @@ func setattr(p string, set uint64, rec bool) error {
 }
 
 func tmpfs(dst, opts string) error {
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("make %s: %w", dst, err)
+	if err := mkdirs(dst, 0o755); err != nil {
+		return err
 	}
 	if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", dst, err)
@@ -369,15 +388,36 @@ func tmpfs(dst, opts string) error {
 	return nil
 }
 
+// touch makes an empty file at p (and its parents) for a bind: one
+// system call where p's directory is there already, as for most.
 func touch(p string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("make %s: %w", filepath.Dir(p), err)
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+	if errors.Is(err, unix.ENOENT) {
+		if err := mkdirs(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		fd, err = unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
-	return f.Close()
+	return unix.Close(fd)
+}
+
+// mkdirs makes directory p (and its parents), and is content with one
+// that is there: one system call where p's parent is there already.
+func mkdirs(p string, mode uint32) error {
+	err := unix.Mkdir(p, mode)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EEXIST) {
+		err = os.MkdirAll(p, os.FileMode(mode))
+	}
+	if err != nil {
+		return fmt.Errorf("make %s: %w", p, err)
+	}
+	return nil
 }
 
 // setupNet brings the loopback interface up and names the host.

@@ -339,9 +339,10 @@ func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*
 	cmd := exec.Command(c.Executable, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
 	// The init does one thing at a time until it is confined: one
-	// processor makes its runtime start fewer threads, and confine's
-	// every-thread calls (a round over all threads each, 45 of them)
-	// cheaper, the more so where the default GOMAXPROCS is large. On 2
+	// processor makes its runtime start fewer threads, and its
+	// every-thread calls (a round over all threads each: package
+	// execpriv's, confine's) cheaper, the more so where the default
+	// GOMAXPROCS is large. On 2
 	// cores, interleaved, 8 rounds of 30 starts at load 6: 29.7 instead
 	// of 32.4 ms of CPU per start (median; lower in 6 rounds of 8). The
 	// runner then goes back to the default (serve).
@@ -431,30 +432,6 @@ func enforcedBy(c *config, cgEnforced, initEnforced map[string]string) map[strin
 		maps.Copy(m, diskEnforced(c, c.DiskBytes, c.DiskInodes))
 	}
 	return m
-}
-
-// forkThread is an OS thread that never exits. Pdeathsig fires when the
-// thread that forked the init exits (not the process), and the runtime
-// ends a thread whenever a goroutine locked to it returns: forking from
-// this thread ties the sandbox to the process, as intended.
-var forkThread struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func startOnForkThread(cmd *exec.Cmd) error {
-	forkThread.once.Do(func() {
-		forkThread.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for f := range forkThread.reqs {
-				f()
-			}
-		}()
-	})
-	errc := make(chan error, 1)
-	forkThread.reqs <- func() { errc <- cmd.Start() }
-	return <-errc
 }
 
 // setupError is a step of the inside setup that the kernel refused.
