@@ -145,6 +145,66 @@ func teamLoad(t *testing.T, tm *team, clients, per int) {
 	t.Logf("load %dx%d on %s: %d runs in %s: %.1f runs/s; submit %s; queued to the agent's start %s; end to end %s",
 		clients, per, t.Name(), len(all), elapsed.Round(time.Millisecond), float64(len(all))/elapsed.Seconds(),
 		percentiles(sub), percentiles(disp), percentiles(e2e))
+	t.Logf("where a run's time on its host went: %s", phases(t, db))
+}
+
+// phases are the p50/p99 of the steps of a run on its host, from its
+// claim (host_claims) and its journal: claim to preparing (the claim's
+// answer, the base), preparing to running (workspace, sandbox), running
+// to exporting (the agent), exporting to succeeded (the export and the
+// result's upload and import), succeeded to the claim's end (release).
+func phases(t *testing.T, db *sqldb.DB) string {
+	t.Helper()
+	at := map[string]map[string]time.Time{}
+	note := func(id, step string, when time.Time) {
+		if at[id] == nil {
+			at[id] = map[string]time.Time{}
+		}
+		if _, ok := at[id][step]; !ok {
+			at[id][step] = when
+		}
+	}
+	rows, err := db.Read().Query(`SELECT run_id, claimed_at, ended_at FROM host_claims WHERE ended_at IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var c, e int64
+		if err := rows.Scan(&id, &c, &e); err != nil {
+			t.Fatal(err)
+		}
+		note(id, "claimed", time.UnixMicro(c))
+		note(id, "released", time.UnixMicro(e))
+	}
+	rows.Close()
+	rows, err = db.Read().Query(`SELECT run_id, doc FROM run_events WHERE type = 'state'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, doc string
+		var e run.Event
+		if err := rows.Scan(&id, &doc); err != nil || json.Unmarshal([]byte(doc), &e) != nil {
+			t.Fatalf("run %s: an event: %v", id, err)
+		}
+		note(id, string(e.State), e.Time)
+	}
+	rows.Close()
+	steps := []string{"claimed", string(run.StatePreparing), string(run.StateRunning), string(run.StateExporting), string(run.StateSucceeded), "released"}
+	var out []string
+	for i := 1; i < len(steps); i++ {
+		var ds []time.Duration
+		for _, m := range at {
+			a, ok1 := m[steps[i-1]]
+			b, ok2 := m[steps[i]]
+			if ok1 && ok2 {
+				ds = append(ds, b.Sub(a))
+			}
+		}
+		out = append(out, steps[i-1]+" to "+steps[i]+" "+percentiles(ds))
+	}
+	return strings.Join(out, "; ")
 }
 
 // waitQueueDrained waits until the n runs of the database have ended

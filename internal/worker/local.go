@@ -173,7 +173,11 @@ func (w *Local) reconcile(ctx context.Context) {
 		return
 	}
 	for _, r := range runs {
-		if w.isRunning(r.ID) {
+		// A run waiting for a worker is left as it is by Reconcile
+		// whoever holds its lease: it is skipped before Reconcile takes
+		// the lease, which would cost two writes for each queued run
+		// every round, and refuse a host's claim of it meanwhile.
+		if w.isRunning(r.ID) || supervisor.AboutToStart(r) || (w.Home.Claimed && supervisor.Unclaimed(r)) {
 			continue
 		}
 		if _, err := supervisor.Reconcile(ctx, w.Home, r); err != nil {

@@ -62,6 +62,7 @@ type Remote struct {
 	mu       sync.Mutex
 	running  map[string]*job
 	projects map[string]*sync.Mutex
+	bases    map[string]bool // "REPO BASE": the bases the caches hold
 	ttl      time.Duration
 	wg       sync.WaitGroup
 	free     chan struct{} // a slot was freed

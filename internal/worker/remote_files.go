@@ -97,7 +97,16 @@ func (s *shipper) send(ctx context.Context, rel string) (more bool, err error) {
 	}
 	defer f.Close()
 	off := s.sent[rel]
-	buf := make([]byte, maxChunk)
+	// Only what the log gained is read: a buffer of maxChunk for each
+	// log at each look would be most of what a host allocates.
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if fi.Size() <= off {
+		return false, nil
+	}
+	buf := make([]byte, min(fi.Size()-off, maxChunk))
 	n, err := f.ReadAt(buf, off)
 	if err != nil && err != io.EOF {
 		return false, err

@@ -33,6 +33,11 @@ func (w *Remote) fetchBase(ctx context.Context, j *job, base string) (string, er
 	}
 	defer w.lockProject(j.project)()
 	repo := w.projectRepo(j.project)
+	// A base fetched once stays in the cache (its ref keeps it): the
+	// next run on it starts without asking git.
+	if w.hasBase(repo, base) {
+		return repo, nil
+	}
 	if _, err := os.Stat(filepath.Join(repo, "objects")); err != nil {
 		if err := os.MkdirAll(filepath.Dir(repo), 0o700); err != nil {
 			return "", err
@@ -42,6 +47,7 @@ func (w *Remote) fetchBase(ctx context.Context, j *job, base string) (string, er
 		}
 	}
 	if _, err := bundlecheck.Git(ctx, repo, nil, "cat-file", "-e", base+"^{commit}"); err == nil {
+		w.keptBase(repo, base)
 		return repo, nil
 	}
 	f, err := os.CreateTemp(filepath.Dir(repo), ".base-*.bundle")
@@ -65,7 +71,25 @@ func (w *Remote) fetchBase(ctx context.Context, j *job, base string) (string, er
 	if _, err := bundlecheck.Git(ctx, repo, nil, "cat-file", "-e", base+"^{commit}"); err != nil {
 		return "", fmt.Errorf("the base bundle of %s lacks %s", j.id, base)
 	}
+	w.keptBase(repo, base)
 	return repo, nil
+}
+
+// hasBase reports whether base is known to be in the cache repo.
+func (w *Remote) hasBase(repo, base string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bases[repo+" "+base]
+}
+
+// keptBase notes that the cache repo holds base.
+func (w *Remote) keptBase(repo, base string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bases == nil {
+		w.bases = map[string]bool{}
+	}
+	w.bases[repo+" "+base] = true
 }
 
 // bundleBranch bundles branch of repo without base's history, in dir.

@@ -47,6 +47,11 @@ type remoteStore struct {
 	mu sync.Mutex
 	// held are the export's events, sent with the result upload.
 	held []run.Event
+	// last is the record as the server last gave it (local): a write
+	// starts from it rather than from a read of its own, and the
+	// server's version check sends it back to read again (record_stale)
+	// where the record changed meanwhile.
+	last *run.Run
 }
 
 var _ run.Store = (*remoteStore)(nil)
@@ -131,7 +136,31 @@ func (s *remoteStore) Get(ctx context.Context, id string) (*run.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.local(&r), nil
+	lr := s.local(&r)
+	s.remember(lr)
+	return lr, nil
+}
+
+// remember keeps r (local) as the record the next write starts from.
+func (s *remoteStore) remember(r *run.Run) {
+	c, err := clone(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && (s.last == nil || c.Version >= s.last.Version) {
+		s.last = c
+	}
+}
+
+// base is the record a write starts from: the one the server gave last,
+// else (fresh, or none kept) one read now.
+func (s *remoteStore) base(ctx context.Context, id string, fresh bool) (*run.Run, error) {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last != nil && !fresh {
+		return clone(last)
+	}
+	return s.Get(ctx, id)
 }
 
 func (s *remoteStore) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
@@ -150,12 +179,18 @@ func (s *remoteStore) TransitionWith(ctx context.Context, id string, from []run.
 // version read (with t, as a state change), until no one changed the
 // record in between.
 func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
-	for {
-		r, err := s.Get(ctx, id)
+	if err := s.check(id); err != nil {
+		return nil, err
+	}
+	for fresh := false; ; fresh = true {
+		r, err := s.base(ctx, id, fresh)
 		if err != nil {
 			return nil, err
 		}
 		if t != nil && !slices.Contains(t.From, r.State) {
+			if !fresh {
+				continue // the record kept may be behind: read it first
+			}
 			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, t.From, run.ErrConflict)
 		}
 		before := r.Result
@@ -199,7 +234,9 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 		if err != nil {
 			return nil, err
 		}
-		return s.local(&out), nil
+		lr := s.local(&out)
+		s.remember(lr)
+		return lr, nil
 	}
 }
 

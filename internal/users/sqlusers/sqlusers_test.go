@@ -130,6 +130,33 @@ func TestAdmitRaces(t *testing.T) {
 	})
 }
 
+// Admissions under limits that count nothing (no quota reads the usage:
+// the ledger is not summed for them) are recorded all the same, keep
+// their per-run maximum, and count against a quota set later; a user
+// who is gone is still refused.
+func TestAdmitUncounted(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
+		st, _ := open(t, newURL(t))
+		u, _ := st.AddUser(ctx, "dave", users.Member)
+		for range 3 {
+			a, err := st.Admit(ctx, users.Request{UserID: u.ID}, users.Limits{MaxTokens: n(100)})
+			if err != nil || a.MaxTokens != 100 || a.ID == "" {
+				t.Fatalf("uncounted: %+v %v", a, err)
+			}
+		}
+		if _, err := st.Admit(ctx, users.Request{UserID: u.ID}, users.Limits{ConcurrentRuns: n(3)}); err == nil {
+			t.Fatal("a fourth admitted past 3 concurrent runs")
+		}
+		us, _ := st.Usage(ctx, u.ID, time.Now())
+		if us.RunsToday != 3 || us.ConcurrentRuns != 3 {
+			t.Fatalf("usage %+v", us)
+		}
+		if _, err := st.Admit(ctx, users.Request{UserID: "u_nobody"}, users.Limits{}); !errors.Is(err, users.ErrNotFound) {
+			t.Fatalf("a user who is not there: %v", err)
+		}
+	})
+}
+
 // A run's budget is what the day has left, reserved while it is active;
 // once it ends, what it spent counts and the rest comes back; a resume
 // counts only what it adds.
