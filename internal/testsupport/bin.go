@@ -5,8 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var agentrunBuild struct {
@@ -19,10 +23,11 @@ var agentrunBuild struct {
 // Agentrun returns the path of a freshly built agentrun binary, for tests
 // that need the real executable (supervisor, runner, sandbox init). It is
 // built with CGO_ENABLED=0, so it runs in any sandbox without a libc. The
-// build is shared by every test in the process and removed by the OS temp
-// cleaner. If AGENTRUN_TEST_BIN is set, that prebuilt binary is used
-// instead (for test binaries run by a user without a writable Go build
-// cache).
+// build is shared by every test in the process, in a directory named
+// after the process; each build removes those of processes that have
+// ended (a binary is about 50 MB, and a day of test runs left hundreds).
+// If AGENTRUN_TEST_BIN is set, that prebuilt binary is used instead (for
+// test binaries run by a user without a writable Go build cache).
 func Agentrun(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("AGENTRUN_TEST_BIN"); p != "" {
@@ -30,8 +35,9 @@ func Agentrun(t testing.TB) string {
 	}
 	b := &agentrunBuild
 	b.once.Do(func() {
+		sweepTestBins()
 		var dir string
-		dir, b.err = os.MkdirTemp("", "agentrun-testbin-")
+		dir, b.err = os.MkdirTemp("", testBinPrefix+strconv.Itoa(os.Getpid())+"-")
 		if b.err != nil {
 			return
 		}
@@ -45,6 +51,31 @@ func Agentrun(t testing.TB) string {
 		t.Fatalf("build agentrun: %v\n%s", b.err, b.out)
 	}
 	return b.path
+}
+
+const testBinPrefix = "agentrun-testbin-"
+
+// sweepTestBins removes the binaries Agentrun built for test processes
+// that have ended: directories named testBinPrefix<pid>-* whose pid is
+// gone. One without a pid (from before this naming) is removed once a
+// day old.
+func sweepTestBins() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), testBinPrefix+"*"))
+	for _, d := range dirs {
+		pid, _, named := strings.Cut(strings.TrimPrefix(filepath.Base(d), testBinPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		switch {
+		case named && err == nil && n > 0:
+			if syscall.Kill(n, 0) != syscall.ESRCH {
+				continue // alive (or not ours to signal)
+			}
+		default:
+			if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < 24*time.Hour {
+				continue
+			}
+		}
+		_ = os.RemoveAll(d)
+	}
 }
 
 // moduleRoot is two levels up from this file (internal/testsupport).
