@@ -201,8 +201,9 @@ func checkoutTree(ctx context.Context, dir, commit, alternate string) error {
 // GIT_ALTERNATE_OBJECT_DIRECTORIES; "" when its name cannot be put there
 // as it is (a colon separates names there, a quote starts a quoted one).
 func objectDir(ctx context.Context, repo string) string {
-	dir := filepath.Join(repo, ".git", "objects") // the usual layout, without asking git
-	if fi, err := os.Lstat(filepath.Join(repo, ".git")); err != nil || !fi.IsDir() {
+	_, common, ok := gitDirs(repo) // the usual layouts, without asking git
+	dir := filepath.Join(common, "objects")
+	if !ok {
 		out, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-path", "objects")
 		if err != nil {
 			return ""

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -77,7 +76,6 @@ type treeEntry struct {
 // treeBuilder builds the result's trees from the base's records.
 type treeBuilder struct {
 	trees   *baseTrees
-	newHash func() hash.Hash
 	objects []object
 	ids     map[string]bool // objects already listed
 }
@@ -94,7 +92,7 @@ func buildObjects(base *exportBase, changes []Change, who, msg string) ([]object
 	if err != nil {
 		return nil, imported{}, fmt.Errorf("%w: %v", errAskGit, err)
 	}
-	b := &treeBuilder{trees: trees, newHash: trees.newHash, ids: map[string]bool{}}
+	b := &treeBuilder{trees: trees, ids: map[string]bool{}}
 	baseTree, _, _ := trees.tree("")
 	root, err := b.load("")
 	if err != nil {
@@ -237,7 +235,7 @@ func encodeTree(n *treeNode) ([]byte, error) {
 
 // add lists an object to write and returns its id.
 func (b *treeBuilder) add(kind string, data []byte) string {
-	id := objectID(b.newHash, kind, data)
+	id := objectID(b.trees.newHash, kind, data)
 	if !b.ids[id] {
 		b.ids[id] = true
 		b.objects = append(b.objects, object{id: id, kind: kind, data: data})
@@ -310,27 +308,9 @@ func writeLoose(objDir string, objects []object) error {
 // it includes) mentions shared permissions or fsync: a loose object is
 // then not what git's defaults make it.
 func looseObjectDir(repo string) string {
-	gitDir := filepath.Join(repo, ".git")
-	fi, err := os.Lstat(gitDir)
-	if err != nil {
+	gitDir, common, ok := gitDirs(repo)
+	if !ok {
 		return ""
-	}
-	if !fi.IsDir() {
-		b, err := os.ReadFile(gitDir)
-		dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
-		if err != nil || !ok || dir == "" {
-			return ""
-		}
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(repo, dir)
-		}
-		gitDir = dir
-	}
-	common := gitDir
-	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
-		if common = strings.TrimSpace(string(b)); !filepath.IsAbs(common) {
-			common = filepath.Join(gitDir, common)
-		}
 	}
 	objects := filepath.Join(common, "objects")
 	if fi, err := os.Stat(objects); err != nil || !fi.IsDir() || fi.Mode()&(0o020|fs.ModeSetgid) != 0 {
@@ -344,6 +324,37 @@ func looseObjectDir(repo string) string {
 		return ""
 	}
 	return objects
+}
+
+// gitDirs finds, without asking git, the git directory of the working
+// tree repo (its .git, or the one its .git file names for a linked
+// worktree) and the common directory (where the objects are: the git
+// directory itself, or the one its commondir names). ok is false for any
+// other layout.
+func gitDirs(repo string) (gitDir, common string, ok bool) {
+	gitDir = filepath.Join(repo, ".git")
+	fi, err := os.Lstat(gitDir)
+	if err != nil {
+		return "", "", false
+	}
+	if !fi.IsDir() {
+		b, err := os.ReadFile(gitDir)
+		dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
+		if err != nil || !ok || dir == "" {
+			return "", "", false
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(repo, dir)
+		}
+		gitDir = dir
+	}
+	common = gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		if common = strings.TrimSpace(string(b)); !filepath.IsAbs(common) {
+			common = filepath.Join(gitDir, common)
+		}
+	}
+	return gitDir, common, true
 }
 
 // configMentions reports a configuration file among files, or among the

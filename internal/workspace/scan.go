@@ -2,9 +2,6 @@ package workspace
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -125,14 +122,11 @@ func newBaseScanner(ctx context.Context, b baseIndex, format string, count int, 
 		lim:      lim.withDefaults(),
 		seenAt:   map[int]bool{},
 		refusedP: map[string]bool{},
-		newHash:  sha1.New,
+		newHash:  objectHash(format),
 
 		ignoreBudget: maxIgnorePatterns,
 	}
 	s.maxVisited = count + 10*s.lim.MaxFiles + 100000
-	if format == "sha256" {
-		s.newHash = sha256.New
-	}
 	return s
 }
 
@@ -542,7 +536,7 @@ func (s *scanner) symlink(fd int, name, p string, st *unix.Stat_t) error {
 
 // same reports content and mode equal to the manifest entry's.
 func (s *scanner) same(e *entry, mode uint32, content []byte) bool {
-	return e != nil && e.mode == mode && blobID(s.newHash(), content) == e.blob
+	return e != nil && e.mode == mode && objectID(s.newHash, "blob", content) == e.blob
 }
 
 // record adds an add or modify change unless the content and mode equal
@@ -563,13 +557,6 @@ func (s *scanner) record(e *entry, p string, mode uint32, content []byte) error 
 		content = []byte{}
 	}
 	return s.addChange(Change{Path: p, Kind: kind, Mode: mode, Content: content})
-}
-
-// blobID is git's object id of a blob with content.
-func blobID(h hash.Hash, content []byte) string {
-	h.Write([]byte("blob " + strconv.Itoa(len(content)) + "\x00"))
-	h.Write(content)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readNames lists the directory open at fd (without "." and ".."); past

@@ -46,10 +46,7 @@ func buildTrees(entries []entry, ids map[string]string, format string) []treeRec
 	if ids == nil {
 		return nil
 	}
-	newHash := sha1.New
-	if format == "sha256" {
-		newHash = sha256.New
-	}
+	newHash := objectHash(format)
 	type open struct {
 		path string
 		buf  []byte
@@ -116,6 +113,14 @@ func appendTreeEntry(buf []byte, mode uint32, name string, raw []byte) []byte {
 	buf = append(buf, name...)
 	buf = append(buf, 0)
 	return append(buf, raw...)
+}
+
+// objectHash is the hash of the object format ("sha1" or "sha256").
+func objectHash(format string) func() hash.Hash {
+	if format == "sha256" {
+		return sha256.New
+	}
+	return sha1.New
 }
 
 // objectID is the id of an object of kind with data.
@@ -204,10 +209,7 @@ func readTrees(dir, format, commit string) (*baseTrees, error) {
 	}
 	head, rest, ok := bytes.Cut(data, []byte{'\n'})
 	fs := strings.Fields(string(head))
-	t := &baseTrees{hashLen: len(commit) / 2, newHash: sha1.New}
-	if format == "sha256" {
-		t.newHash = sha256.New
-	}
+	t := &baseTrees{hashLen: len(commit) / 2, newHash: objectHash(format)}
 	if ok && len(fs) == 5 && fs[0]+" "+fs[1] == treesMagic && fs[2] == format && fs[3] == commit {
 		t.n, err = strconv.Atoi(fs[4])
 	}
