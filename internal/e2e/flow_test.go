@@ -194,17 +194,29 @@ func assertGone(t *testing.T, pidFile string) {
 	t.Fatalf("the agent's background child %d is still running", pid)
 }
 
-// alive reports whether pid runs (a zombie counts as gone).
+// alive reports whether pid runs: whether any of its threads has not
+// exited yet. A zombie counts as gone only once all its threads are: a
+// killed process's first thread can be a zombie while the others still
+// hold its open files (and so its locks).
 func alive(pid int) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return false
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }
 
 func TestCancelRunning(t *testing.T) {

@@ -98,6 +98,31 @@ echo done`
 	}
 }
 
+// TestEtcLinksKept: an /etc entry that links into /usr (the time zone,
+// os-release) is the same link inside, so tools that read the link (ICU
+// names the zone by it) find what they find on the host, and the link
+// cannot be used to write through.
+func TestEtcLinksKept(t *testing.T) {
+	b := requireNative(t)
+	var checks []string
+	for _, name := range []string{"localtime", "os-release"} {
+		target, err := filepath.EvalSymlinks("/etc/" + name)
+		if fi, lerr := os.Lstat("/etc/" + name); err != nil || lerr != nil || fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		checks = append(checks, fmt.Sprintf(`test "$(readlink /etc/%s)" = %q && cat /etc/%s >/dev/null`, name, target, name))
+	}
+	if len(checks) == 0 {
+		t.Fatal("neither /etc/localtime nor /etc/os-release is a link on this host: nothing to check")
+	}
+	spec := newSpec(t)
+	sb := start(t, b, spec)
+	res := run(t, sb, strings.Join(checks, " && ")+` && ! (echo x > /etc/localtime) 2>/dev/null && echo ok`)
+	if res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "ok") {
+		t.Fatalf("links: %d\n%s\n%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
 func TestEnforcedIsHonest(t *testing.T) {
 	b := requireNative(t)
 	sb := start(t, b, newSpec(t))

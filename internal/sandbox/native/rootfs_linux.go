@@ -202,6 +202,30 @@ func systemPath(r, p string) error {
 	return bind(p, r+p, false)
 }
 
+// systemLink reports where the link p leads when p is a symbolic link
+// whose whole resolution is under a bound system path (/usr, /lib, ...):
+// the sandbox then gets the same link, to the resolved path, instead of a
+// bind of what it names. Tools read such links themselves: a time zone
+// is named by where /etc/localtime points (a bound copy of the zone file
+// sends ICU, in Bun and Node.js CLIs, through every file of
+// /usr/share/zoneinfo to find its name, on each start).
+func systemLink(p string) (string, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return "", false
+	}
+	target, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	for _, sp := range systemPaths {
+		if strings.HasPrefix(target, sp+"/") {
+			return target, true
+		}
+	}
+	return "", false
+}
+
 func buildEtc(r string, c *config) error {
 	etc := r + "/etc"
 	if err := mkdirs(etc, 0o755); err != nil {
@@ -217,6 +241,12 @@ func buildEtc(r string, c *config) error {
 	}
 	for _, name := range names {
 		src := "/etc/" + name
+		if target, ok := systemLink(src); ok {
+			if err := os.Symlink(target, etc+"/"+name); err != nil {
+				return fmt.Errorf("link /etc/%s: %w", name, err)
+			}
+			continue
+		}
 		fi, err := os.Stat(src)
 		if err != nil {
 			continue // absent (or a dangling link): nothing to show
