@@ -202,18 +202,14 @@ func systemPath(r, p string) error {
 	return bind(p, r+p, false)
 }
 
-// systemLink reports where the link p leads when p is a symbolic link
-// whose whole resolution is under a bound system path (/usr, /lib, ...):
-// the sandbox then gets the same link, to the resolved path, instead of a
-// bind of what it names. Tools read such links themselves: a time zone
-// is named by where /etc/localtime points (a bound copy of the zone file
-// sends ICU, in Bun and Node.js CLIs, through every file of
-// /usr/share/zoneinfo to find its name, on each start).
+// systemLink reports where the link p leads when its whole resolution is
+// under a bound system path (/usr, /lib, ...): the sandbox then gets the
+// same link, to the resolved path, instead of a bind of what it names.
+// Tools read such links themselves: a time zone is named by where
+// /etc/localtime points (a bound copy of the zone file sends ICU, in Bun
+// and Node.js CLIs, through every file of /usr/share/zoneinfo to find its
+// name, on each start).
 func systemLink(p string) (string, bool) {
-	fi, err := os.Lstat(p)
-	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		return "", false
-	}
 	target, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", false
@@ -241,15 +237,22 @@ func buildEtc(r string, c *config) error {
 	}
 	for _, name := range names {
 		src := "/etc/" + name
-		if target, ok := systemLink(src); ok {
-			if err := os.Symlink(target, etc+"/"+name); err != nil {
-				return fmt.Errorf("link /etc/%s: %w", name, err)
-			}
-			continue
-		}
-		fi, err := os.Stat(src)
+		// One Lstat for a plain entry (this is on every sandbox's start);
+		// a link is resolved only once it is known to be one.
+		fi, err := os.Lstat(src)
 		if err != nil {
-			continue // absent (or a dangling link): nothing to show
+			continue // absent: nothing to show
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if target, ok := systemLink(src); ok {
+				if err := os.Symlink(target, etc+"/"+name); err != nil {
+					return fmt.Errorf("link /etc/%s: %w", name, err)
+				}
+				continue
+			}
+			if fi, err = os.Stat(src); err != nil {
+				continue // a dangling link: nothing to show
+			}
 		}
 		if err := mountBind(src, etc+"/"+name, !fi.IsDir()); err != nil {
 			return err
