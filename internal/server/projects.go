@@ -80,6 +80,17 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 		return "", "", err
 	}
 	repo = p.Repo(project)
+	objects := filepath.Join(repo, "objects")
+	_, statErr := os.Stat(objects)
+	if statErr == nil {
+		// The same base submitted again (a client that sends its base
+		// with every submit): the bundle's heads name it, and the project
+		// keeps it already. Nothing of the bundle is read but its heads,
+		// and nothing of it reaches the project.
+		if _, commit, err := pickHead(ctx, repo, bundle, base); err == nil && keepsBase(repo, commit) {
+			return repo, commit, nil
+		}
+	}
 	// Everything is tried on a quarantined repository first (its objects
 	// borrow the project's, so the bundle's prerequisites resolve): a
 	// bundle that verify lets through but that does not fetch whole (a
@@ -89,14 +100,17 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	// and hosts' result uploads at once do not queue behind each other's
 	// checks.
 	check := filepath.Join(q, "check.git")
-	if err := initBare(ctx, check); err != nil {
-		return "", "", err
-	}
-	if _, err := os.Stat(filepath.Join(repo, "objects")); err == nil {
-		alt := filepath.Join(check, "objects", "info", "alternates")
-		if err := os.WriteFile(alt, []byte(filepath.Join(repo, "objects")+"\n"), 0o600); err != nil {
-			return "", "", fmt.Errorf("quarantine: %w", err)
+	// The quarantine, and a new project, are of the project's object
+	// format, or the bundle's for a new project.
+	borrow, format := "", bundleFormat(bundle)
+	if statErr == nil {
+		borrow = objects
+		if format, err = git(ctx, repo, "rev-parse", "--show-object-format"); err != nil {
+			return "", "", fmt.Errorf("object format of %s: %w", repo, err)
 		}
+	}
+	if err := bundlecheck.BorrowingObjects(borrow, format, check); err != nil {
+		return "", "", fmt.Errorf("quarantine: %w", err)
 	}
 	if _, err := git(ctx, check, "bundle", "verify", "-q", bundle); err != nil {
 		return "", "", catalog.BadBundle.Wrap(err, "git bundle verify: %s", gitMessage(err))
@@ -109,7 +123,7 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 		return "", "", err
 	}
 	defer p.lock(project)()
-	if err := initBare(ctx, repo); err != nil {
+	if err := initBare(ctx, repo, format); err != nil {
 		return "", "", err
 	}
 	// A base the project keeps already (the same base submitted again)
@@ -117,10 +131,46 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	if kept, err := git(ctx, repo, "rev-parse", "--verify", "-q", "refs/agentrun/bases/"+commit); err == nil && strings.TrimSpace(kept) == commit {
 		return repo, commit, nil
 	}
+	// The quarantine checked every object it fetched (against the
+	// project's, when it had any): they move in as they are, and the ref
+	// that keeps the base is made; a project they cannot be linked into
+	// fetches the bundle again.
+	if err := bundlecheck.Migrate(check, objects); err == nil {
+		if _, err := git(ctx, repo, "update-ref", "refs/agentrun/bases/"+commit, commit); err == nil {
+			return repo, commit, nil
+		}
+	}
 	if err := fetchBase(ctx, repo, bundle, ref, commit); err != nil {
 		return "", "", err
 	}
 	return repo, commit, nil
+}
+
+// keepsBase reports that repo's loose ref refs/agentrun/bases/COMMIT
+// holds commit (what fetchBase made after checking it). A ref git packed
+// is not seen: the caller then takes the long way.
+func keepsBase(repo, commit string) bool {
+	if !objectID.MatchString(commit) {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(repo, "refs", "agentrun", "bases", commit))
+	return err == nil && strings.TrimSpace(string(b)) == commit
+}
+
+// bundleFormat is the object format a bundle's header names: a v3
+// bundle says "@object-format=sha256"; v2 is sha1.
+func bundleFormat(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "sha1"
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	if bytes.Contains(head[:n], []byte("\n@object-format=sha256\n")) {
+		return "sha256"
+	}
+	return "sha1"
 }
 
 // fetchBase fetches head ref (commit) of bundle into repo, checking every
@@ -237,7 +287,8 @@ func ResolveBare(ctx context.Context, dir, ref string) (path, base string, dirty
 	return dir, out, false, nil
 }
 
-func initBare(ctx context.Context, dir string) error {
+// initBare makes dir a bare repository of object format, unless it is one.
+func initBare(ctx context.Context, dir, format string) error {
 	if _, err := os.Stat(filepath.Join(dir, "objects")); err == nil {
 		return nil
 	}
@@ -245,7 +296,7 @@ func initBare(ctx context.Context, dir string) error {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}
 	// No template: no sample hooks, nothing but what git needs.
-	if _, err := git(ctx, "", "init", "-q", "--bare", "--template=", dir); err != nil {
+	if _, err := git(ctx, "", "init", "-q", "--bare", "--template=", "--object-format="+format, dir); err != nil {
 		return fmt.Errorf("init %s: %w", dir, err)
 	}
 	return nil

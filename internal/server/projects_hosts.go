@@ -41,7 +41,8 @@ func (p *Projects) BaseBundle(ctx context.Context, w io.Writer, repo, base strin
 // ImportResult checks bundle (a host's upload of run branch) in a
 // quarantine that borrows the project's objects: its branch must be
 // commit, whose only parent is base and whose tree is base with patch;
-// then fetches its objects into repo and points refs/heads/BRANCH at
+// then moves the quarantine's objects into repo (fetching them again
+// where they cannot be linked there) and points refs/heads/BRANCH at
 // commit with update-ref. undo puts the branch back as it was (the run's
 // record could not be written after all).
 func (p *Projects) ImportResult(ctx context.Context, repo, bundle, patch, branch, commit, base string) (undo func(), err error) {
@@ -61,7 +62,8 @@ func (p *Projects) ImportResult(ctx context.Context, repo, bundle, patch, branch
 	}
 	defer os.RemoveAll(q)
 	check := filepath.Join(q, "check.git")
-	if err := bundlecheck.Borrowing(ctx, repo, check); err != nil {
+	objects := filepath.Join(repo, "objects")
+	if err := bundlecheck.BorrowingObjects(objects, bundlecheck.FormatOf(commit), check); err != nil {
 		return nil, fmt.Errorf("quarantine: %w", err)
 	}
 	ref := "refs/heads/" + branch
@@ -69,8 +71,12 @@ func (p *Projects) ImportResult(ctx context.Context, repo, bundle, patch, branch
 		return nil, bad("%v", err)
 	}
 	defer p.lock(name)()
-	if _, err := git(ctx, repo, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", bundle, ref); err != nil {
-		return nil, bad("fetch: %s", gitMessage(err))
+	// The quarantine checked every object it fetched, against the
+	// project's: they move in as they are (no second fetch and fsck).
+	if err := bundlecheck.Migrate(check, objects); err != nil {
+		if _, err := git(ctx, repo, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head", bundle, ref); err != nil {
+			return nil, bad("fetch: %s", gitMessage(err))
+		}
 	}
 	old, _ := git(ctx, repo, "rev-parse", "--verify", "-q", ref)
 	if _, err := git(ctx, repo, "update-ref", "-m", "agentrun: the result of the run, from its agent host", ref, commit, old); err != nil {
