@@ -574,7 +574,14 @@ func (app *App) envValues(r *run.Run) map[string]string {
 
 // awaitRun polls the run until it ends; with follow it prints the journal
 // and the agent's output as they come; with prog it shows the progress.
+// Without follow (the agent's output is not copied as it comes), a watch
+// on the run's directory wakes it at each change.
 func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, prog *progress) (*run.Run, error) {
+	var watch *runWatch
+	if !follow {
+		watch = watchRun(env.Layout.RunDir(id))
+		defer watch.Close()
+	}
 	var after int64
 	var logOff int64
 	attempt := 0
@@ -638,7 +645,8 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(awaitPoll(time.Since(began))):
+		case <-watch.C():
+		case <-time.After(watch.poll(time.Since(began))):
 		}
 	}
 }
