@@ -280,6 +280,11 @@ func ResolveBare(ctx context.Context, dir, ref string) (path, base string, dirty
 	if strings.HasPrefix(ref, "-") || strings.ContainsAny(ref, "\x00\n") {
 		return "", "", false, catalog.UnknownBase.New("%q is not a ref", ref)
 	}
+	if keepsBase(dir, ref) {
+		// A base Import kept (the submit's own, as it names it): checked
+		// to be a commit when it was fetched.
+		return dir, ref, false, nil
+	}
 	out, err := git(ctx, dir, "rev-parse", "--verify", "-q", "--end-of-options", ref+"^{commit}")
 	if err != nil || !objectID.MatchString(out) {
 		return "", "", false, catalog.UnknownBase.New("%q does not name a commit in %s", ref, dir)
