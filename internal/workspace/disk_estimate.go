@@ -44,10 +44,13 @@ func (c *LayerCache) Cached(commit string) bool {
 // as a copy workspace or a new layer holds it: its files in whole 4 KiB
 // blocks, as the commit's tree gives their sizes (git ls-tree, in repo;
 // nothing is checked out), plus half their bytes for the pack of its
-// objects in the agent's .git.
+// objects in the agent's .git. The answer is remembered in the process.
 func CheckoutBytes(ctx context.Context, repo, commit string) (int64, error) {
 	if !isObjectID(commit) {
 		return 0, fmt.Errorf("%q is not a full commit id", commit)
+	}
+	if n, ok := checkoutMemo.get(commit); ok {
+		return n, nil
 	}
 	out, err := gitCmd{dir: repo, args: []string{"ls-tree", "-r", "-l", "-z", "--full-tree", commit}}.run(ctx)
 	if err != nil {
@@ -74,8 +77,12 @@ func CheckoutBytes(ctx context.Context, repo, commit string) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
+	checkoutMemo.put(commit, blocks+size/2)
 	return blocks + size/2, nil
 }
+
+// checkoutMemo remembers CheckoutBytes by commit (see commitMemo).
+var checkoutMemo commitMemo[int64]
 
 func splitNUL(data []byte, atEOF bool) (int, []byte, error) {
 	if i := bytes.IndexByte(data, 0); i >= 0 {

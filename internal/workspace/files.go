@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // FileAt reads the file at path in commit's tree, from the repository's
@@ -21,37 +22,100 @@ func (r *Repo) FileAt(ctx context.Context, commit, path string) (data []byte, ok
 
 // FileAtDir is FileAt for the repository at dir, a work tree or a bare
 // repository (a team server's project), which OpenRepo does not open.
+// Its answers for a commit the repository holds are remembered in the
+// process (see commitMemo): a team server reads the same base's file for
+// every submit.
 func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok bool, err error) {
-	r := &Repo{path: dir}
 	if !isObjectID(commit) {
 		return nil, false, fmt.Errorf("read %s: %q is not a full commit id", path, commit)
 	}
 	if err := ValidatePath(path); err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", path, err)
 	}
-	// One git process: cat-file --batch answers "<id> <type> <size>",
-	// then the content, or "<name> missing".
-	spec := commit + ":" + path
-	out, err := gitCmd{dir: r.path, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(spec + "\n")}.run(ctx)
+	key := commit + ":" + path
+	if a, hit := fileMemo.get(key); hit {
+		return a.data, a.ok, nil
+	}
+	// One git process: cat-file --batch answers, for the path and then
+	// for the commit itself, "<id> <type> <size>" and the content, or
+	// "<name> missing". The second says whether a missing path is the
+	// tree's answer (remembered) or the repository's lack of the commit.
+	out, err := gitCmd{dir: dir, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(key + "\n" + commit + "^{commit}\n")}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
 		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
 	}
-	head, body, _ := bytes.Cut(out, []byte("\n"))
+	typ, body, rest, err := batchRecord(out)
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
+	}
+	data, ok = body, typ == "blob"
+	if !ok {
+		data = nil // no such path in that tree (or no such commit), or not a file
+	}
+	if ctyp, _, _, err := batchRecord(rest); err == nil && ctyp == "commit" && len(data) <= memoMaxData {
+		fileMemo.put(key, fileAnswer{data, ok})
+	}
+	return data, ok, nil
+}
+
+// batchRecord reads one record of git cat-file --batch from out: its
+// type ("missing" for a name git does not find) and content, and what
+// follows it.
+func batchRecord(out []byte) (typ string, body, rest []byte, err error) {
+	head, after, _ := bytes.Cut(out, []byte("\n"))
 	f := strings.Fields(string(head))
-	if len(f) != 3 || f[2] == "missing" {
-		return nil, false, nil // no such path in that tree (or no such commit)
+	if len(f) == 2 && f[1] == "missing" {
+		return "missing", nil, after, nil
+	}
+	if len(f) != 3 {
+		return "", nil, nil, fmt.Errorf("git cat-file answered %q", head)
 	}
 	size, err := strconv.Atoi(f[2])
-	if err != nil || size > len(body) {
-		return nil, false, fmt.Errorf("read %s at %s: git cat-file answered %q", path, short(commit), head)
+	if err != nil || size < 0 || size >= len(after) || after[size] != '\n' {
+		return "", nil, nil, fmt.Errorf("git cat-file answered %q", head)
 	}
-	if f[1] != "blob" {
-		return nil, false, nil
+	return f[1], after[:size], after[size+1:], nil
+}
+
+type fileAnswer struct {
+	data []byte
+	ok   bool
+}
+
+// memoMaxData bounds a file FileAtDir remembers.
+const memoMaxData = 64 << 10
+
+var fileMemo commitMemo[fileAnswer]
+
+// commitMemo remembers answers that depend on nothing but a commit's
+// content, which is the same in every repository that holds the commit
+// (its id is the hash of that content): a file at a path, the size of its
+// checkout. A CLI process asks once; a team server asks about the same
+// base at every submit. It holds at most memoEntries answers.
+type commitMemo[V any] struct {
+	mu sync.Mutex
+	m  map[string]V
+}
+
+const memoEntries = 256
+
+func (c *commitMemo[V]) get(k string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *commitMemo[V]) put(k string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= memoEntries {
+		c.m = map[string]V{}
 	}
-	return body[:size], true, nil
+	c.m[k] = v
 }
 
 // CommitDir makes dir, a directory of files that nothing has run in yet

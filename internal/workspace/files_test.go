@@ -65,3 +65,38 @@ func TestCommitDirAndFileAt(t *testing.T) {
 		t.Error("FileAt of a ref, not a commit id: no error")
 	}
 }
+
+// TestFileAtRemembersCommits: an answer about a commit the repository
+// holds (a file, or no file at that path) is remembered, since it is the
+// same in every repository that holds the commit: it is given again
+// without git, even where git could not be asked. An answer for a commit
+// the repository lacks is not remembered: once the commit is there, the
+// file is read.
+func TestFileAtRemembersCommits(t *testing.T) {
+	ctx := context.Background()
+	dir, commit := testsupport.Repo(t, map[string]string{"remembered.toml": "x = 1\n"})
+	nowhere := t.TempDir() // not a repository: git fails there
+	if data, ok, err := FileAtDir(ctx, dir, commit, "remembered.toml"); !ok || err != nil || string(data) != "x = 1\n" {
+		t.Fatalf("read: %q %v %v", data, ok, err)
+	}
+	if _, ok, err := FileAtDir(ctx, dir, commit, "absent.toml"); ok || err != nil {
+		t.Fatalf("absent: %v %v", ok, err)
+	}
+	if data, ok, err := FileAtDir(ctx, nowhere, commit, "remembered.toml"); !ok || err != nil || string(data) != "x = 1\n" {
+		t.Errorf("not remembered: %q %v %v", data, ok, err)
+	}
+	if _, ok, err := FileAtDir(ctx, nowhere, commit, "absent.toml"); ok || err != nil {
+		t.Errorf("the absent file not remembered: %v %v", ok, err)
+	}
+
+	// Another repository, without the commit yet.
+	other, _ := testsupport.Repo(t, map[string]string{"other.txt": "o\n"})
+	next := testsupport.Git(t, dir, "commit-tree", "-m", "next", "-p", commit, commit+"^{tree}")
+	if _, ok, err := FileAtDir(ctx, other, next, "remembered.toml"); ok || err != nil {
+		t.Fatalf("a commit the repository lacks: %v %v", ok, err)
+	}
+	testsupport.Git(t, other, "fetch", "-q", dir, next)
+	if data, ok, err := FileAtDir(ctx, other, next, "remembered.toml"); !ok || err != nil || string(data) != "x = 1\n" {
+		t.Errorf("once the commit is there: %q %v %v", data, ok, err)
+	}
+}
