@@ -171,6 +171,13 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		}
 		root.AddCommand(c)
 	}
-	app.addCompletions(root)
+	if !app.local {
+		// Not for a command run in process (a server's, an MCP
+		// server's, one per request): no shell completes it, and cobra
+		// keeps flag completions in a map of its own, for the process's
+		// life, keyed by the flag, so each of those commands' trees
+		// would stay in memory.
+		app.addCompletions(root)
+	}
 	return root
 }
