@@ -301,8 +301,8 @@ func writeLoose(objDir string, objects []object) error {
 }
 
 // looseObjectDir is the object directory the export may write loose
-// objects into: the repository's own .git/objects or, for a linked
-// worktree, its common directory's. It is "" (the export asks git) for
+// objects into: the repository's own .git/objects (a bare repository's
+// objects) or, for a linked worktree, its common directory's. It is "" (the export asks git) for
 // any other layout, for an object directory whose group may write (a
 // shared repository), and where a configuration file git reads (or one
 // it includes) mentions shared permissions or fsync: a loose object is
@@ -328,12 +328,15 @@ func looseObjectDir(repo string) string {
 
 // gitDirs finds, without asking git, the git directory of the working
 // tree repo (its .git, or the one its .git file names for a linked
-// worktree) and the common directory (where the objects are: the git
-// directory itself, or the one its commondir names). ok is false for any
-// other layout.
+// worktree; repo itself for a bare repository) and the common directory
+// (where the objects are: the git directory itself, or the one its
+// commondir names). ok is false for any other layout.
 func gitDirs(repo string) (gitDir, common string, ok bool) {
 	gitDir = filepath.Join(repo, ".git")
 	fi, err := os.Lstat(gitDir)
+	if errors.Is(err, fs.ErrNotExist) && isBare(repo) {
+		return repo, repo, true
+	}
 	if err != nil {
 		return "", "", false
 	}
@@ -355,6 +358,30 @@ func gitDirs(repo string) (gitDir, common string, ok bool) {
 		}
 	}
 	return gitDir, common, true
+}
+
+// isBare reports that dir is a bare repository as git init --bare makes
+// one (an agent host's cache of a project): HEAD, objects and refs in it,
+// and its configuration says core.bare = true.
+func isBare(dir string) bool {
+	for _, name := range []string{"objects", "refs"} {
+		if fi, err := os.Lstat(filepath.Join(dir, name)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config"))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.EqualFold(strings.TrimSpace(k), "bare") && strings.EqualFold(strings.TrimSpace(v), "true") {
+			return true
+		}
+	}
+	return false
 }
 
 // configMentions reports a configuration file among files, or among the

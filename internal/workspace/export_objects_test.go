@@ -272,8 +272,15 @@ func TestExportWritesObjectsItself(t *testing.T) {
 	repo, base := newRepo(t)
 	wt := filepath.Join(t.TempDir(), "linked")
 	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", wt, base)
-	for _, r := range []string{repo, wt} {
-		if d, want := looseObjectDir(r), filepath.Join(repo, ".git", "objects"); d != want {
+	// A bare repository (an agent host's cache of a project).
+	bare := filepath.Join(t.TempDir(), "project.git")
+	testsupport.Git(t, repo, "clone", "-q", "--bare", repo, bare)
+	for _, r := range []string{repo, wt, bare} {
+		want := filepath.Join(repo, ".git", "objects")
+		if r == bare {
+			want = filepath.Join(bare, "objects")
+		}
+		if d := looseObjectDir(r); d != want {
 			t.Fatalf("looseObjectDir(%s) = %q, want %q", r, d, want)
 		}
 		ws, dir := newWorkspace(t, r, base)
@@ -296,6 +303,7 @@ func TestExportWritesObjectsItself(t *testing.T) {
 		}
 	}
 	testsupport.Git(t, repo, "fsck", "--strict", "--no-dangling")
+	testsupport.Git(t, bare, "fsck", "--strict", "--no-dangling")
 }
 
 // TestLooseObjectDirReadsIncludes: a configuration that asks for shared
