@@ -20,6 +20,9 @@ type runWatch struct {
 // watchedPoll is the slowest the wait polls while a watch wakes it.
 const watchedPoll = 50 * time.Millisecond
 
+// watchAfter is how long a wait polls before it watches.
+const watchAfter = time.Second
+
 // watchRun watches dir; nil where it cannot (the wait then only polls).
 func watchRun(dir string) *runWatch {
 	w, err := fsnotify.NewWatcher()

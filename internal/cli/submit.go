@@ -574,14 +574,15 @@ func (app *App) envValues(r *run.Run) map[string]string {
 
 // awaitRun polls the run until it ends; with follow it prints the journal
 // and the agent's output as they come; with prog it shows the progress.
-// Without follow (the agent's output is not copied as it comes), a watch
-// on the run's directory wakes it at each change.
+// Without follow (the agent's output is not copied as it comes), a run
+// that lasts longer than watchAfter is watched: a watch on its directory
+// wakes the wait at each change, and the polls slow down. (Not from the
+// start: closing an inotify instance waits for the kernel's grace period,
+// about 10 ms, which a short run's wait would pay at its end.)
 func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, prog *progress) (*run.Run, error) {
 	var watch *runWatch
-	if !follow {
-		watch = watchRun(env.Layout.RunDir(id))
-		defer watch.Close()
-	}
+	watched := false
+	defer func() { watch.Close() }()
 	var after int64
 	var logOff int64
 	attempt := 0
@@ -641,6 +642,13 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 		}
 		if r.State.Terminal() {
 			return r, nil
+		}
+		if !watched && !follow && time.Since(began) >= watchAfter {
+			// (nil where it cannot watch: the wait only polls)
+			watched = true
+			if watch = watchRun(env.Layout.RunDir(id)); watch != nil {
+				continue // read once more: a change may have come before the watch
+			}
 		}
 		select {
 		case <-ctx.Done():
