@@ -38,3 +38,43 @@ func TestInProcessCommandsAreFreed(t *testing.T) {
 		t.Fatalf("%d of %d in-process command trees freed", got, n)
 	}
 }
+
+// TestInProcessTreeHoldsItsCommand: a tree built for one command run in
+// process holds that command and no other, for every top-level command
+// the full tree has (the table of names is kept by hand).
+func TestInProcessTreeHoldsItsCommand(t *testing.T) {
+	full := (&App{Deps: testDeps, Getenv: func(string) string { return "" }}).newRootCmd()
+	n := 0
+	for _, c := range full.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue // cobra's own
+		}
+		n++
+		one := (&App{Deps: testDeps, local: true, only: c.Name(), Getenv: func(string) string { return "" }}).newRootCmd()
+		var names []string
+		for _, o := range one.Commands() {
+			if o.Name() != "help" && o.Name() != "completion" {
+				names = append(names, o.Name())
+			}
+		}
+		if len(names) != 1 || names[0] != c.Name() {
+			t.Errorf("the tree for %q holds %v", c.Name(), names)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("the full tree has %d commands", n)
+	}
+}
+
+// BenchmarkInProcessTree: the command tree a request run in process
+// builds, whole (as before) and for its own command only.
+func BenchmarkInProcessTree(b *testing.B) {
+	for _, only := range []string{"", "submit", "status"} {
+		b.Run("only="+only, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				(&App{Deps: testDeps, local: true, only: only, Getenv: func(string) string { return "" }}).newRootCmd()
+			}
+		})
+	}
+}

@@ -165,6 +165,7 @@ func inProcess(ctx context.Context, sub *App, out, errb *bytes.Buffer, args []st
 	if sub.Stdin == nil {
 		sub.Stdin = strings.NewReader("")
 	}
+	sub.only, _, _ = strings.Cut(name, " ")
 	exit = sub.Execute(ctx, args)
 	return out.Bytes(), errb.Bytes(), exit
 }

@@ -37,6 +37,9 @@ type App struct {
 	serverURL, serverToken string
 	remote                 *client.Client
 	local                  bool
+	// only, when set, is the one top-level command the tree holds (a
+	// command run in process; see inProcess).
+	only string
 	// Deps are the implementations, chosen by the wiring.
 	Deps Deps
 	// home is resolved lazily from --home/AGENTRUN_HOME/config.
@@ -133,36 +136,45 @@ FILE (or AGENTRUN_SERVER_TOKEN_FILE) holds its token.
 		app.ndjson = app.JSON && f != nil && f.Value.String() == "true"
 		return app.connect(c)
 	}
-	for _, c := range []*cobra.Command{
-		app.newSubmitCmd(),
-		app.newListCmd(),
-		app.newStatusCmd(),
-		app.newLogsCmd(),
-		app.newCancelCmd(),
-		app.newResultCmd(),
-		app.newDiffCmd(),
-		app.newResumeCmd(),
-		app.newCleanCmd(),
-		app.newGCCmd(),
-		app.newSetupCmd(),
-		app.newVerdictCmd(),
-		app.newEgressCmd(),
-		app.newVersionCmd(),
-		app.newDoctorCmd(),
-		app.newManCmd(),
-		app.newConfigCmd(),
-		app.newPolicyCmd(),
-		app.newMCPCmd(),
-		app.newServerCmd(),
-		app.newAuditCmd(),
-		app.newWorkerCmd(),
-		app.newBenchCmd(),
-		app.newLoginCmd(),
-		app.newLogoutCmd(),
-		app.newUsersCmd(),
-		app.newTokensCmd(),
-		app.newQuotaCmd(),
+	for _, nc := range []struct {
+		name string
+		make func() *cobra.Command
+	}{
+		{"submit", app.newSubmitCmd},
+		{"list", app.newListCmd},
+		{"status", app.newStatusCmd},
+		{"logs", app.newLogsCmd},
+		{"cancel", app.newCancelCmd},
+		{"result", app.newResultCmd},
+		{"diff", app.newDiffCmd},
+		{"resume", app.newResumeCmd},
+		{"clean", app.newCleanCmd},
+		{"gc", app.newGCCmd},
+		{"setup", app.newSetupCmd},
+		{"verdict", app.newVerdictCmd},
+		{"egress", app.newEgressCmd},
+		{"version", app.newVersionCmd},
+		{"doctor", app.newDoctorCmd},
+		{"man", app.newManCmd},
+		{"config", app.newConfigCmd},
+		{"policy", app.newPolicyCmd},
+		{"mcp", app.newMCPCmd},
+		{"server", app.newServerCmd},
+		{"audit", app.newAuditCmd},
+		{"worker", app.newWorkerCmd},
+		{"bench", app.newBenchCmd},
+		{"login", app.newLoginCmd},
+		{"logout", app.newLogoutCmd},
+		{"users", app.newUsersCmd},
+		{"tokens", app.newTokensCmd},
+		{"quota", app.newQuotaCmd},
 	} {
+		if app.only != "" && nc.name != app.only {
+			// A command run in process builds only itself: the tree of
+			// every command is most of what a request would allocate.
+			continue
+		}
+		c := nc.make()
 		if !strings.Contains(c.Long, "\nEXIT STATUS\n") { // (bench has its own)
 			c.Long = c.Long + "\n" + exitStatus
 		}
