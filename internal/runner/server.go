@@ -83,13 +83,6 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 		go b.Serve()
 		defer b.Close()
 	}
-	if !opts.NoWatchdog {
-		// The watchdog starts now, beside the rest of the sandbox's start,
-		// rather than at the first command: its process has initialized
-		// by the time a short run's Stop waits for it to exit. A start
-		// that fails here is tried again (and reported) by that command.
-		go func() { _ = s.watchdog.ready() }()
-	}
 	// Commands run under their own context, ended only once every
 	// connection is closed: a command killed because the runner stops is
 	// never reported to a client as if it had ended by itself (the client

@@ -103,7 +103,6 @@ type watchdog struct {
 	cmd  *exec.Cmd
 	w    *os.File
 	live map[int]watched // groups reported, resent to a restarted watchdog
-	done bool            // closed: none is started again
 }
 
 // ready starts the watchdog if it is not running. A command must not start
@@ -170,9 +169,6 @@ func (d *watchdog) write(line string) error {
 func (d *watchdog) ensure() error {
 	if d.w != nil {
 		return nil
-	}
-	if d.done {
-		return errors.New("runner watchdog: the runner is stopping")
 	}
 	if err := d.start(); err != nil {
 		return fmt.Errorf("runner watchdog: %w", err)
@@ -241,6 +237,5 @@ func (d *watchdog) stopLocked() {
 func (d *watchdog) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.done = true
 	d.stopLocked()
 }
