@@ -298,7 +298,7 @@ func TestConcurrentRequests(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
-	for i := range 3 {
+	for i := range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -302,11 +302,11 @@ func writeLoose(objDir string, objects []object) error {
 
 // looseObjectDir is the object directory the export may write loose
 // objects into: the repository's own .git/objects (a bare repository's
-// objects) or, for a linked worktree, its common directory's. It is "" (the export asks git) for
-// any other layout, for an object directory whose group may write (a
-// shared repository), and where a configuration file git reads (or one
-// it includes) mentions shared permissions or fsync: a loose object is
-// then not what git's defaults make it.
+// objects) or, for a linked worktree, its common directory's. It is ""
+// (the export asks git) for any other layout, for an object directory
+// whose group may write (a shared repository), and where a configuration
+// file git reads (or one it includes) mentions shared permissions or
+// fsync: a loose object is then not what git's defaults make it.
 func looseObjectDir(repo string) string {
 	gitDir, common, ok := gitDirs(repo)
 	if !ok {

@@ -34,7 +34,7 @@ func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok b
 	}
 	key := commit + ":" + path
 	if a, hit := fileMemo.get(key); hit {
-		return a.data, a.ok, nil
+		return bytes.Clone(a.data), a.ok, nil // (the caller may change its copy)
 	}
 	// One git process: cat-file --batch answers, for the path and then
 	// for the commit itself, "<id> <type> <size>" and the content, or
@@ -56,7 +56,7 @@ func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok b
 		data = nil // no such path in that tree (or no such commit), or not a file
 	}
 	if ctyp, _, _, err := batchRecord(rest); err == nil && ctyp == "commit" && len(data) <= memoMaxData {
-		fileMemo.put(key, fileAnswer{data, ok})
+		fileMemo.put(key, fileAnswer{bytes.Clone(data), ok})
 	}
 	return data, ok, nil
 }
