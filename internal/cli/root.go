@@ -27,6 +27,9 @@ type App struct {
 	Executable string
 	// quiet: submit -q prints only the run id.
 	quiet bool
+	// changes, when set, fires when the supervisor of the run a submit
+	// waits for changes its state (supervisor.Pending.Changes).
+	changes <-chan struct{}
 	// ndjson: the command streams JSON lines (--json with --follow), so
 	// an error is one more compact line, not an indented document.
 	ndjson bool

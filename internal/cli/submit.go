@@ -389,7 +389,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}); err != nil {
 		return err
 	}
-	app.quiet = o.Quiet
+	app.quiet, app.changes = o.Quiet, ahead.Changes()
 	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
 }
 
@@ -650,14 +650,26 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 				continue // read once more: a change may have come before the watch
 			}
 		}
+		poll := watch.poll(time.Since(began))
+		if app.changes != nil && !follow {
+			// The supervisor tells each change of state: the polls
+			// only back that up.
+			poll = max(poll, heardPoll)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-watch.C():
-		case <-time.After(watch.poll(time.Since(began))):
+		case <-app.changes:
+		case <-time.After(poll):
 		}
 	}
 }
+
+// heardPoll is the slowest a wait polls while the run's supervisor tells
+// it of each change of state (App.changes); a supervisor that dies is
+// heard too (its socket closes), so the polls are a second line only.
+const heardPoll = 25 * time.Millisecond
 
 // followHeartbeat is how long --follow may be silent before it says the
 // run is still in its state.

@@ -41,14 +41,14 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var lockFile *os.File
+	var lockFile, waiter *os.File
 	var ho Handoff
 	if *pending {
-		pr, lease, ok := waitForRun()
+		pr, lease, conn, ok := waitForRun()
 		if !ok {
 			return 0 // the submit made no run
 		}
-		*id, *maxParallel, ho, lockFile = pr.ID, pr.MaxParallel, pr.Handoff, lease
+		*id, *maxParallel, ho, lockFile, waiter = pr.ID, pr.MaxParallel, pr.Handoff, lease, conn
 	}
 	if err := run.ValidateID(*id); err != nil || *home == "" {
 		fmt.Fprintln(os.Stderr, "supervise: need --home and a valid --id")
@@ -80,7 +80,7 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 	ctx, stop := signalContext()
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho, Lease: lease}
+	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho, Lease: lease, Waiter: waiter}
 	err = s.Run(ctx)
 	runtime.KeepAlive(lease) // the lease is released when the process exits
 	if err != nil {
@@ -92,21 +92,26 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 
 // waitForRun is a pending supervisor's wait for its run (fd 3; see
 // Prespawn): false when none comes. Once the run has come, the process's
-// stdout and stderr are the run's supervisor.log.
-func waitForRun() (*pendingRun, *os.File, bool) {
+// stdout and stderr are the run's supervisor.log, and the socket stays
+// open: the submit that started us may wait on it for the run's changes
+// (Supervisor.Waiter).
+func waitForRun() (*pendingRun, *os.File, *os.File, bool) {
 	unix.CloseOnExec(pendingFD)
-	pr, lease, logf, err := receiveRun(os.NewFile(pendingFD, "handoff"))
+	conn := os.NewFile(pendingFD, "handoff")
+	pr, lease, logf, err := receiveRun(conn)
 	if err != nil || pr == nil {
-		return nil, nil, false // no log to tell yet: the run is not ours
+		conn.Close()
+		return nil, nil, nil, false // no log to tell yet: the run is not ours
 	}
 	defer logf.Close()
 	for _, fd := range []int{1, 2} {
 		if err := unix.Dup2(int(logf.Fd()), fd); err != nil {
 			lease.Close()
-			return nil, nil, false
+			conn.Close()
+			return nil, nil, nil, false
 		}
 	}
-	return pr, lease, true
+	return pr, lease, conn, true
 }
 
 // adopt takes over the lease the spawner handed down as fd 3.
@@ -171,6 +176,12 @@ type Supervisor struct {
 	// its next reread of the run would: the run then ends as a cancel
 	// seen there ends it.
 	Cancelled <-chan struct{}
+	// Waiter, when set, is the socket a submit that started this
+	// supervisor ahead (Prespawn) waits on: a byte is sent on it at every
+	// change of the run's state, so that the submit's wait reads the
+	// record when it changes instead of at its next poll. It closes with
+	// the process.
+	Waiter *os.File
 
 	// release stops the sandbox and the proxy; it runs once, before the
 	// run's end state is stored, so that a run seen ended has nothing left

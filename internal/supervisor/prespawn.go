@@ -27,6 +27,11 @@ type Pending struct {
 	cmd  *exec.Cmd
 	conn *os.File // our end of the socket pair
 	once sync.Once
+
+	handed      bool // the run went over; conn stays open for Changes
+	closeOnce   sync.Once
+	changesOnce sync.Once
+	changes     chan struct{}
 }
 
 // errPendingGone means the pending supervisor could not take its run (it
@@ -50,6 +55,14 @@ func Prespawn(l layout.Layout, exe string) (*Pending, error) {
 	}
 	fds, err := socketPair()
 	if err != nil {
+		return nil, fmt.Errorf("start supervisor ahead: %w", err)
+	}
+	// Our end is non-blocking, so that its reads (Changes) go through the
+	// runtime's poller and end when it is closed; the child's end is
+	// another socket, which stays blocking.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
 		return nil, fmt.Errorf("start supervisor ahead: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor handoff"), os.NewFile(uintptr(fds[1]), "handoff")
@@ -81,12 +94,50 @@ func socketPair() ([2]int, error) {
 	return fds, err
 }
 
-// Abandon lets the pending supervisor go without a run: it exits. Safe on
-// nil, twice, and after the run was handed over.
+// Abandon lets the pending supervisor go without a run: it exits. After
+// the run was handed over, it stops hearing the run's changes (Changes).
+// Safe on nil and twice.
 func (p *Pending) Abandon() {
-	if p != nil {
-		p.once.Do(func() { p.conn.Close() })
+	if p == nil {
+		return
 	}
+	p.once.Do(func() { p.conn.Close() })
+	p.closeOnce.Do(func() {
+		if p.handed {
+			p.conn.Close()
+		}
+	})
+}
+
+// Changes is closed-over news of the run handed to p: a value comes each
+// time the supervisor changes the run's state, and when it exits (its end
+// of the socket closes), so a submit waiting for the run reads the
+// record then instead of at its next poll. It is nil (it never fires)
+// when p was not handed its run: the wait then only polls. After the
+// supervisor is gone nothing more comes.
+func (p *Pending) Changes() <-chan struct{} {
+	if p == nil || !p.handed {
+		return nil
+	}
+	p.changesOnce.Do(func() {
+		p.changes = make(chan struct{}, 1)
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				n, err := p.conn.Read(buf)
+				if n > 0 || err != nil {
+					select {
+					case p.changes <- struct{}{}:
+					default: // one unread value says as much
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	})
+	return p.changes
 }
 
 // hand passes run o.ID, its handoff, its lease (released here, as Spawn
@@ -103,12 +154,30 @@ func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
 	defer logf.Close()
 	handed := false
 	p.once.Do(func() {
-		defer p.conn.Close()
 		rights := unix.UnixRights(int(leaseFile.Fd()), int(logf.Fd()))
 		// The payload fits the socket's buffer: this never waits on the
-		// child, and a child that is gone is EPIPE at once.
-		n, serr := unix.SendmsgN(int(p.conn.Fd()), payload, rights, nil, unix.MSG_NOSIGNAL)
+		// child, and a child that is gone is EPIPE at once. (Not through
+		// Fd, which would make the socket blocking again.)
+		var n int
+		serr := errPendingGone
+		if rc, err := p.conn.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) {
+				n, serr = unix.SendmsgN(int(fd), payload, rights, nil, unix.MSG_NOSIGNAL)
+				if serr == nil {
+					// The payload ends here (the child reads it to
+					// EOF); the other way stays open.
+					serr = unix.Shutdown(int(fd), unix.SHUT_WR)
+				}
+			})
+		}
 		handed = serr == nil && n == len(payload)
+		if handed {
+			// The socket stays ours to hear the run's changes on
+			// (Changes) until Abandon.
+			p.handed = true
+			return
+		}
+		p.conn.Close()
 	})
 	if !handed {
 		return 0, errPendingGone
@@ -118,9 +187,9 @@ func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
 }
 
 // receiveRun waits on conn (fd 3 of a pending supervisor) for its run:
-// nil when the socket closes first (the submit made no run).
+// nil when the socket closes first (the submit made no run). It leaves
+// conn open.
 func receiveRun(conn *os.File) (*pendingRun, *os.File, *os.File, error) {
-	defer conn.Close()
 	buf := make([]byte, maxHandoff+1024)
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	n, oobn, _, _, err := unix.Recvmsg(int(conn.Fd()), buf, oob, 0)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"golang.org/x/sys/unix"
 )
 
 // Changes to the run record ride on the next state change where they can:
@@ -48,7 +49,19 @@ func (s *Supervisor) cas(ctx context.Context, from []run.State, to run.State, re
 	if err != nil && len(pending) > 0 {
 		s.writePending(pending)
 	}
+	if err == nil {
+		s.tellWaiter()
+	}
 	return r, err
+}
+
+// tellWaiter tells a waiting submit (Waiter) that the run's state
+// changed. It never blocks: a byte still unread says as much as two, and
+// a submit that no longer waits (it ended: EPIPE) needs none.
+func (s *Supervisor) tellWaiter() {
+	if s.Waiter != nil {
+		_ = unix.Sendmsg(int(s.Waiter.Fd()), []byte{1}, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	}
 }
 
 // writePending writes changes that could not ride on a state change.
