@@ -97,5 +97,9 @@ func probeError(err error) error {
 	case "confine":
 		fix = "the kernel refused seccomp, Landlock or dropping capabilities; check the kernel's seccomp support"
 	}
+	if strings.Contains(se.Msg, cgoRefusal) {
+		// (execpriv and confine say so in the same words)
+		fix = "rebuild agentrun with CGO_ENABLED=0 (as the README's install does): a cgo binary's own threads cannot all be confined"
+	}
 	return refuse("native sandbox setup failed at "+se.Error(), fix)
 }

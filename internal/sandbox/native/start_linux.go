@@ -310,11 +310,19 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.
 	memoryFallback(cmd.Process.Pid, lim.Memory, cgEnforced)
-	if err := <-cfgErr; err != nil {
-		return nil, fmt.Errorf("send the sandbox config: %w", err)
+	sendErr := <-cfgErr
+	if sendErr == nil {
+		_, sendErr = io.WriteString(cfgW, goLine)
 	}
-	if _, err := io.WriteString(cfgW, goLine); err != nil {
-		return nil, fmt.Errorf("send the sandbox config: %w", err)
+	if sendErr != nil {
+		// An init that refused to go on (it exited: the write's broken
+		// pipe) said why on its status pipe first; that is the error.
+		cfgW.Close()
+		var se *setupError
+		if _, err := awaitReady(ctx, stR); errors.As(err, &se) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("send the sandbox config: %w", sendErr)
 	}
 	cfgW.Close()
 
