@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
 // Strays: a command's descendants that leave its process group (setsid,
@@ -143,89 +145,15 @@ func (m *marker) waited(pid int) { setLive(pid, false) }
 
 // watched is what the watchdog needs to find the command's strays if the
 // runner dies: the marker and the start time of the command pid.
-func (m *marker) watched(pid int) watched {
+func (m *marker) watched(pid int) deathwatch.Watched {
 	if m == nil {
-		return watched{}
+		return deathwatch.Watched{}
 	}
-	st, ok := readProcStat(strconv.Itoa(pid))
+	st, ok := deathwatch.ReadStat(strconv.Itoa(pid))
 	if !ok {
-		return watched{}
+		return deathwatch.Watched{}
 	}
-	return watched{link: m.link, start: st.start}
-}
-
-// killHolders is the watchdog's end (the runner died): it kills every
-// process holding one of the markers (a pipe link, with the start time of
-// the command that inherited it: a holder never started earlier, which
-// rules out a later pipe that reused the inode number for any process
-// older than the command) and all their descendants, until none is left
-// or d has passed. The watchdog is no subreaper: init reaps them.
-func killHolders(markers map[string]uint64, d time.Duration) {
-	if len(markers) == 0 {
-		return
-	}
-	self := os.Getpid()
-	deadline := time.Now().Add(d)
-	sleep := time.Millisecond
-	for {
-		procs := scanProcs()
-		victims := 0
-		for pid, p := range procs {
-			if pid == self || p.state == 'Z' {
-				continue
-			}
-			if descendsFromAny(pid, procs, self, markers) {
-				unix.Kill(pid, unix.SIGKILL)
-				victims++
-			}
-		}
-		if victims == 0 || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(sleep)
-		sleep = min(sleep*2, 20*time.Millisecond)
-	}
-}
-
-// descendsFromAny reports whether pid or one of its ancestors holds one of
-// the markers and started no earlier than the marker's command.
-func descendsFromAny(pid int, procs map[int]*procInfo, self int, markers map[string]uint64) bool {
-	for depth := 0; pid > 1 && pid != self && depth < 4096; depth++ {
-		p := procs[pid]
-		if p == nil {
-			return false
-		}
-		if p.holder == 0 {
-			p.holder = -1
-			if link := heldLink(pid, markers); link != "" && p.start >= markers[link] {
-				p.holder = 1
-			}
-		}
-		if p.holder == 1 {
-			return true
-		}
-		pid = p.ppid
-	}
-	return false
-}
-
-// heldLink returns the first of the markers that pid holds, or "".
-func heldLink(pid int, markers map[string]uint64) string {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-	d, err := os.Open(dir)
-	if err != nil {
-		return ""
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, n := range names {
-		if l, err := os.Readlink(dir + n); err == nil {
-			if _, ok := markers[l]; ok {
-				return l
-			}
-		}
-	}
-	return ""
+	return deathwatch.Watched{Link: m.link, Start: st.Start}
 }
 
 // held reports whether some process still holds the write end.
@@ -279,30 +207,30 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 			reapGroupZombies(pgid)
 		}
 		forkMu.Lock()
-		procs := scanProcs()
+		procs := deathwatch.Scan()
 		pending := 0
 		for pid, p := range procs {
 			if pid == self || isLive(pid) {
 				continue
 			}
-			if start, ok := killed[pid]; ok && start == p.start {
+			if start, ok := killed[pid]; ok && start == p.Start {
 				// Killed: wait for it to go; reap it once it is ours.
-				if p.state == 'Z' && p.ppid == self {
+				if p.State == 'Z' && p.PPid == self {
 					var ws unix.WaitStatus
 					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 				}
 				pending++
 				continue
 			}
-			if pgid > 0 && p.pgrp == pgid {
+			if pgid > 0 && p.Pgrp == pgid {
 				pending++ // a member of the group, exiting or not yet re-parented
 				continue
 			}
 			if held && descendsFromHolder(pid, procs, self, m.link) {
-				killed[pid] = p.start
-				if p.state != 'Z' {
+				killed[pid] = p.Start
+				if p.State != 'Z' {
 					unix.Kill(pid, unix.SIGKILL)
-				} else if p.ppid == self {
+				} else if p.PPid == self {
 					var ws unix.WaitStatus
 					unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 				}
@@ -334,70 +262,24 @@ func reapGroupZombies(pgid int) {
 	}
 }
 
-type procInfo struct {
-	ppid, pgrp int
-	start      uint64
-	state      byte
-	holder     int8 // 0 unknown, 1 holds the marker, -1 does not
-}
-
-// scanProcs reads the parent and state of every process.
-func scanProcs() map[int]*procInfo {
-	out := map[int]*procInfo{}
-	d, err := os.Open("/proc")
-	if err != nil {
-		return out
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		st, ok := readProcStat(n)
-		if !ok {
-			continue
-		}
-		out[pid] = &procInfo{ppid: st.ppid, pgrp: st.pgrp, start: st.start, state: st.state}
-	}
-	return out
-}
-
 // descendsFromHolder reports whether pid or one of its ancestors (below
 // self) holds the marker.
-func descendsFromHolder(pid int, procs map[int]*procInfo, self int, link string) bool {
+func descendsFromHolder(pid int, procs map[int]*deathwatch.Proc, self int, link string) bool {
 	for depth := 0; pid > 1 && pid != self && depth < 4096; depth++ {
 		p := procs[pid]
 		if p == nil {
 			return false
 		}
-		if p.holder == 0 {
-			p.holder = -1
-			if holdsFD(pid, link) {
-				p.holder = 1
+		if p.Holder == 0 {
+			p.Holder = -1
+			if deathwatch.HeldLink(pid, func(l string) bool { return l == link }) != "" {
+				p.Holder = 1
 			}
 		}
-		if p.holder == 1 {
+		if p.Holder == 1 {
 			return true
 		}
-		pid = p.ppid
-	}
-	return false
-}
-
-func holdsFD(pid int, link string) bool {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-	d, err := os.Open(dir)
-	if err != nil {
-		return false
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, n := range names {
-		if l, err := os.Readlink(dir + n); err == nil && l == link {
-			return true
-		}
+		pid = p.PPid
 	}
 	return false
 }

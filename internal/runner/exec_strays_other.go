@@ -5,6 +5,8 @@ package runner
 import (
 	"os"
 	"time"
+
+	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
 // Outside Linux there is no child subreaper: a command's descendants that
@@ -12,13 +14,10 @@ import (
 // outlive it.
 type marker struct{}
 
-func newMarker() *marker                        { return nil }
-func holdForks() func()                         { return func() {} }
-func (m *marker) files() []*os.File             { return nil }
-func (m *marker) started(pid int)               {}
-func (m *marker) waited(pid int)                {}
-func (m *marker) killStrays(int, time.Duration) {}
-func (m *marker) watched(int) watched           { return watched{} }
-
-// killHolders has no markers to look for here.
-func killHolders(map[string]uint64, time.Duration) {}
+func newMarker() *marker                         { return nil }
+func holdForks() func()                          { return func() {} }
+func (m *marker) files() []*os.File              { return nil }
+func (m *marker) started(pid int)                {}
+func (m *marker) waited(pid int)                 {}
+func (m *marker) killStrays(int, time.Duration)  {}
+func (m *marker) watched(int) deathwatch.Watched { return deathwatch.Watched{} }

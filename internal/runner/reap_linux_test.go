@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
 // TestReapOrphansKeepsExitCodes re-runs this test binary as a child
@@ -96,8 +98,8 @@ done; exit 0`}, nil, nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var zombies []int
-		for pid, p := range scanProcs() {
-			if p.ppid == self && p.state == 'Z' {
+		for pid, p := range deathwatch.Scan() {
+			if p.PPid == self && p.State == 'Z' {
 				zombies = append(zombies, pid)
 			}
 		}

@@ -1,98 +1,19 @@
 package runner
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
+
+	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
-// The watchdog is the runner's own executable started again (the agentrun
-// binary, or a test binary that links this package) with argv[0]
-// watchdogArg0 and watchdogEnv set: init recognises it before anything
-// else runs, so it needs no shell nor any other program in the sandbox.
-const (
-	watchdogArg0 = "agentrun-runner-watchdog"
-	watchdogEnv  = "AGENTRUN_RUNNER_WATCHDOG"
-)
-
-func init() {
-	if len(os.Args) == 1 && os.Args[0] == watchdogArg0 && os.Getenv(watchdogEnv) == "1" {
-		os.Exit(watchdogMain(os.Stdin))
-	}
-}
-
-// watchdogMain keeps the set of live process groups the runner reports on
-// r ("+ PGID [MARKER START]" when one starts, "- PGID" when it is gone)
-// and, when r ends (the runner exited or was killed outright), kills every
-// group still in the set and, where markers are known (Linux), every
-// process that holds a live group's marker (started no earlier than its
-// command) and their descendants: what left the group (setsid, double
-// fork) dies too.
-func watchdogMain(r io.Reader) int {
-	// Its own group already; a terminal's hangup or interrupt is not the
-	// runner's death.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	live := watchdogRead(r)
-	markers := map[string]uint64{}
-	for pg, m := range live {
-		syscall.Kill(-pg, syscall.SIGKILL)
-		if m.link != "" {
-			markers[m.link] = m.start
-		}
-	}
-	killHolders(markers, 5*time.Second)
-	return 0
-}
-
-// watched is one live group's marker: the pipe its command inherited, as
-// /proc/PID/fd shows it, and the command's start time (clock ticks).
-type watched struct {
-	link  string
-	start uint64
-}
-
-// watchdogRead reads reports until r ends and returns the groups still
-// live. Malformed lines are ignored; a line is at most a few hundred bytes.
-func watchdogRead(r io.Reader) map[int]watched {
-	live := map[int]watched{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 512), 512)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 && len(f) != 4 {
-			continue
-		}
-		pg, err := strconv.Atoi(f[1])
-		if err != nil || pg <= 1 {
-			continue
-		}
-		var w watched
-		if len(f) == 4 {
-			start, err := strconv.ParseUint(f[3], 10, 64)
-			if err != nil || !strings.HasPrefix(f[2], "pipe:[") {
-				continue
-			}
-			w = watched{link: f[2], start: start}
-		}
-		switch f[0] {
-		case "+":
-			live[pg] = w
-		case "-":
-			delete(live, pg)
-		}
-	}
-	return live
-}
+// The watchdog process itself is package deathwatch (its init runs it).
 
 // watchdog is a small process outside the runner that ends the command
 // groups if the runner dies without ending them itself (SIGKILL, crash).
@@ -102,7 +23,7 @@ type watchdog struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	w    *os.File
-	live map[int]watched // groups reported, resent to a restarted watchdog
+	live map[int]deathwatch.Watched // groups reported, resent to a restarted watchdog
 }
 
 // ready starts the watchdog if it is not running. A command must not start
@@ -116,11 +37,11 @@ func (d *watchdog) ready() error {
 // add reports a started group and its command's marker (none: ""). An
 // error means no watchdog covers it (one could not be started again): the
 // caller must end the group.
-func (d *watchdog) add(pgid int, m watched) error {
+func (d *watchdog) add(pgid int, m deathwatch.Watched) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.live == nil {
-		d.live = map[int]watched{}
+		d.live = map[int]deathwatch.Watched{}
 	}
 	d.live[pgid] = m
 	if err := d.ensure(); err != nil {
@@ -142,15 +63,11 @@ func (d *watchdog) remove(pgid int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.live, pgid)
-	d.write(fmt.Sprintf("- %d\n", pgid))
+	d.write(deathwatch.Line(pgid, deathwatch.Watched{}, true))
 }
 
-func (d *watchdog) send(pgid int, m watched) error {
-	line := fmt.Sprintf("+ %d\n", pgid)
-	if m.link != "" {
-		line = fmt.Sprintf("+ %d %s %d\n", pgid, m.link, m.start)
-	}
-	return d.write(line)
+func (d *watchdog) send(pgid int, m deathwatch.Watched) error {
+	return d.write(deathwatch.Line(pgid, m, false))
 }
 
 func (d *watchdog) write(line string) error {
@@ -203,8 +120,8 @@ func (d *watchdog) start() error {
 	}
 	cmd := &exec.Cmd{
 		Path:  exe,
-		Args:  []string{watchdogArg0},
-		Env:   []string{watchdogEnv + "=1"},
+		Args:  []string{deathwatch.Arg0},
+		Env:   []string{deathwatch.Env + "=1"},
 		Dir:   "/",
 		Stdin: r,
 		// Its own group, no Pdeathsig: it must outlive the runner.
