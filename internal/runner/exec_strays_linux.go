@@ -265,21 +265,7 @@ func reapGroupZombies(pgid int) {
 // descendsFromHolder reports whether pid or one of its ancestors (below
 // self) holds the marker.
 func descendsFromHolder(pid int, procs map[int]*deathwatch.Proc, self int, link string) bool {
-	for depth := 0; pid > 1 && pid != self && depth < 4096; depth++ {
-		p := procs[pid]
-		if p == nil {
-			return false
-		}
-		if p.Holder == 0 {
-			p.Holder = -1
-			if deathwatch.HeldLink(pid, func(l string) bool { return l == link }) != "" {
-				p.Holder = 1
-			}
-		}
-		if p.Holder == 1 {
-			return true
-		}
-		pid = p.PPid
-	}
-	return false
+	return deathwatch.DescendsFrom(pid, procs, self, func(pid int, _ *deathwatch.Proc) bool {
+		return deathwatch.HeldLink(pid, func(l string) bool { return l == link }) != ""
+	})
 }

@@ -113,6 +113,15 @@ func KillHolders(markers map[string]uint64, d time.Duration) {
 // descendsFromAny reports whether pid or one of its ancestors holds one of
 // the markers and started no earlier than the marker's command.
 func descendsFromAny(pid int, procs map[int]*Proc, self int, markers map[string]uint64) bool {
+	return DescendsFrom(pid, procs, self, func(pid int, p *Proc) bool {
+		link := HeldLink(pid, func(l string) bool { _, ok := markers[l]; return ok })
+		return link != "" && p.Start >= markers[link]
+	})
+}
+
+// DescendsFrom reports whether pid or one of its ancestors below self is
+// a holder (holds, asked once per process: Holder caches its answer).
+func DescendsFrom(pid int, procs map[int]*Proc, self int, holds func(pid int, p *Proc) bool) bool {
 	for depth := 0; pid > 1 && pid != self && depth < 4096; depth++ {
 		p := procs[pid]
 		if p == nil {
@@ -120,7 +129,7 @@ func descendsFromAny(pid int, procs map[int]*Proc, self int, markers map[string]
 		}
 		if p.Holder == 0 {
 			p.Holder = -1
-			if link := HeldLink(pid, func(l string) bool { _, ok := markers[l]; return ok }); link != "" && p.Start >= markers[link] {
+			if holds(pid, p) {
 				p.Holder = 1
 			}
 		}
