@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -141,20 +142,41 @@ func DescendsFrom(pid int, procs map[int]*Proc, self int, holds func(pid int, p 
 	return false
 }
 
-// HeldLink returns the first of pid's descriptor links that want takes
-// ("" for none, or a process gone).
+// HeldLink returns the first of pid's descriptor links that want takes,
+// among the descriptors it holds open for writing ("" for none, or a
+// process gone). A marker's holder is what holds its write end: the
+// runner holds the read end, and so, between its fork and its exec, does
+// any other child the runner's process starts (a git process of the
+// supervisor), which is no stray. (A pipe's two ends have the same link.)
 func HeldLink(pid int, want func(link string) bool) string {
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-	d, err := os.Open(dir)
+	base := "/proc/" + strconv.Itoa(pid) + "/"
+	d, err := os.Open(base + "fd")
 	if err != nil {
 		return ""
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	for _, n := range names {
-		if l, err := os.Readlink(dir + n); err == nil && want(l) {
+		if l, err := os.Readlink(base + "fd/" + n); err == nil && want(l) && writable(base+"fdinfo/"+n) {
 			return l
 		}
 	}
 	return ""
+}
+
+// writable reports whether the descriptor whose fdinfo is at path is open
+// for writing; one whose fdinfo cannot be read counts as writable (a
+// holder is then killed rather than spared).
+func writable(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return true
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return err != nil || flags&unix.O_ACCMODE != unix.O_RDONLY
+		}
+	}
+	return true
 }
