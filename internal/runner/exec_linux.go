@@ -35,16 +35,9 @@ func groupAlive(pgid int) bool {
 		return true
 	}
 	for _, n := range names {
-		if state, _, pgrp, ok := procStat(n); ok && pgrp == pgid && state != 'Z' {
+		if st, ok := deathwatch.ReadStat(n); ok && st.Pgrp == pgid && st.State != 'Z' {
 			return true
 		}
 	}
 	return false
-}
-
-// procStat reads the state, parent and process group of /proc/<pid>/stat.
-// ok is false for an entry that is not a live pid's readable stat.
-func procStat(pid string) (state byte, ppid, pgrp int, ok bool) {
-	st, ok := deathwatch.ReadStat(pid)
-	return st.State, st.PPid, st.Pgrp, ok
 }

@@ -13,12 +13,11 @@ import (
 	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
-// The watchdog process itself is package deathwatch (its init runs it).
-
-// watchdog is a small process outside the runner that ends the command
-// groups if the runner dies without ending them itself (SIGKILL, crash).
-// Pdeathsig reaches only a command's direct child; the watchdog reaches
-// its whole group, on every platform.
+// watchdog is a small process outside the runner (package deathwatch,
+// whose init runs it) that ends the command groups if the runner dies
+// without ending them itself (SIGKILL, crash). Pdeathsig reaches only a
+// command's direct child; the watchdog reaches its whole group, on every
+// platform.
 type watchdog struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -63,11 +62,11 @@ func (d *watchdog) remove(pgid int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.live, pgid)
-	d.write(deathwatch.Line(pgid, deathwatch.Watched{}, true))
+	d.write(deathwatch.Ended(pgid))
 }
 
 func (d *watchdog) send(pgid int, m deathwatch.Watched) error {
-	return d.write(deathwatch.Line(pgid, m, false))
+	return d.write(deathwatch.Started(pgid, m))
 }
 
 func (d *watchdog) write(line string) error {

@@ -26,9 +26,11 @@ type Pending struct {
 	home string
 	cmd  *exec.Cmd
 	conn *os.File // our end of the socket pair
-	once sync.Once
-
-	handed      bool // the run went over; conn stays open for Changes
+	// once: the run goes over (hand) or the supervisor is let go
+	// (Abandon), whichever comes first; handed says it was the run, and
+	// conn then stays open for Changes until Abandon.
+	once        sync.Once
+	handed      bool
 	closeOnce   sync.Once
 	changesOnce sync.Once
 	changes     chan struct{}
@@ -101,13 +103,11 @@ func (p *Pending) Abandon() {
 	if p == nil {
 		return
 	}
-	p.once.Do(func() { p.conn.Close() })
-	p.closeOnce.Do(func() {
-		if p.handed {
-			p.conn.Close()
-		}
-	})
+	p.once.Do(func() {}) // no run goes over any more
+	p.close()
 }
+
+func (p *Pending) close() { p.closeOnce.Do(func() { p.conn.Close() }) }
 
 // Changes is closed-over news of the run handed to p: a value comes each
 // time the supervisor changes the run's state, and when it exits (its end
@@ -177,7 +177,7 @@ func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
 			p.handed = true
 			return
 		}
-		p.conn.Close()
+		p.close()
 	})
 	if !handed {
 		return 0, errPendingGone

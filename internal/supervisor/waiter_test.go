@@ -23,7 +23,7 @@ func waiterPair(t *testing.T) (*Pending, *os.File) {
 		t.Fatal(err)
 	}
 	p := &Pending{conn: os.NewFile(uintptr(fds[0]), "ours"), handed: true}
-	p.once.Do(func() {}) // handed: only Abandon's second close is left
+	p.once.Do(func() {}) // (the run went over)
 	t.Cleanup(p.Abandon)
 	return p, os.NewFile(uintptr(fds[1]), "theirs")
 }

@@ -65,17 +65,17 @@ type Watched struct {
 	Start uint64
 }
 
-// Line is the report of group pg starting with marker m ("+") or, with
-// gone, ending ("-").
-func Line(pg int, m Watched, gone bool) string {
-	switch {
-	case gone:
-		return "- " + strconv.Itoa(pg) + "\n"
-	case m.Link != "":
+// Started is the report of group pg starting, with its command's marker
+// (none: the zero Watched).
+func Started(pg int, m Watched) string {
+	if m.Link != "" {
 		return "+ " + strconv.Itoa(pg) + " " + m.Link + " " + strconv.FormatUint(m.Start, 10) + "\n"
 	}
 	return "+ " + strconv.Itoa(pg) + "\n"
 }
+
+// Ended is the report of group pg gone.
+func Ended(pg int) string { return "- " + strconv.Itoa(pg) + "\n" }
 
 // Read reads reports until r ends and returns the groups still live.
 // Malformed lines are ignored; a line is at most a few hundred bytes.

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
 	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 	"golang.org/x/sys/unix"
 )
@@ -104,16 +105,12 @@ func confine(c *config, mk *marks) (map[string]string, error) {
 	return out, nil
 }
 
-// cgoRefusal is what a confinement says when the binary uses cgo: the
-// calls on every thread that confinement needs are refused then (ENOTSUP).
-const cgoRefusal = "this agentrun binary uses cgo, build it with CGO_ENABLED=0"
-
 // allThreads makes one system call on every thread of the process; what
 // names it in the error.
 func allThreads(what string, trap, a1, a2, a3 uintptr) error {
 	if _, _, errno := syscall.AllThreadsSyscall(trap, a1, a2, a3); errno != 0 {
 		if errno == syscall.ENOTSUP {
-			return fmt.Errorf("%s on every thread: %s: %w", what, cgoRefusal, errno)
+			return fmt.Errorf("%s on every thread: %s: %w", what, execpriv.CgoRefusal, errno)
 		}
 		return fmt.Errorf("%s on every thread: %w", what, errno)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
 )
 
 // TestProbeErrorNamesTheCgoBuild: an init that cannot confine its threads
@@ -14,7 +15,7 @@ func TestProbeErrorNamesTheCgoBuild(t *testing.T) {
 	for _, c := range []struct {
 		msg, fix string
 	}{
-		{"clear ambient capabilities on every thread: " + cgoRefusal + ": operation not supported", "CGO_ENABLED=0"},
+		{"clear ambient capabilities on every thread: " + execpriv.CgoRefusal + ": operation not supported", "CGO_ENABLED=0"},
 		{"seccomp: invalid argument", "kernel's seccomp support"},
 	} {
 		err := probeError(&setupError{Step: "confine", Msg: c.msg})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
 	"github.com/agentrun/agentrun/internal/sandbox/seccomp"
 )
 
@@ -97,8 +98,7 @@ func probeError(err error) error {
 	case "confine":
 		fix = "the kernel refused seccomp, Landlock or dropping capabilities; check the kernel's seccomp support"
 	}
-	if strings.Contains(se.Msg, cgoRefusal) {
-		// (execpriv and confine say so in the same words)
+	if strings.Contains(se.Msg, execpriv.CgoRefusal) {
 		fix = "rebuild agentrun with CGO_ENABLED=0 (as the README's install does): a cgo binary's own threads cannot all be confined"
 	}
 	return refuse("native sandbox setup failed at "+se.Error(), fix)

@@ -113,10 +113,15 @@ type dropError struct {
 	err  error
 }
 
+// CgoRefusal is what a call on every thread says when the binary uses
+// cgo (the call is refused: ENOTSUP); the native backend's confinement
+// says it in the same words, and its preflight recognises them.
+const CgoRefusal = "this agentrun binary uses cgo, build it with CGO_ENABLED=0"
+
 func (e *dropError) Error() string {
 	msg := e.what + " on every thread: "
 	if errors.Is(e.err, syscall.ENOTSUP) {
-		msg += "this agentrun binary uses cgo, build it with CGO_ENABLED=0: "
+		msg += CgoRefusal + ": "
 	}
 	return msg + e.err.Error()
 }
