@@ -1,11 +1,31 @@
 package run
 
-import "context"
+import (
+	"context"
+	"path/filepath"
+	"slices"
+)
 
 // Filter selects runs for List. Zero values select everything.
 type Filter struct {
 	States []State
 	Repo   string // absolute repository path
+	// Taken leaves out the queued runs no supervisor has taken up
+	// (Supervisor nil): those a server's queue holds, which a sweep for
+	// runs a dead supervisor left behind has no business decoding.
+	Taken bool
+}
+
+// Keeps reports whether f lets r through. A store that cannot filter in
+// its own query filters with it.
+func (f Filter) Keeps(r *Run) bool {
+	if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
+		return false
+	}
+	if f.Repo != "" && filepath.Clean(r.Repo) != filepath.Clean(f.Repo) {
+		return false
+	}
+	return !f.Taken || r.State != StateQueued || r.Supervisor != nil
 }
 
 // Broken names a run whose record cannot be read. List reports it beside

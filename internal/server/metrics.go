@@ -82,17 +82,35 @@ func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runsDesc; c
 func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	runs, _, err := c.st.List(ctx, run.Filter{})
+	n, err := countStates(ctx, c.st)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(runsDesc, err)
 		return
-	}
-	n := map[run.State]int{}
-	for _, r := range runs {
-		n[r.State]++
 	}
 	for _, s := range run.States {
 		ch <- prometheus.MustNewConstMetric(runsDesc, prometheus.GaugeValue, float64(n[s]), string(s))
 	}
 	ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(n[run.StateQueued]))
+}
+
+// stateCounter is a store that counts its runs by state in its own query
+// (sqlstore), not by decoding every record.
+type stateCounter interface {
+	CountStates(ctx context.Context) (map[run.State]int, error)
+}
+
+// countStates counts st's runs by state.
+func countStates(ctx context.Context, st run.Store) (map[run.State]int, error) {
+	if c, ok := st.(stateCounter); ok {
+		return c.CountStates(ctx)
+	}
+	runs, _, err := st.List(ctx, run.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	n := map[run.State]int{}
+	for _, r := range runs {
+		n[r.State]++
+	}
+	return n, nil
 }

@@ -203,3 +203,48 @@ func TestBadURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisedBackfilled: the migration that adds the runs' supervised
+// column sets it from the records already there, also from one whose task
+// holds the \u0000 escape, which PostgreSQL's json refuses.
+func TestSupervisedBackfilled(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
+		db := connect(t, newURL(t))
+		if err := db.Migrate(ctx, 6); err != nil {
+			t.Fatal(err)
+		}
+		docs := map[string]string{
+			"taken":   `{"id":"taken","state":"queued","supervisor":{"pid":7,"host":"h"}}`,
+			"waiting": `{"id":"waiting","state":"queued"}`,
+			"nulled":  `{"id":"nulled","state":"queued","supervisor":null}`,
+			"escaped": `{"id":"escaped","state":"running","task":"a\u0000b\\u0000c","supervisor":{"pid":8,"host":"h"}}`,
+		}
+		seq := 0
+		for id, doc := range docs {
+			seq++
+			if _, err := db.Write().ExecContext(ctx, `INSERT INTO runs (id, seq, state, repo, version, doc) VALUES ($1, $2, 'queued', '/r', 1, $3)`,
+				id, seq, doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.Migrate(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.Read().QueryContext(ctx, `SELECT id FROM runs WHERE supervised ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, id)
+		}
+		rows.Close()
+		if want := []string{"escaped", "taken"}; !slices.Equal(got, want) {
+			t.Fatalf("supervised after the migration: %v, want %v", got, want)
+		}
+	})
+}

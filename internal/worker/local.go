@@ -166,8 +166,11 @@ func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
 // reconcile marks interrupted the active runs that no live supervisor
 // holds (a worker that died, a server killed with its runs).
 func (w *Local) reconcile(ctx context.Context) {
+	// Where runs are claimed, the queued runs no supervisor has taken up
+	// wait for a taker and are left to the store's query: on a server
+	// with a long queue they are most of the runs it holds.
 	runs, _, err := w.Home.Store.List(ctx, run.Filter{States: []run.State{run.StatePreparing, run.StateRunning,
-		run.StateChecking, run.StateExporting, run.StateQueued}})
+		run.StateChecking, run.StateExporting, run.StateQueued}, Taken: w.Home.Claimed})
 	if err != nil {
 		w.logError(ctx, "list active runs", err)
 		return

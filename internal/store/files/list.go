@@ -3,7 +3,6 @@ package files
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,10 +20,6 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	repo := ""
-	if f.Repo != "" {
-		repo = filepath.Clean(f.Repo)
-	}
 	ids := s.runIDs()
 	recs, errs := s.readAll(ids)
 	var runs []*run.Run
@@ -38,10 +33,7 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 			broken = append(broken, run.Broken{ID: id, Err: err.Error()})
 			continue
 		}
-		if len(f.States) > 0 && !slices.Contains(f.States, r.State) {
-			continue
-		}
-		if repo != "" && filepath.Clean(r.Repo) != repo {
+		if !f.Keeps(r) {
 			continue
 		}
 		runs = append(runs, r)

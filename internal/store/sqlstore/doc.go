@@ -2,9 +2,10 @@
 // database (internal/sqldb: SQLite for one host, PostgreSQL for several).
 //
 //	runs        one row per run: the record as JSON (doc), beside the
-//	            columns List filters and orders by (state, repo, seq) and
-//	            those the store counts (version, last_event); ids sort as
-//	            bytes, so Resolve reads an index range
+//	            columns List filters and orders by (state, repo,
+//	            supervised, seq) and those the store counts (version,
+//	            last_event); ids sort as bytes, so Resolve reads an index
+//	            range
 //	run_events  the journal: one row per event, keyed by (run, seq)
 //	run_seq     the submission sequence (a PostgreSQL sequence, a counter
 //	            row on SQLite)

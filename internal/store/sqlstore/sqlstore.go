@@ -115,9 +115,9 @@ func (s *Store) Create(ctx context.Context, r *run.Run) error {
 		}
 		// An id taken, also by a create racing this one, inserts nothing;
 		// the rollback that follows takes SQLite's counter back.
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, seq, state, repo, version, doc)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING`,
-			c.ID, c.Seq, string(c.State), repoKey(c.Repo), c.Version, string(doc))
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, seq, state, repo, version, supervised, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+			c.ID, c.Seq, string(c.State), repoKey(c.Repo), c.Version, c.Supervisor != nil, string(doc))
 		if err != nil {
 			return err
 		}
@@ -226,6 +226,10 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 		args = append(args, repoKey(f.Repo))
 		where = append(where, fmt.Sprintf("repo = $%d", len(args)))
 	}
+	if f.Taken {
+		args = append(args, string(run.StateQueued))
+		where = append(where, fmt.Sprintf("(state <> $%d OR supervised)", len(args)))
+	}
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -255,6 +259,29 @@ func (s *Store) List(ctx context.Context, f run.Filter) ([]*run.Run, []run.Broke
 	}
 	slices.SortFunc(broken, func(a, b run.Broken) int { return strings.Compare(a.ID, b.ID) })
 	return runs, broken, nil
+}
+
+// CountStates counts the runs in each state in one query, for a metrics
+// scrape that would otherwise decode every record.
+func (s *Store) CountStates(ctx context.Context) (map[run.State]int, error) {
+	rows, err := s.db.Read().QueryContext(ctx, `SELECT state, count(*) FROM runs GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count runs: %w", err)
+	}
+	defer rows.Close()
+	n := map[run.State]int{}
+	for rows.Next() {
+		var st string
+		var c int
+		if err := rows.Scan(&st, &c); err != nil {
+			return nil, fmt.Errorf("count runs: %w", err)
+		}
+		n[run.State(st)] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count runs: %w", err)
+	}
+	return n, nil
 }
 
 // Delete removes the run and its journal (ON DELETE CASCADE); see

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -35,5 +36,34 @@ func TestConformance(t *testing.T) {
 func BenchmarkConformance(b *testing.B) {
 	sqltest.EachBench(b, func(b *testing.B, newURL func(testing.TB) string) {
 		storetest.Bench(b, func(b *testing.B) run.Store { return openStore(b, newURL(b)) })
+	})
+}
+
+// TestCountStates: the count by state agrees with List's records.
+func TestCountStates(t *testing.T) {
+	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
+		s := openStore(t, newURL(t))
+		for i, st := range []run.State{run.StateQueued, run.StateQueued, run.StateRunning, run.StateSucceeded, run.StateQueued} {
+			r := storetest.FullRun(run.NewID())
+			r.State = st
+			if err := s.Create(ctx, r); err != nil {
+				t.Fatal(i, err)
+			}
+		}
+		got, err := s.CountStates(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, _, err := s.List(ctx, run.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[run.State]int{}
+		for _, r := range runs {
+			want[r.State]++
+		}
+		if !maps.Equal(got, want) || got[run.StateQueued] != 3 {
+			t.Fatalf("CountStates = %v, want %v", got, want)
+		}
 	})
 }

@@ -104,8 +104,8 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2, repo = $3, version = $4, last_event = $5, doc = $6 WHERE id = $1`,
-			id, string(next.State), repoKey(next.Repo), next.Version, last, string(b)); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2, repo = $3, version = $4, last_event = $5, supervised = $6, doc = $7 WHERE id = $1`,
+			id, string(next.State), repoKey(next.Repo), next.Version, last, next.Supervisor != nil, string(b)); err != nil {
 			return fmt.Errorf("update run %s: %w", id, err)
 		}
 		out = next

@@ -80,6 +80,38 @@ func Bench(b *testing.B, newStore func(b *testing.B) run.Store) {
 			}
 		}
 	})
+	// The sweep a server's worker makes every few seconds for runs a dead
+	// supervisor left behind, on a queue of 1,000 runs waiting for a
+	// taker beside 10 runs under way: every active run (All), or only
+	// those a supervisor took up (Taken).
+	b.Run("Sweep1000Queued", func(b *testing.B) {
+		s := newStore(b)
+		for range 10 {
+			benchRun(b, s)
+		}
+		for range 1000 {
+			r := FullRun(run.NewID())
+			r.State, r.Supervisor, r.Attempts = run.StateQueued, nil, nil
+			if err := s.Create(ctx, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		active := []run.State{run.StateQueued, run.StatePreparing, run.StateRunning, run.StateChecking, run.StateExporting}
+		for _, tc := range []struct {
+			name string
+			f    run.Filter
+			want int
+		}{{"All", run.Filter{States: active}, 1010}, {"Taken", run.Filter{States: active, Taken: true}, 10}} {
+			b.Run(tc.name, func(b *testing.B) {
+				for b.Loop() {
+					runs, _, err := s.List(ctx, tc.f)
+					if err != nil || len(runs) != tc.want {
+						b.Fatalf("List: %d runs, %v; want %d", len(runs), err, tc.want)
+					}
+				}
+			})
+		}
+	})
 }
 
 // benchRun stores a full record in state running and returns it.

@@ -278,12 +278,27 @@ func testList(t *testing.T, s run.Store) {
 	type spec struct {
 		state run.State
 		repo  string
+		taken bool // a supervisor took it up
 	}
-	specs := []spec{{run.StateQueued, "/src/a"}, {run.StateRunning, "/src/b"}, {run.StateSucceeded, "/src/a"},
-		{run.StateFailed, "/src/b"}, {run.StateQueued, "/src/b"}, {run.StateRunning, "/src/a"}}
+	specs := []spec{{run.StateQueued, "/src/a", false}, {run.StateRunning, "/src/b", true}, {run.StateSucceeded, "/src/a", true},
+		{run.StateFailed, "/src/b", false}, {run.StateQueued, "/src/b", true}, {run.StateRunning, "/src/a", true},
+		{run.StateQueued, "/src/a", false}}
 	var ids []string // in creation order
-	for _, sp := range specs {
-		r := create(t, s, run.NewID(), func(r *run.Run) { r.State, r.Repo = sp.state, sp.repo })
+	for i, sp := range specs {
+		r := create(t, s, run.NewID(), func(r *run.Run) {
+			r.State, r.Repo, r.Supervisor = sp.state, sp.repo, nil
+			if sp.taken && i%2 == 0 {
+				r.Supervisor = &run.SupervisorInfo{PID: 4242, Host: "h"}
+			}
+		})
+		if sp.taken && i%2 == 1 { // taken up after its creation, as a claim is
+			if _, err := s.Update(ctx, r.ID, func(r *run.Run) error {
+				r.Supervisor = &run.SupervisorInfo{PID: 4242, Host: "h"}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		ids = append(ids, r.ID)
 	}
 	want := func(keep func(sp spec) bool) []string {
@@ -307,6 +322,9 @@ func testList(t *testing.T, s run.Store) {
 		{"repo", run.Filter{Repo: "/src/b"}, want(func(sp spec) bool { return sp.repo == "/src/b" })},
 		{"repo and state", run.Filter{Repo: "/src/a", States: []run.State{run.StateQueued, run.StateRunning}},
 			want(func(sp spec) bool { return sp.repo == "/src/a" && sp.state != run.StateSucceeded })},
+		{"taken", run.Filter{Taken: true}, want(func(sp spec) bool { return sp.state != run.StateQueued || sp.taken })},
+		{"taken and active", run.Filter{Taken: true, States: []run.State{run.StateQueued, run.StateRunning}},
+			want(func(sp spec) bool { return sp.taken && sp.state.Active() })},
 		{"no match", run.Filter{States: []run.State{run.StateCancelled}}, nil},
 		{"other repo", run.Filter{Repo: "/src/c"}, nil},
 	} {
@@ -321,6 +339,14 @@ func testList(t *testing.T, s run.Store) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("List %s = %v, want %v (newest first)", tc.name, got, tc.want)
 		}
+	}
+	// A run given back to the queue (its supervisor gone, as a lost
+	// host's run is) is no longer taken.
+	if _, err := s.Update(ctx, ids[4], func(r *run.Run) error { r.Supervisor = nil; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _, err := s.List(ctx, run.Filter{Taken: true, States: []run.State{run.StateQueued}}); err != nil || len(runs) != 0 {
+		t.Errorf("List of the taken queued runs after the last one's supervisor went: %d runs, %v; want none", len(runs), err)
 	}
 	// List returns whole records, and updating a run does not move it.
 	if _, err := s.Update(ctx, ids[0], func(r *run.Run) error { r.Message = "touched"; return nil }); err != nil {
