@@ -70,7 +70,7 @@ func Borrowing(ctx context.Context, repo, dir string) error {
 	if !ok {
 		return fmt.Errorf("git rev-parse in %s answered %q", repo, out)
 	}
-	return BorrowingObjects(filepath.Join(common, "objects"), strings.TrimSpace(format), dir)
+	return BorrowingObjects(filepath.Join(common, "objects"), strings.TrimSpace(format), dir, "")
 }
 
 // BorrowingObjects makes a bare repository at dir, of object format
@@ -78,14 +78,32 @@ func Borrowing(ctx context.Context, repo, dir string) error {
 // directory objects (read-only, through objects/info/alternates). It
 // writes what git init --bare --template= writes, without a git process:
 // a quarantine is made for every upload and every submit.
-func BorrowingObjects(objects, format, dir string) error {
+//
+// A fetch into it checks that what it fetched connects to what the
+// borrowed repository's refs reach, and names every one of those refs to
+// git rev-list: a team server's project holds a branch per run, so that
+// check grows with the runs (0.36 s against 0.10 s at 3,000 branches, on
+// a loaded machine). Where stopAt is not "", only the borrowed refs under
+// that prefix are named (core.alternateRefsPrefixes): the check then
+// walks on past the others' commits, which is slower only for history
+// that no ref under stopAt reaches, and as strict.
+func BorrowingObjects(objects, format, dir, stopAt string) error {
 	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 	switch format {
 	case "sha1":
 	case "sha256":
-		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = true\n[extensions]\n\tobjectformat = sha256\n"
+		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = true\n"
 	default:
 		return fmt.Errorf("object format %q is neither sha1 nor sha256", format)
+	}
+	if stopAt != "" {
+		if strings.ContainsAny(stopAt, "\n\"\\ ") {
+			return fmt.Errorf("ref prefix %q", stopAt)
+		}
+		config += "\talternateRefsPrefixes = " + stopAt + "\n"
+	}
+	if format == "sha256" {
+		config += "[extensions]\n\tobjectformat = sha256\n"
 	}
 	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {

@@ -109,7 +109,7 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 			return "", "", fmt.Errorf("object format of %s: %w", repo, err)
 		}
 	}
-	if err := bundlecheck.BorrowingObjects(borrow, format, check); err != nil {
+	if err := bundlecheck.BorrowingObjects(borrow, format, check, basesRefs); err != nil {
 		return "", "", fmt.Errorf("quarantine: %w", err)
 	}
 	if _, err := git(ctx, check, "bundle", "verify", "-q", bundle); err != nil {
@@ -128,7 +128,7 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	}
 	// A base the project keeps already (the same base submitted again)
 	// needs no fetch.
-	if kept, err := git(ctx, repo, "rev-parse", "--verify", "-q", "refs/agentrun/bases/"+commit); err == nil && strings.TrimSpace(kept) == commit {
+	if kept, err := git(ctx, repo, "rev-parse", "--verify", "-q", basesRefs+commit); err == nil && strings.TrimSpace(kept) == commit {
 		return repo, commit, nil
 	}
 	// The quarantine checked every object it fetched (against the
@@ -136,7 +136,7 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	// that keeps the base is made; a project they cannot be linked into
 	// fetches the bundle again.
 	if err := bundlecheck.Migrate(check, objects); err == nil {
-		if _, err := git(ctx, repo, "update-ref", "refs/agentrun/bases/"+commit, commit); err == nil {
+		if _, err := git(ctx, repo, "update-ref", basesRefs+commit, commit); err == nil {
 			return repo, commit, nil
 		}
 	}
@@ -146,6 +146,11 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	return repo, commit, nil
 }
 
+// basesRefs holds a ref for each base commit a project keeps (named by
+// the commit): what a quarantine's connectivity check stops at, where the
+// project's branches (one per run) would make it grow with the runs.
+const basesRefs = "refs/agentrun/bases/"
+
 // keepsBase reports that repo's loose ref refs/agentrun/bases/COMMIT
 // holds commit (what fetchBase made after checking it). A ref git packed
 // is not seen: the caller then takes the long way.
@@ -153,7 +158,7 @@ func keepsBase(repo, commit string) bool {
 	if !objectID.MatchString(commit) {
 		return false
 	}
-	b, err := os.ReadFile(filepath.Join(repo, "refs", "agentrun", "bases", commit))
+	b, err := os.ReadFile(filepath.Join(repo, filepath.FromSlash(basesRefs), commit))
 	return err == nil && strings.TrimSpace(string(b)) == commit
 }
 
@@ -177,7 +182,7 @@ func bundleFormat(path string) string {
 // object, and keeps it by refs/agentrun/bases/COMMIT.
 func fetchBase(ctx context.Context, repo, bundle, ref, commit string) error {
 	if _, err := git(ctx, repo, "-c", "fetch.fsckObjects=true", "fetch", "-q", "--no-tags", "--no-write-fetch-head",
-		bundle, "+"+ref+":refs/agentrun/bases/"+commit); err != nil {
+		bundle, "+"+ref+":"+basesRefs+commit); err != nil {
 		return catalog.BadBundle.Wrap(err, "fetch %s from the bundle: %s", ref, gitMessage(err))
 	}
 	if _, err := git(ctx, repo, "rev-parse", "--verify", "-q", commit+"^{commit}"); err != nil {

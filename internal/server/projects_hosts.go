@@ -29,7 +29,7 @@ func (p *Projects) BaseBundle(ctx context.Context, w io.Writer, repo, base strin
 	if !objectID.MatchString(base) {
 		return catalog.BadRequest.New("base %q is not a commit id", base)
 	}
-	cmd := gitCommand(ctx, repo, "bundle", "create", "-q", "-", "refs/agentrun/bases/"+base)
+	cmd := gitCommand(ctx, repo, "bundle", "create", "-q", "-", basesRefs+base)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = w, &stderr
 	if err := cmd.Run(); err != nil {
@@ -63,7 +63,7 @@ func (p *Projects) ImportResult(ctx context.Context, repo, bundle, patch, branch
 	defer os.RemoveAll(q)
 	check := filepath.Join(q, "check.git")
 	objects := filepath.Join(repo, "objects")
-	if err := bundlecheck.BorrowingObjects(objects, bundlecheck.FormatOf(commit), check); err != nil {
+	if err := bundlecheck.BorrowingObjects(objects, bundlecheck.FormatOf(commit), check, basesRefs); err != nil {
 		return nil, fmt.Errorf("quarantine: %w", err)
 	}
 	ref := "refs/heads/" + branch

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -161,6 +162,31 @@ func importResultIsChecked(t *testing.T, format string) {
 		}
 	})
 
+	t.Run("a result on a run's branch", func(t *testing.T) {
+		// A run whose base is an earlier run's result (a branch of the
+		// project, which no ref under refs/agentrun/bases/ names): the
+		// quarantine's check walks on to a kept base.
+		first, second := run.BranchName(run.NewID()), run.BranchName(run.NewID())
+		r1 := commitOn(first, base, map[string]string{"one.txt": "1\n"})
+		p1 := write("one.patch", []byte(testsupport.Git(t, host, "diff", "--binary", base, r1)+"\n"))
+		if _, err := p.ImportResult(ctx, repo, bundle("one.bundle", "refs/heads/"+first), p1, first, r1, base); err != nil {
+			t.Fatal(err)
+		}
+		r2 := commitOn(second, r1, map[string]string{"two.txt": "2\n"})
+		p2 := write("two.patch", []byte(testsupport.Git(t, host, "diff", "--binary", r1, r2)+"\n"))
+		out, err := testsupport.GitCmd(t, host, "bundle", "create", "-q", "-", "refs/heads/"+second, "^"+r1).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.ImportResult(ctx, repo, write("two.bundle", out), p2, second, r2, r1); err != nil {
+			t.Fatal(err)
+		}
+		if got := testsupport.Git(t, repo, "rev-parse", "refs/heads/"+second); got != r2 {
+			t.Fatalf("branch at %s, want %s", got, r2)
+		}
+		testsupport.Git(t, repo, "fsck", "--strict", "--no-dangling")
+	})
+
 	t.Run("a new base", func(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(user, "b.txt"), []byte("b\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -177,4 +203,65 @@ func importResultIsChecked(t *testing.T, format string) {
 		}
 		testsupport.Git(t, repo, "fsck", "--strict", "--no-dangling")
 	})
+}
+
+// BenchmarkImportResult: a host's upload of a one-file result, into a
+// project that holds no other run's branch, and one that holds 3,000
+// (each run leaves its branch): the quarantine's check must not grow
+// with them.
+func BenchmarkImportResult(b *testing.B) {
+	ctx := context.Background()
+	for _, branches := range []int{0, 3000} {
+		b.Run(fmt.Sprintf("branches=%d", branches), func(b *testing.B) {
+			user, base := testsupport.Repo(b, map[string]string{"a.txt": "a\n"})
+			p := &server.Projects{Dir: b.TempDir()}
+			out, err := testsupport.GitCmd(b, user, "bundle", "create", "-q", "-", "HEAD").Output()
+			if err != nil {
+				b.Fatal(err)
+			}
+			repo, _, err := p.Import(ctx, "proj", bytes.NewReader(out), "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			host := b.TempDir()
+			testsupport.Git(b, host, "clone", "-q", user, ".")
+			if branches > 0 {
+				// Other runs' results, one commit each on base, made by one
+				// fast-import and pushed to the project.
+				var fi strings.Builder
+				for i := range branches {
+					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
+						i, base, len(strconv.Itoa(i))+1, i)
+				}
+				cmd := testsupport.GitCmd(b, host, "fast-import", "--quiet")
+				cmd.Stdin = strings.NewReader(fi.String())
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("fast-import: %v: %s", err, out)
+				}
+				testsupport.Git(b, host, "push", "-q", repo, "refs/heads/agentrun/*:refs/heads/agentrun/*")
+			}
+			branch := run.BranchName(run.NewID())
+			testsupport.Git(b, host, "checkout", "-q", "-b", branch, base)
+			if err := os.WriteFile(filepath.Join(host, "b.txt"), []byte("b\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			testsupport.Git(b, host, "add", "-A")
+			testsupport.Git(b, host, "commit", "-q", "-m", "result")
+			commit := testsupport.Git(b, host, "rev-parse", "HEAD")
+			dir := b.TempDir()
+			patch := filepath.Join(dir, "result.patch")
+			if err := os.WriteFile(patch, []byte(testsupport.Git(b, host, "diff", "--binary", base, commit)+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			bundle := filepath.Join(dir, "result.bundle")
+			testsupport.Git(b, host, "bundle", "create", "-q", bundle, "refs/heads/"+branch, "^"+base)
+			for b.Loop() {
+				undo, err := p.ImportResult(ctx, repo, bundle, patch, branch, commit, base)
+				if err != nil {
+					b.Fatal(err)
+				}
+				undo()
+			}
+		})
+	}
 }
