@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/client"
+	"github.com/agentrun/agentrun/internal/config"
 	"github.com/agentrun/agentrun/internal/mcp"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/server"
@@ -56,10 +58,12 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	defer os.RemoveAll(dir)
 	spec := server.SubmitRequest{SubmitInput: o.input(task)}
+	author := app.remoteAuthor(ctx, o, repo.Path())
 	bundle, err := app.baseBundle(ctx, repo.Path(), base, dir, o.Quiet)
 	if err != nil {
 		return err
 	}
+	spec.Author = <-author
 	spec.Base = baseHead
 	if bundle == "" {
 		spec.Base = base // the server holds it: no bundle
@@ -76,14 +80,45 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 	return app.remoteAfter(ctx, doc, out, repo.Path(), o.Wait, o.Follow)
 }
 
+// remoteAuthor starts finding the result's author as a local submit
+// would, here: --author, else this machine's author settings, else the
+// repository's user.name and user.email ("" when none names both), so
+// that the commit a team server's host writes is the submitter's, not
+// whoever's the host's or the server's git configuration names. It reads
+// the repository's configuration beside the bundle's making.
+func (app *App) remoteAuthor(ctx context.Context, o *submitOptions, repo string) <-chan string {
+	ch := make(chan string, 1)
+	if o.Author != "" {
+		ch <- o.Author
+		return ch
+	}
+	var name, email string
+	if s, err := config.Load(app.Getenv); err == nil {
+		name, email = s.AuthorName, s.AuthorEmail
+	}
+	go func() {
+		if name == "" || email == "" {
+			n, e := workspace.ConfigIdentity(ctx, repo)
+			name, email = cmp.Or(name, n), cmp.Or(email, e)
+		}
+		author := fmt.Sprintf("%s <%s>", name, email)
+		if _, _, err := parseAuthor(author); err != nil {
+			author = "" // the server's settings decide
+		}
+		ch <- author
+	}()
+	return ch
+}
+
 // input is the spec of these flags. Unlike a local submit, the settings of
 // this machine (config file, AGENTRUN_* variables) are not applied: the
-// server applies its own.
+// server applies its own (the author is the exception: remoteAuthor).
 func (o *submitOptions) input(task string) mcp.SubmitInput {
 	in := mcp.SubmitInput{Task: task, Agent: o.Agent, AgentCmd: o.AgentCmd, Attempts: int64(o.Attempts), Timeout: o.Timeout,
 		Sandbox: o.Sandbox, Env: o.Env, Labels: o.Labels, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP,
 		MaxFiles: int64(o.MaxFiles), MaxBytes: o.MaxBytes, Disk: o.Disk, DiskInodes: o.DiskInodes, Model: o.Model,
-		Provider: o.Provider, BaseURL: o.BaseURL, ModelServer: o.ModelServer, MaxTurns: int64(o.MaxTurns), ContextWin: int64(o.ContextWin)}
+		Provider: o.Provider, BaseURL: o.BaseURL, ModelServer: o.ModelServer, MaxTurns: int64(o.MaxTurns), ContextWin: int64(o.ContextWin),
+		Author: o.Author}
 	checks, _ := parseChecks(o.Checks) // (Validate refused what does not parse)
 	for _, c := range checks {
 		in.Checks = append(in.Checks, mcp.Check{Name: c.Name, Command: c.Command})

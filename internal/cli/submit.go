@@ -69,6 +69,7 @@ type submitOptions struct {
 	History      string
 	Include      []string
 	NoInclude    bool
+	Author       string
 	Args         []string
 
 	set func(name string) bool // whether a flag was given
@@ -121,8 +122,30 @@ func (o *submitOptions) Validate() error {
 	if _, err := parseLabels(o.Labels); err != nil {
 		return err
 	}
+	if _, _, err := parseAuthor(o.Author); o.set("author") && err != nil {
+		return err
+	}
 	_, err := parseChecks(o.Checks)
 	return err
+}
+
+// parseAuthor reads --author's "NAME <EMAIL>", as git writes an author.
+func parseAuthor(s string) (name, email string, err error) {
+	bad := func(why string) (string, string, error) {
+		return "", "", catalog.Usage.New("--author %q: %s", s, why).WithFix(`give it as --author "Your Name <you@example.com>"`)
+	}
+	open := strings.LastIndexByte(s, '<')
+	if open < 0 || !strings.HasSuffix(s, ">") {
+		return bad("want NAME <EMAIL>")
+	}
+	name, email = strings.TrimSpace(s[:open]), strings.TrimSpace(s[open+1:len(s)-1])
+	switch {
+	case name == "" || email == "":
+		return bad("both the name and the email are needed")
+	case strings.ContainsAny(name, "<>\n\r\x00") || strings.ContainsAny(email, "<>\n\r\x00 "):
+		return bad("a name or an email cannot hold <, >, a line break or a NUL (nor an email a space)")
+	}
+	return name, email, nil
 }
 
 // labelKey is what a label's key may be (an agent host's label keys are
@@ -221,6 +244,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.BoolVar(&o.NoSetup, "no-setup", false, "run no setup command, not even the repository's")
 	f.StringArrayVar(&o.SetupAllow, "setup-allow", nil, "let the setup command reach HOST (as --allow; repeatable; default: setup_allow in config.toml, else no network)")
 	f.StringArrayVar(&o.Toolchains, "toolchain-cache", nil, "show the host's go, npm, pip or cargo cache read-only to the run (repeatable; default: toolchain_caches in config.toml)")
+	f.StringVar(&o.Author, "author", "", "author and committer of the result commit, as `\"NAME <EMAIL>\"` (default: author_name and author_email of the settings, else the repository's user.name and user.email)")
 	f.StringVar(&o.Provider, "provider", "", "openai or anthropic (builtin agent)")
 	f.StringVar(&o.BaseURL, "base-url", "", "model server URL (builtin agent; same as --model-server)")
 	f.IntVar(&o.MaxTurns, "max-turns", 0, "turn limit per attempt (builtin agent)")
@@ -427,6 +451,9 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 	}
 	if o.set("setup-allow") {
 		req.SetupAllow = o.SetupAllow
+	}
+	if name, email, err := parseAuthor(o.Author); o.Author != "" && err == nil {
+		req.Export.AuthorName, req.Export.AuthorEmail = name, email
 	}
 	if o.set("toolchain-cache") {
 		req.Toolchains = o.Toolchains

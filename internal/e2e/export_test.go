@@ -70,9 +70,25 @@ func TestAuthorFromEnvironment(t *testing.T) {
 	if r := e.get(d.ID); r.MaxAttempts != 3 {
 		t.Fatalf("flag over config: %d", r.MaxAttempts)
 	}
+	// --author wins over the environment and the config file, for the
+	// committer too.
+	d, res = e.submitJSON([]string{"AGENTRUN_AUTHOR_NAME=Env Bot"}, "--sandbox", "host", "--author", " Flag Person <flag@example.com>",
+		"--agent-cmd", "echo w > w.txt", "--wait", "t")
+	must(t, res, 0)
+	if got := testsupport.Git(t, e.repo, "log", "-1", "--format=%an <%ae> %cn <%ce>", d.Commit); got != "Flag Person <flag@example.com> Flag Person <flag@example.com>" {
+		t.Fatalf("author and committer %q", got)
+	}
+	before := len(e.runIDs())
+	// An --author that is not NAME <EMAIL> is refused, and nothing is made.
+	for _, bad := range []string{"Flag Person", "<flag@example.com>", "Flag <>", "Fl<ag <f@example.com>", "Flag <f @example.com>", "Flag <f@example.com>x"} {
+		res = e.run("submit", "--json", "--sandbox", "host", "--author", bad, "--agent-cmd", "true", "t")
+		must(t, res, 2)
+		if !strings.Contains(res.stdout, `"usage"`) || !strings.Contains(res.stdout, "--author") || len(e.runIDs()) != before {
+			t.Fatalf("--author %q: %s", bad, res.stdout)
+		}
+	}
 	// A broken config file is a usage error that creates nothing.
 	_ = os.WriteFile(cfg+"/config.toml", []byte("attempts = = 1"), 0o644)
-	before := len(e.runIDs())
 	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "true", "t")
 	must(t, res, 2)
 	if !strings.Contains(res.stdout, `"bad_config"`) || len(e.runIDs()) != before {

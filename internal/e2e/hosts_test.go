@@ -423,6 +423,10 @@ func TestHostsExecuteRunsOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, tm *team) {
 		tm.startHost(tm.url)
 		tm.startHost(tm.url)
+		// The results are the submitter's: authored as the submitting
+		// repository's identity, not the host's or the server's.
+		testsupport.Git(t, tm.e.repo, "config", "user.name", "Laptop User")
+		testsupport.Git(t, tm.e.repo, "config", "user.email", "laptop@example.com")
 		const n = 6
 		ids := make([]string, n)
 		for i := range n {
@@ -436,6 +440,9 @@ func TestHostsExecuteRunsOnce(t *testing.T) {
 				continue
 			}
 			tm.checkBranch(d, fmt.Sprintf("f%d.txt", i), fmt.Sprintf("run%d", i))
+			if got := testsupport.Git(t, tm.e.repo, "log", "-1", "--format=%an <%ae> %cn <%ce>", d.Commit); got != "Laptop User <laptop@example.com> Laptop User <laptop@example.com>" {
+				t.Errorf("run %s: author and committer %q, want the submitting repository's", id, got)
+			}
 			cs := tm.claims(id)
 			if len(cs) != 1 {
 				t.Errorf("run %s: %d claims, want 1", id, len(cs))
@@ -449,9 +456,18 @@ func TestHostsExecuteRunsOnce(t *testing.T) {
 			}
 		}
 		t.Logf("runs by host: %v", hosts)
+		// --author is sent to the server and wins.
+		ad, res := tm.e.submitJSON(tm.srv, "--sandbox", "host", "--author", "Named Author <named@example.com>", "--agent-cmd", "echo a > a.txt", "Authored")
+		must(t, res, 0)
+		if d := tm.waitEnded(ad.ID); d.Status == "succeeded" {
+			tm.checkBranch(d, "a.txt", "a")
+			if got := testsupport.Git(t, tm.e.repo, "log", "-1", "--format=%an <%ae>", d.Commit); got != "Named Author <named@example.com>" {
+				t.Errorf("run %s: author %q, want --author's", d.ID, got)
+			}
+		}
 		// logs -f against the server follows a run on a host.
 		id := tm.submit("for i in 1 2 3; do echo said $i; sleep 0.3; done; echo x > x.txt", "Say")
-		res := tm.e.agentrun(tm.srv, "logs", "-f", id)
+		res = tm.e.agentrun(tm.srv, "logs", "-f", id)
 		must(t, res, 0)
 		if !strings.Contains(res.stdout, "said 1\nsaid 2\nsaid 3") {
 			t.Errorf("logs -f: %q", res.stdout)

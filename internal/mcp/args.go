@@ -103,6 +103,7 @@ type SubmitInput struct {
 	MaxCost      *float64 `json:"max_cost,omitempty" jsonschema:"end the run when its estimated model cost reaches this many US dollars (0 = no limit)"`
 	ReadOnly     []string `json:"ro,omitempty" jsonschema:"host paths made visible read-only inside the sandbox"`
 	Labels       []string `json:"labels,omitempty" jsonschema:"labels as KEY=VALUE: a team server hands the run only to an agent host that has all of them"`
+	Author       string   `json:"author,omitempty" jsonschema:"author and committer of the result commit, as NAME <EMAIL> (default: the configured author, else the repository's user.name and user.email)"`
 	Wait         bool     `json:"wait,omitempty" jsonschema:"wait for the run to end, sending progress notifications as its journal grows; the result is then the ended run (its status says how it ended); cancelling the call stops the waiting, not the run"`
 }
 
@@ -117,7 +118,8 @@ func (in SubmitInput) argv() []string {
 		num("max-parallel", in.MaxParallel).str("model", in.Model).str("provider", in.Provider).
 		str("base-url", in.BaseURL).str("model-server", in.ModelServer).num("max-turns", in.MaxTurns).
 		num("context-window", in.ContextWin).ptrFloat("temperature", in.Temperature).
-		ptrInt("max-tokens", in.MaxTokens).ptrFloat("max-cost", in.MaxCost).strs("ro", in.ReadOnly).strs("label", in.Labels)
+		ptrInt("max-tokens", in.MaxTokens).ptrFloat("max-cost", in.MaxCost).strs("ro", in.ReadOnly).strs("label", in.Labels).
+		str("author", in.Author)
 	for _, c := range in.Checks {
 		a.strs("check", []string{c.Name + "=" + c.Command})
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -167,5 +168,47 @@ func TestOpenAPIServed(t *testing.T) {
 	server.New(server.Options{Log: slog.New(slog.DiscardHandler)}).Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || rec.Body.String() != string(want) {
 		t.Fatalf("GET /v1/openapi.json: %d, %d bytes; want docs/openapi.json (%d bytes)", rec.Code, rec.Body.Len(), len(want))
+	}
+}
+
+// TestOpenAPISubmitSpecNamesEveryField: the document's SubmitSpec has a
+// property for each field of server.SubmitRequest the server takes from
+// a client, and none besides.
+func TestOpenAPISubmitSpecNamesEveryField(t *testing.T) {
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(docs.OpenAPI, &d); err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for name := range d.Components.Schemas["SubmitSpec"].Properties {
+		documented = append(documented, name)
+	}
+	// What the server refuses from a client (SubmitRequest.refused).
+	refused := []string{"repo", "ro", "max_parallel", "wait", "include_dirty"}
+	var taken []string
+	var walk func(rt reflect.Type)
+	walk = func(rt reflect.Type) {
+		for f := range rt.Fields() {
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" && !slices.Contains(refused, name) {
+				taken = append(taken, name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[server.SubmitRequest]())
+	slices.Sort(documented)
+	slices.Sort(taken)
+	if !slices.Equal(documented, taken) {
+		t.Errorf("SubmitSpec's properties %v; the fields the server takes %v", documented, taken)
 	}
 }
