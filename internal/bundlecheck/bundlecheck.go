@@ -88,23 +88,22 @@ func Borrowing(ctx context.Context, repo, dir string) error {
 // walks on past the others' commits, which is slower only for history
 // that no ref under stopAt reaches, and as strict.
 func BorrowingObjects(objects, format, dir, stopAt string) error {
-	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+	version, extensions := "0", ""
 	switch format {
 	case "sha1":
 	case "sha256":
-		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = true\n"
+		version, extensions = "1", "[extensions]\n\tobjectformat = sha256\n"
 	default:
 		return fmt.Errorf("object format %q is neither sha1 nor sha256", format)
 	}
+	config := "[core]\n\trepositoryformatversion = " + version + "\n\tfilemode = true\n\tbare = true\n"
 	if stopAt != "" {
 		if strings.ContainsAny(stopAt, "\n\"\\ ") {
 			return fmt.Errorf("ref prefix %q", stopAt)
 		}
 		config += "\talternateRefsPrefixes = " + stopAt + "\n"
 	}
-	if format == "sha256" {
-		config += "[extensions]\n\tobjectformat = sha256\n"
-	}
+	config += extensions
 	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err

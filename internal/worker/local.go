@@ -166,9 +166,12 @@ func (w *Local) run(ctx context.Context, nudge <-chan struct{}) {
 // reconcile marks interrupted the active runs that no live supervisor
 // holds (a worker that died, a server killed with its runs).
 func (w *Local) reconcile(ctx context.Context) {
-	// Where runs are claimed, the queued runs no supervisor has taken up
-	// wait for a taker and are left to the store's query: on a server
-	// with a long queue they are most of the runs it holds.
+	// Where runs are claimed, a queued run no supervisor has taken up
+	// waits for a taker, and Reconcile would leave it as it is whoever
+	// holds its lease: the store's query leaves it out (Taken), before
+	// Reconcile would take the lease, which would cost two writes for
+	// each queued run every round and refuse a host's claim of it
+	// meanwhile. On a server with a long queue they are most of its runs.
 	runs, _, err := w.Home.Store.List(ctx, run.Filter{States: []run.State{run.StatePreparing, run.StateRunning,
 		run.StateChecking, run.StateExporting, run.StateQueued}, Taken: w.Home.Claimed})
 	if err != nil {
@@ -176,11 +179,7 @@ func (w *Local) reconcile(ctx context.Context) {
 		return
 	}
 	for _, r := range runs {
-		// A run waiting for a worker is left as it is by Reconcile
-		// whoever holds its lease: it is skipped before Reconcile takes
-		// the lease, which would cost two writes for each queued run
-		// every round, and refuse a host's claim of it meanwhile.
-		if w.isRunning(r.ID) || supervisor.AboutToStart(r) || (w.Home.Claimed && supervisor.Unclaimed(r)) {
+		if w.isRunning(r.ID) || supervisor.AboutToStart(r) {
 			continue
 		}
 		if _, err := supervisor.Reconcile(ctx, w.Home, r); err != nil {
