@@ -201,7 +201,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	l := layout.Layout{Home: data}
 	sweepers := app.Deps.sweepers(app.Executable)
 	env := &Env{Home: data, Layout: l, Store: be.Store, Coord: be.Coord, Settings: settings, settingsErr: cfgErr, Claimed: true, Sweepers: sweepers}
-	projects := &server.Projects{Dir: filepath.Join(data, "projects"), MaxBundle: o.MaxBundle}
+	projects := &server.Projects{Dir: filepath.Join(data, "projects"), MaxBundle: o.MaxBundle, Log: log}
 	if err := projects.Sweep(); err != nil {
 		return catalog.Home.Wrap(err, "%s: %v", projects.Dir, err)
 	}
@@ -250,7 +250,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	log.Info("serving", "addr", ln.Addr().String(), "data", data, "database", be.Dialect, "local_worker", slots)
 	serr := srv.Serve(ctx, ln, o.TLSCert, o.TLSKey)
 	log.Info("stopping: requests drained; stopping the runs being executed (they end interrupted, resumable)")
-	stopServer(ctx, log, be.Queue, w, seals)
+	stopServer(ctx, log, be.Queue, w, projects, seals)
 	log.Info("stopped")
 	if serr != nil {
 		return catalog.Internal.Wrap(serr, "serve: %v", serr)
@@ -265,10 +265,10 @@ type stopper interface {
 
 // stopServer stops what serves the runs once the requests have drained:
 // the queue (the jobs it holds go back to its table, for the next start),
-// the local worker (its runs end interrupted, resumable), then the audit
-// trail's last checkpoint, which seals the entries of the runs just
-// stopped.
-func stopServer(ctx context.Context, log *slog.Logger, q, w, seals stopper) {
+// the local worker (its runs end interrupted, resumable), the projects'
+// roll-ups of their packs, then the audit trail's last checkpoint, which
+// seals the entries of the runs just stopped.
+func stopServer(ctx context.Context, log *slog.Logger, q, w, projects, seals stopper) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), server.ShutdownTimeout)
 	defer cancel()
 	if err := q.Stop(sctx); err != nil {
@@ -276,6 +276,9 @@ func stopServer(ctx context.Context, log *slog.Logger, q, w, seals stopper) {
 	}
 	if err := w.Stop(sctx); err != nil {
 		log.Error("stop worker", "error", err.Error())
+	}
+	if err := projects.Stop(sctx); err != nil {
+		log.Error("stop the projects' pack roll-ups", "error", err.Error())
 	}
 	if err := seals.Stop(sctx); err != nil {
 		log.Error("audit checkpoint at shutdown", "error", err.Error())

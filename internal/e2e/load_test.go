@@ -232,7 +232,8 @@ func waitQueueDrained(t *testing.T, db *sqldb.DB, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d runs ended after the deadline", ended, n)
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Each look scans the runs: at the full scale, once a second.
+		time.Sleep(min(time.Duration(n)*time.Millisecond, time.Second))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,13 @@ type Projects struct {
 	Dir string
 	// MaxBundle bounds an uploaded bundle in bytes (0: DefaultMaxBundle).
 	MaxBundle int64
+	// PackLimit is how many packs a project holds before an import has
+	// them rolled up (0: DefaultPackLimit; negative: never).
+	PackLimit int
+	// Log takes what goes wrong in the background (nil: nothing).
+	Log *slog.Logger
+
+	tidying tidying
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -135,6 +143,7 @@ func (p *Projects) Import(ctx context.Context, project string, body io.Reader, b
 	// project's, when it had any): they move in as they are, and the ref
 	// that keeps the base is made; a project they cannot be linked into
 	// fetches the bundle again.
+	defer p.tidy(repo)
 	if err := bundlecheck.Migrate(check, objects); err == nil {
 		if _, err := git(ctx, repo, "update-ref", basesRefs+commit, commit); err == nil {
 			return repo, commit, nil

@@ -82,6 +82,7 @@ func (p *Projects) ImportResult(ctx context.Context, repo, bundle, patch, branch
 	if _, err := git(ctx, repo, "update-ref", "-m", "agentrun: the result of the run, from its agent host", ref, commit, old); err != nil {
 		return nil, fmt.Errorf("update %s: %w", ref, err)
 	}
+	p.tidy(repo)
 	return func() {
 		uctx := context.WithoutCancel(ctx)
 		defer p.lock(name)()

@@ -206,15 +206,27 @@ func importResultIsChecked(t *testing.T, format string) {
 }
 
 // BenchmarkImportResult: a host's upload of a one-file result, into a
-// project that holds no other run's branch, and one that holds 3,000
-// (each run leaves its branch): the quarantine's check must not grow
-// with them.
+// project that holds no other run's branch, one that holds 3,000 (each
+// run leaves its branch), and one where 1,000 earlier imports each left
+// their pack, as they left them and rolled up (what an import past the
+// project's PackLimit has done): the quarantine's check must not grow
+// with the runs.
 func BenchmarkImportResult(b *testing.B) {
 	ctx := context.Background()
-	for _, branches := range []int{0, 3000} {
-		b.Run(fmt.Sprintf("branches=%d", branches), func(b *testing.B) {
+	for _, c := range []struct {
+		name            string
+		branches, packs int
+		rollUp          bool
+	}{
+		{"branches=0", 0, 0, false},
+		{"branches=3000", 3000, 0, false},
+		{"packs=1000/as-left", 0, 1000, false},
+		{"packs=1000/rolled-up", 0, 1000, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			branches := c.branches
 			user, base := testsupport.Repo(b, map[string]string{"a.txt": "a\n"})
-			p := &server.Projects{Dir: b.TempDir()}
+			p := &server.Projects{Dir: b.TempDir(), PackLimit: -1}
 			out, err := testsupport.GitCmd(b, user, "bundle", "create", "-q", "-", "HEAD").Output()
 			if err != nil {
 				b.Fatal(err)
@@ -222,6 +234,37 @@ func BenchmarkImportResult(b *testing.B) {
 			repo, _, err := p.Import(ctx, "proj", bytes.NewReader(out), "")
 			if err != nil {
 				b.Fatal(err)
+			}
+			if c.packs > 0 {
+				// Earlier results, each in its own pack as its import
+				// left it: made in a scratch repository (one pack, so
+				// that each pack-objects there costs the same), then
+				// packed one by one into the project.
+				scratch := b.TempDir()
+				testsupport.Git(b, scratch, "init", "-q", "--bare")
+				testsupport.Git(b, scratch, "fetch", "-q", user, "HEAD:refs/heads/base")
+				var fi strings.Builder
+				for i := range c.packs {
+					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
+						i, base, len(strconv.Itoa(i))+1, i)
+				}
+				cmd := testsupport.GitCmd(b, scratch, "fast-import", "--quiet")
+				cmd.Stdin = strings.NewReader(fi.String())
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("fast-import: %v: %s", err, out)
+				}
+				for i := range c.packs {
+					cmd := testsupport.GitCmd(b, scratch, "pack-objects", "-q", "--revs", filepath.Join(repo, "objects", "pack", "pack"))
+					cmd.Stdin = strings.NewReader(fmt.Sprintf("refs/heads/agentrun/old%d\n^%s\n", i, base))
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("pack-objects: %v: %s", err, out)
+					}
+				}
+				if c.rollUp {
+					if err := p.RollUp(ctx, repo); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			host := b.TempDir()
 			testsupport.Git(b, host, "clone", "-q", user, ".")
@@ -262,6 +305,7 @@ func BenchmarkImportResult(b *testing.B) {
 				}
 				undo()
 			}
+			b.ReportMetric(float64(packsOf(b, repo)), "packs")
 		})
 	}
 }
