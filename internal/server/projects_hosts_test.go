@@ -248,11 +248,7 @@ func BenchmarkImportResult(b *testing.B) {
 					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
 						i, base, len(strconv.Itoa(i))+1, i)
 				}
-				cmd := testsupport.GitCmd(b, scratch, "fast-import", "--quiet")
-				cmd.Stdin = strings.NewReader(fi.String())
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("fast-import: %v: %s", err, out)
-				}
+				fastImport(b, scratch, fi.String())
 				for i := range c.packs {
 					cmd := testsupport.GitCmd(b, scratch, "pack-objects", "-q", "--revs", filepath.Join(repo, "objects", "pack", "pack"))
 					cmd.Stdin = strings.NewReader(fmt.Sprintf("refs/heads/agentrun/old%d\n^%s\n", i, base))
@@ -276,11 +272,7 @@ func BenchmarkImportResult(b *testing.B) {
 					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
 						i, base, len(strconv.Itoa(i))+1, i)
 				}
-				cmd := testsupport.GitCmd(b, host, "fast-import", "--quiet")
-				cmd.Stdin = strings.NewReader(fi.String())
-				if out, err := cmd.CombinedOutput(); err != nil {
-					b.Fatalf("fast-import: %v: %s", err, out)
-				}
+				fastImport(b, host, fi.String())
 				testsupport.Git(b, host, "push", "-q", repo, "refs/heads/agentrun/*:refs/heads/agentrun/*")
 			}
 			branch := run.BranchName(run.NewID())
