@@ -63,6 +63,7 @@ type Remote struct {
 	running  map[string]*job
 	projects map[string]*sync.Mutex
 	bases    map[string]bool // "REPO BASE": the bases the caches hold
+	dropped  map[string]int  // by project: runs that left its cache since its last prune
 	ttl      time.Duration
 	wg       sync.WaitGroup
 	free     chan struct{} // a slot was freed

@@ -102,13 +102,50 @@ func (w *Remote) bundleBranch(ctx context.Context, repo, dir, branch, base strin
 	return path, nil
 }
 
-// dropBranch deletes a run's branch from the project's cache.
+// dropBranch deletes a run's branch from the project's cache, and every
+// cachePruneEvery runs prunes the cache (pruneCache).
 func (w *Remote) dropBranch(ctx context.Context, project, branch string) {
 	if !projectName.MatchString(project) {
 		return
 	}
 	repo := w.projectRepo(project)
-	if _, err := os.Stat(repo); err == nil {
-		_, _ = bundlecheck.Git(ctx, repo, nil, "update-ref", "-d", "refs/heads/"+branch)
+	if _, err := os.Stat(repo); err != nil {
+		return
+	}
+	_, _ = bundlecheck.Git(ctx, repo, nil, "update-ref", "-d", "refs/heads/"+branch)
+	w.mu.Lock()
+	if w.dropped == nil {
+		w.dropped = map[string]int{}
+	}
+	w.dropped[project]++
+	due := w.dropped[project] >= cachePruneEvery
+	if due {
+		w.dropped[project] = 0
+	}
+	w.mu.Unlock()
+	if due {
+		w.pruneCache(ctx, repo)
+	}
+}
+
+// cachePruneEvery is how many runs leave a project's cache between two
+// prunes of it.
+const cachePruneEvery = 256
+
+// cacheGrace is the age below which an object nothing names is kept in a
+// cache: a run's export writes its objects before its branch names them
+// (and freshens those the cache held already, as git does).
+const cacheGrace = "1.hour.ago"
+
+// pruneCache removes the objects of the runs that left the cache repo:
+// each run's export writes its result there as loose objects, which its
+// branch kept until the run left, so that a host's disk would otherwise
+// fill with every result it ever made (12 KiB a run for a one-file
+// result, 250 MiB at 20,000). What the kept bases and the branches of the
+// runs still here reach stays, and so does anything younger than
+// cacheGrace.
+func (w *Remote) pruneCache(ctx context.Context, repo string) {
+	if _, err := bundlecheck.Git(ctx, repo, nil, "prune", "--expire="+cacheGrace); err != nil {
+		w.log().Warn("prune the project cache", "repo", repo, "error", err.Error())
 	}
 }

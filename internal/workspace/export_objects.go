@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The export writes the result's objects itself, as loose objects in the
@@ -253,15 +254,20 @@ func joinPath(dir, name string) string {
 // writeLoose writes the objects into the object directory objDir, each
 // as git writes a loose object: compressed into a temporary file (mode
 // 0444) in its fan-out directory, then linked to its name. An object
-// already there is left as it is. Like git, it does not sync them (git
-// syncs loose objects only when configured to, and such a configuration
-// sends the export to git: looseObjectDir).
+// already there is freshened instead, as git does: its time is now, so
+// that a `git prune --expire` at the same time (the user's gc, an agent
+// host's tidy of its cache) does not take an object the branch is about
+// to name because nothing named it before. Like git, it does not sync
+// them (git syncs loose objects only when configured to, and such a
+// configuration sends the export to git: looseObjectDir).
 func writeLoose(objDir string, objects []object) error {
 	var zw *zlib.Writer
 	for _, o := range objects {
 		dir := filepath.Join(objDir, o.id[:2])
 		path := filepath.Join(dir, o.id[2:])
 		if _, err := os.Lstat(path); err == nil {
+			now := time.Now()
+			_ = os.Chtimes(path, now, now) // one not ours to touch stays as it is
 			continue
 		}
 		if err := os.Mkdir(dir, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {

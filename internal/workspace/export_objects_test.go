@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -336,5 +337,56 @@ func TestLooseObjectDirReadsIncludes(t *testing.T) {
 	}
 	if looseObjectDir(repo) == "" {
 		t.Fatal("the configuration put back still sends the export to git")
+	}
+}
+
+// TestWriteLooseFreshens: an object the export would write that the
+// repository holds already, unreachable and old (a result that was
+// dropped), is freshened as git does, so that a `git prune --expire` at
+// the same time keeps it for the branch about to name it; a new object
+// is written whole.
+func TestWriteLooseFreshens(t *testing.T) {
+	t.Parallel()
+	repo := filepath.Join(t.TempDir(), "cache.git")
+	testsupport.Git(t, t.TempDir(), "init", "-q", "--bare", repo)
+	hash := func(data string) string {
+		cmd := testsupport.GitCmd(t, repo, "hash-object", "-w", "--stdin")
+		cmd.Stdin = strings.NewReader(data)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	objDir := filepath.Join(repo, "objects")
+	old := hash("dropped result\n")
+	path := filepath.Join(objDir, old[:2], old[2:])
+	then := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(path, then, then); err != nil {
+		t.Fatal(err)
+	}
+	fresh := "new result\n"
+	cmd := testsupport.GitCmd(t, repo, "hash-object", "--stdin") // its id, not written
+	cmd.Stdin = strings.NewReader(fresh)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newID := strings.TrimSpace(string(out))
+	if err := writeLoose(objDir, []object{{id: old, kind: "blob", data: []byte("dropped result\n")}, {id: newID, kind: "blob", data: []byte(fresh)}}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("the object already there is still from %s", fi.ModTime())
+	}
+	testsupport.Git(t, repo, "prune", "--expire=1.hour.ago")
+	for _, id := range []string{old, newID} {
+		if got := testsupport.Git(t, repo, "cat-file", "-t", id); got != "blob" {
+			t.Errorf("%s is a %q after prune", id, got)
+		}
 	}
 }
