@@ -248,7 +248,7 @@ func BenchmarkImportResult(b *testing.B) {
 					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
 						i, base, len(strconv.Itoa(i))+1, i)
 				}
-				fastImport(b, scratch, fi.String())
+				testsupport.GitInput(b, scratch, fi.String(), "fast-import", "--quiet")
 				for i := range c.packs {
 					cmd := testsupport.GitCmd(b, scratch, "pack-objects", "-q", "--revs", filepath.Join(repo, "objects", "pack", "pack"))
 					cmd.Stdin = strings.NewReader(fmt.Sprintf("refs/heads/agentrun/old%d\n^%s\n", i, base))
@@ -272,7 +272,7 @@ func BenchmarkImportResult(b *testing.B) {
 					fmt.Fprintf(&fi, "commit refs/heads/agentrun/old%d\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline r.txt\ndata %d\n%d\n\n",
 						i, base, len(strconv.Itoa(i))+1, i)
 				}
-				fastImport(b, host, fi.String())
+				testsupport.GitInput(b, host, fi.String(), "fast-import", "--quiet")
 				testsupport.Git(b, host, "push", "-q", repo, "refs/heads/agentrun/*:refs/heads/agentrun/*")
 			}
 			branch := run.BranchName(run.NewID())

@@ -35,7 +35,7 @@ func resultsOn(tb testing.TB, user, base, tag string, n int) []result {
 		fmt.Fprintf(&fi, "commit refs/heads/%s\ncommitter R <r@example.com> 1700000000 +0000\ndata 2\nr\nfrom %s\nM 100644 inline %s%d.txt\ndata %d\n%s\n",
 			out[i].branch, base, tag, i, len(body), body)
 	}
-	fastImport(tb, host, fi.String())
+	testsupport.GitInput(tb, host, fi.String(), "fast-import", "--quiet")
 	for i := range out {
 		r := &out[i]
 		r.commit = testsupport.Git(tb, host, "rev-parse", "refs/heads/"+r.branch)
@@ -47,16 +47,6 @@ func resultsOn(tb testing.TB, user, base, tag string, n int) []result {
 		testsupport.Git(tb, host, "bundle", "create", "-q", r.bundle, "refs/heads/"+r.branch, "^"+base)
 	}
 	return out
-}
-
-// fastImport feeds stream to git fast-import in dir.
-func fastImport(tb testing.TB, dir, stream string) {
-	tb.Helper()
-	cmd := testsupport.GitCmd(tb, dir, "fast-import", "--quiet")
-	cmd.Stdin = strings.NewReader(stream)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("fast-import: %v: %s", err, out)
-	}
 }
 
 // packsOf counts repo's packs.

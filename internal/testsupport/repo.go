@@ -59,7 +59,17 @@ func RepoAt(t testing.TB, dir string, files map[string]string, initArgs ...strin
 // without surrounding white space.
 func Git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
+	return GitInput(t, dir, "", args...)
+}
+
+// GitInput is Git with stdin as git's standard input (fast-import,
+// hash-object --stdin, mktree).
+func GitInput(t testing.TB, dir, stdin string, args ...string) string {
+	t.Helper()
 	cmd := GitCmd(t, dir, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

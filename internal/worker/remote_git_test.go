@@ -55,22 +55,11 @@ func TestDroppedRunsArePruned(t *testing.T) {
 // repo as a host's export does, on branch.
 func commitLoose(t *testing.T, repo, base, file, branch string) string {
 	t.Helper()
-	blob := gitIn(t, repo, file+"\n", "hash-object", "-w", "--stdin")
-	tree := gitIn(t, repo, testsupport.Git(t, repo, "ls-tree", base)+"\n100644 blob "+blob+"\t"+file+"\n", "mktree")
-	id := gitIn(t, repo, "result\n", "commit-tree", tree, "-p", base)
+	blob := testsupport.GitInput(t, repo, file+"\n", "hash-object", "-w", "--stdin")
+	tree := testsupport.GitInput(t, repo, testsupport.Git(t, repo, "ls-tree", base)+"\n100644 blob "+blob+"\t"+file+"\n", "mktree")
+	id := testsupport.GitInput(t, repo, "result\n", "commit-tree", tree, "-p", base)
 	testsupport.Git(t, repo, "update-ref", "refs/heads/"+branch, id)
 	return id
-}
-
-func gitIn(t *testing.T, dir, stdin string, args ...string) string {
-	t.Helper()
-	cmd := testsupport.GitCmd(t, dir, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // age sets the time of commit id's loose objects (its own, its tree's and

@@ -349,30 +349,15 @@ func TestWriteLooseFreshens(t *testing.T) {
 	t.Parallel()
 	repo := filepath.Join(t.TempDir(), "cache.git")
 	testsupport.Git(t, t.TempDir(), "init", "-q", "--bare", repo)
-	hash := func(data string) string {
-		cmd := testsupport.GitCmd(t, repo, "hash-object", "-w", "--stdin")
-		cmd.Stdin = strings.NewReader(data)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(out))
-	}
 	objDir := filepath.Join(repo, "objects")
-	old := hash("dropped result\n")
+	old := testsupport.GitInput(t, repo, "dropped result\n", "hash-object", "-w", "--stdin")
 	path := filepath.Join(objDir, old[:2], old[2:])
 	then := time.Now().Add(-2 * time.Hour)
 	if err := os.Chtimes(path, then, then); err != nil {
 		t.Fatal(err)
 	}
 	fresh := "new result\n"
-	cmd := testsupport.GitCmd(t, repo, "hash-object", "--stdin") // its id, not written
-	cmd.Stdin = strings.NewReader(fresh)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	newID := strings.TrimSpace(string(out))
+	newID := testsupport.GitInput(t, repo, fresh, "hash-object", "--stdin") // its id, not written
 	if err := writeLoose(objDir, []object{{id: old, kind: "blob", data: []byte("dropped result\n")}, {id: newID, kind: "blob", data: []byte(fresh)}}); err != nil {
 		t.Fatal(err)
 	}
