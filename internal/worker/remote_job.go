@@ -145,7 +145,10 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 	st := &remoteStore{c: w.Client, j: j, repo: repo, patch: l.Patch(j.id), flush: sh.ship,
 		bundle: func(ctx context.Context, branch, base string) (string, error) {
 			return w.bundleBranch(ctx, repo, l.RunDir(j.id), branch, base)
-		}}
+		}, log: w.log()}
+	if r, err := clone(c.Run); err == nil {
+		st.prime(st.local(r))
+	}
 	deps := w.Deps(st, l)
 	deps.RecordWithin = recordWithin
 	lease, err := deps.Coord.Acquire(ctx, j.id, 0)
@@ -169,6 +172,7 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 		Cancelled: j.cancelled}
 	t0 := time.Now()
 	err = s.Run(j.ctx(ctx))
+	st.drain()
 	if !j.isLost() {
 		sh.ship(context.WithoutCancel(ctx))
 	}

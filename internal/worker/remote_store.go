@@ -3,8 +3,10 @@ package worker
 // remote_store.go: the run store an agent host's supervisor works with.
 // It writes through to the team server: the server's record is the only
 // one, every read and write goes to /v1/hosts/runs/ID with the claim's
-// fencing token, and a write the server refuses as lease_lost abandons
-// the run here. Update and TransitionWith read the record, apply fn, and
+// fencing token (but for the reads before the first write, which the
+// claim's record answers), and a write the server refuses as lease_lost
+// abandons the run here. The journal's events go out in order behind the
+// supervisor's back, each before any write that follows it. Update and TransitionWith read the record, apply fn, and
 // send it back with the version read; a record that changed meanwhile is
 // read again (record_stale). The record's repository is the host's own
 // copy of the project (its cache), never the server's path.
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/url"
 	"os"
@@ -52,6 +55,24 @@ type remoteStore struct {
 	// server's version check sends it back to read again (record_stale)
 	// where the record changed meanwhile.
 	last *run.Run
+	// primed is the record the claim brought (local): Get answers with it
+	// until the first write, instead of asking the server again. The
+	// claim read it a moment ago under the run's new lease; a cancel
+	// asked for since is in the answer to that first write (the server
+	// keeps its own CancelRequested) and in the host's heartbeat, as it
+	// would be after a read.
+	primed *run.Run
+	// queued are the journal's events AppendEvent took and the server
+	// has not been sent yet; sending says whether a sender goroutine is
+	// on its way to them.
+	queued  []run.Event
+	sending bool
+
+	// sendMu orders what goes to the server: the events queued go out,
+	// in order, before any write of the record that follows them.
+	sendMu sync.Mutex
+	// log tells what the journal could not send.
+	log *slog.Logger
 }
 
 var _ run.Store = (*remoteStore)(nil)
@@ -121,9 +142,24 @@ func (s *remoteStore) check(id string) error {
 	return nil
 }
 
+// prime makes r (the claim's record, local) the answer to every Get
+// until the first write.
+func (s *remoteStore) prime(r *run.Run) {
+	s.mu.Lock()
+	s.primed = r
+	s.mu.Unlock()
+	s.remember(r)
+}
+
 func (s *remoteStore) Get(ctx context.Context, id string) (*run.Run, error) {
 	if err := s.check(id); err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	primed := s.primed
+	s.mu.Unlock()
+	if primed != nil {
+		return clone(primed)
 	}
 	var r run.Run
 	err := s.call(ctx, func(ctx context.Context) error {
@@ -182,6 +218,12 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 	if err := s.check(id); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.primed = nil // from here on, a read asks the server
+	s.mu.Unlock()
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.sendQueued()
 	for fresh := false; ; fresh = true {
 		r, err := s.base(ctx, id, fresh)
 		if err != nil {
@@ -315,21 +357,68 @@ func (s *remoteStore) AppendEvent(ctx context.Context, id string, e run.Event) (
 		s.mu.Unlock()
 		return e, nil
 	}
-	var out run.Event
-	err := s.call(ctx, func(ctx context.Context) error {
-		b, err := s.c.Post(ctx, s.path("events"), server.AppendRequest{Token: s.j.token, Event: e})
-		if err == nil {
-			err = json.Unmarshal(b, &out)
+	// Sent behind the caller's back, in order: the supervisor does not
+	// wait a round trip to the server for each step it journals (the
+	// agent starts while "attempt started" is on its way). A write of
+	// the record sends what is queued first, and the host sends the rest
+	// before it releases the run (drain).
+	s.mu.Lock()
+	s.queued = append(s.queued, e)
+	start := !s.sending
+	s.sending = true
+	s.mu.Unlock()
+	if start {
+		go func() {
+			s.sendMu.Lock()
+			defer s.sendMu.Unlock()
+			s.sendQueued()
+		}()
+	}
+	return e, nil
+}
+
+// eventTimeout bounds the sending of one event (the server unreachable
+// that long, the event is left out of the journal, as the supervisor's
+// own journal calls give up).
+const eventTimeout = 10 * time.Second
+
+// sendQueued sends the queued events, in order, until none is left
+// (sendMu held).
+func (s *remoteStore) sendQueued() {
+	for {
+		s.mu.Lock()
+		if len(s.queued) == 0 {
+			s.sending = false
+			s.mu.Unlock()
+			return
 		}
-		return err
-	})
-	return out, err
+		e := s.queued[0]
+		s.queued = s.queued[1:]
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
+		err := s.call(ctx, func(ctx context.Context) error {
+			_, err := s.c.Post(ctx, s.path("events"), server.AppendRequest{Token: s.j.token, Event: e})
+			return err
+		})
+		cancel()
+		if err != nil && s.log != nil && !s.j.isLost() {
+			s.log.Warn("journal", "run", s.j.id, "event", string(e.Type), "error", err.Error())
+		}
+	}
+}
+
+// drain sends the events still queued.
+func (s *remoteStore) drain() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.sendQueued()
 }
 
 func (s *remoteStore) Events(ctx context.Context, id string, after int64) ([]run.Event, error) {
 	if err := s.check(id); err != nil {
 		return nil, err
 	}
+	s.drain() // the journal as this host wrote it
 	var out server.EventsAnswer
 	q := s.tokenQuery()
 	q.Set("after", strconv.FormatInt(after, 10))

@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/client"
+	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
+)
+
+// hostRoutes is a team server's run routes for hosts as the store calls
+// them, on loopback: it keeps one record, journals the events it is sent,
+// and logs every call in the order it came. hold, when set, keeps each
+// event's answer until it is closed.
+type hostRoutes struct {
+	t    *testing.T
+	mu   sync.Mutex
+	rec  run.Run
+	log  []string // "GET", "PUT <to>", "EVENT <message>"
+	hold chan struct{}
+	got  chan string // each event's message, as it arrives
+}
+
+func (h *hostRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case r.Method == "GET" && r.URL.Path == "/v1/hosts/runs/"+h.rec.ID:
+		h.log = append(h.log, "GET")
+		json.NewEncoder(w).Encode(h.rec)
+	case r.Method == "PUT" && r.URL.Path == "/v1/hosts/runs/"+h.rec.ID:
+		var in server.RecordWrite
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Token != 7 || in.Version != h.rec.Version {
+			h.t.Errorf("PUT: %v, token %d, version %d (the record's: %d)", err, in.Token, in.Version, h.rec.Version)
+		}
+		h.rec.Version++
+		if in.Transition != nil {
+			h.rec.State = in.Transition.To
+			h.log = append(h.log, "PUT "+string(in.Transition.To))
+		}
+		json.NewEncoder(w).Encode(h.rec)
+	case r.Method == "POST" && r.URL.Path == "/v1/hosts/runs/"+h.rec.ID+"/events":
+		var in server.AppendRequest
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Token != 7 {
+			h.t.Errorf("POST events: %v, token %d", err, in.Token)
+		}
+		h.log = append(h.log, "EVENT "+in.Event.Message)
+		if h.got != nil {
+			h.got <- in.Event.Message
+		}
+		if h.hold != nil {
+			h.mu.Unlock()
+			<-h.hold
+			h.mu.Lock()
+		}
+		json.NewEncoder(w).Encode(in.Event)
+	default:
+		h.t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+		http.NotFound(w, r)
+	}
+}
+
+func (h *hostRoutes) calls() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.log)
+}
+
+func newRoutesStore(t *testing.T) (*hostRoutes, *remoteStore) {
+	t.Helper()
+	h := &hostRoutes{t: t, rec: run.Run{ID: run.NewID(), State: run.StateQueued, Version: 3, Repo: "/srv/projects/p.git"}}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "host.secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, &remoteStore{c: c, j: newJob(h.rec.ID, 7, "p"), repo: "/cache/p.git"}
+}
+
+// TestStoreReadsTheClaimUntilItWrites: the record the claim brought
+// answers the supervisor's reads until its first write (no call to the
+// server for them); the write goes from that record's version, and reads
+// after it ask the server.
+func TestStoreReadsTheClaimUntilItWrites(t *testing.T) {
+	ctx := context.Background()
+	h, st := newRoutesStore(t)
+	claimed := h.rec
+	st.prime(st.local(&claimed))
+	for range 2 {
+		r, err := st.Get(ctx, h.rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != run.StateQueued || r.Version != 3 || r.Repo != "/cache/p.git" {
+			t.Fatalf("Get = %s v%d in %s, want the claim's record (queued v3) in the host's cache", r.State, r.Version, r.Repo)
+		}
+		r.State = run.StateFailed // a caller's change is its own
+	}
+	if c := h.calls(); len(c) != 0 {
+		t.Fatalf("reads before the first write called the server: %v", c)
+	}
+	if _, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, ""); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Get(ctx, h.rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != run.StatePreparing || r.Version != 4 {
+		t.Errorf("Get after the write = %s v%d, want preparing v4", r.State, r.Version)
+	}
+	if c, want := h.calls(), []string{"PUT preparing", "GET"}; !slices.Equal(c, want) {
+		t.Errorf("calls = %v, want %v", c, want)
+	}
+}
+
+// TestJournalDoesNotWait: AppendEvent returns without waiting for the
+// server; the events reach it in the order they were journaled, all of
+// them before a write of the record that follows them, and drain sends
+// what is left.
+func TestJournalDoesNotWait(t *testing.T) {
+	ctx := context.Background()
+	h, st := newRoutesStore(t)
+	h.hold, h.got = make(chan struct{}), make(chan string, 8)
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.hold) }) }
+	t.Cleanup(release) // before the server's Close, which waits for its handlers
+	claimed := h.rec
+	st.prime(st.local(&claimed))
+	for _, m := range []string{"one", "two", "three"} {
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventAttempt, m, nil)); err != nil {
+				t.Error(err)
+			}
+		}()
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("AppendEvent(%s) waited for the server, which holds the first event's answer", m)
+		}
+	}
+	if m := <-h.got; m != "one" {
+		t.Fatalf("first event sent: %s", m)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "")
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("the write did not wait for the events journaled before it (err %v): %v", err, h.calls())
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventAttempt, "four", nil)); err != nil {
+		t.Fatal(err)
+	}
+	st.drain()
+	if c, want := h.calls(), []string{"EVENT one", "EVENT two", "EVENT three", "PUT preparing", "EVENT four"}; !slices.Equal(c, want) {
+		t.Errorf("calls = %v, want %v", c, want)
+	}
+}
