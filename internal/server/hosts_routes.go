@@ -155,9 +155,13 @@ type RecordWrite struct {
 	Version    int64       `json:"version"`
 	Record     *run.Run    `json:"record"`
 	Transition *Transition `json:"transition,omitempty"`
-	// Events are journaled just before the record is written (the result
-	// upload only: the export's event lands with the result or not at
-	// all, so a host that loses the run while uploading leaves none).
+	// Events are journaled, in order, just before the record is written.
+	// In the result upload, the export's event lands with the result or
+	// not at all, so a host that loses the run while uploading leaves
+	// none. In a PUT they are the journal's events the host had not sent
+	// yet: they are journaled once the fence passed, whatever the write's
+	// answer (a record_stale answer too), so the host never sends them
+	// again.
 	Events []run.Event `json:"events,omitempty"`
 }
 
@@ -226,7 +230,15 @@ func (s *Server) hostPut(w http.ResponseWriter, r *http.Request, host *Host) {
 		writeError(w, err)
 		return
 	}
-	s.fenced(w, r, host, in.Token, func(ctx context.Context, id string) (any, error) { return s.write(ctx, id, in) })
+	s.fenced(w, r, host, in.Token, func(ctx context.Context, id string) (any, error) {
+		for _, ev := range in.Events {
+			ev.Seq = 0
+			if _, err := s.o.Hosts.Home.Store.AppendEvent(ctx, id, ev); err != nil {
+				return nil, err
+			}
+		}
+		return s.write(ctx, id, in)
+	})
 }
 
 // EventsAnswer is the answer of GET /v1/hosts/runs/{id}/events.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,8 +117,36 @@ func TestHostRoutes(t *testing.T) {
 		}
 		rec := cl.Run
 		rec["message"] = "stale"
-		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version - 1, "record": rec}); a.code(t) != "record_stale" {
+		ev := func(m string) []map[string]any { return []map[string]any{{"type": "sandbox", "message": m}} }
+		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version - 1, "record": rec,
+			"events": ev("with the stale write")}); a.code(t) != "record_stale" {
 			t.Errorf("a write from an old version: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token + 1, "version": version, "record": rec,
+			"events": ev("another token's")}); a.code(t) != "lease_lost" {
+			t.Errorf("a write with another token: %d %s", a.status, a.body)
+		}
+		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version, "record": rec,
+			"events": append(ev("with the write"), ev("and another")...)}); a.status != 200 {
+			t.Errorf("a write with events: %d %s", a.status, a.body)
+		}
+		// The events a write carries are journaled in order once past
+		// the fence, whatever the write's answer.
+		a = srv.asHost(t, cred, "GET", "/v1/hosts/runs/{id}/events"+q, id, nil)
+		var carried []string
+		var evs struct {
+			Events []struct {
+				Type, Message string
+			} `json:"events"`
+		}
+		_ = json.Unmarshal(a.body, &evs)
+		for _, e := range evs.Events {
+			if e.Type == "sandbox" {
+				carried = append(carried, e.Message)
+			}
+		}
+		if want := []string{"with the stale write", "with the write", "and another"}; !slices.Equal(carried, want) {
+			t.Errorf("journaled from writes: %q, want %q (%s)", carried, want, a.body)
 		}
 		a = srv.asHost(t, cred, "POST", "/v1/hosts/heartbeat", "", map[string]any{"runs": []map[string]any{{"id": id, "token": cl.Token}}})
 		if lost, _ := a.doc(t)["lost"].([]any); a.status != 200 || len(lost) != 0 {

@@ -13,6 +13,7 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,7 +74,16 @@ type remoteStore struct {
 	sendMu sync.Mutex
 	// log tells what the journal could not send.
 	log *slog.Logger
+	// batch is how long the journal's events wait for a write of the
+	// record to carry them before they go on their own (0: journalBatch).
+	batch time.Duration
 }
+
+// journalBatch: a step the supervisor journals is often followed at once
+// by a write of the record (sandbox started, then running), which then
+// carries the event instead of waiting for its round trip. The server has
+// it that much later when no write follows.
+const journalBatch = 2 * time.Millisecond
 
 var _ run.Store = (*remoteStore)(nil)
 
@@ -223,7 +233,22 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 	s.mu.Unlock()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	s.sendQueued()
+	// The events not sent yet ride on the write's first try (a PUT): the
+	// server journals them before the record, whatever its answer.
+	var events []run.Event
+	s.mu.Lock()
+	events, s.queued = s.queued, nil
+	s.mu.Unlock()
+	defer func() {
+		// No write tried (fn refused, the state moved on, the record
+		// could not be read): they go out on their own.
+		if len(events) > 0 {
+			s.mu.Lock()
+			s.queued = append(events, s.queued...)
+			s.mu.Unlock()
+			s.sendQueued()
+		}
+	}()
 	for fresh := false; ; fresh = true {
 		r, err := s.base(ctx, id, fresh)
 		if err != nil {
@@ -249,11 +274,24 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 			s.flush(ctx)
 		}
 		w := server.RecordWrite{Token: s.j.token, Version: r.Version, Record: c, Transition: t}
+		result := t != nil && c.Result != nil && c.Result.Commit != "" && (before == nil || before.Commit != c.Result.Commit)
+		if !result {
+			// Journaled by this write, whatever its answer; sent again
+			// only with a try the server did not answer.
+			w.Events, events = events, nil
+		}
 		var out run.Run
 		err = s.call(ctx, func(ctx context.Context) error {
 			var b []byte
 			var err error
-			if t != nil && c.Result != nil && c.Result.Commit != "" && (before == nil || before.Commit != c.Result.Commit) {
+			if result {
+				if len(events) > 0 {
+					s.mu.Lock()
+					s.queued = append(events, s.queued...)
+					s.mu.Unlock()
+					events = nil
+					s.sendQueued()
+				}
 				s.mu.Lock()
 				w.Events = append([]run.Event(nil), s.held...)
 				s.mu.Unlock()
@@ -360,19 +398,19 @@ func (s *remoteStore) AppendEvent(ctx context.Context, id string, e run.Event) (
 	// Sent behind the caller's back, in order: the supervisor does not
 	// wait a round trip to the server for each step it journals (the
 	// agent starts while "attempt started" is on its way). A write of
-	// the record sends what is queued first, and the host sends the rest
-	// before it releases the run (drain).
+	// the record carries what is queued (or sends it first), and the
+	// host sends the rest before it releases the run (drain).
 	s.mu.Lock()
 	s.queued = append(s.queued, e)
 	start := !s.sending
 	s.sending = true
 	s.mu.Unlock()
 	if start {
-		go func() {
+		time.AfterFunc(cmp.Or(s.batch, journalBatch), func() {
 			s.sendMu.Lock()
 			defer s.sendMu.Unlock()
 			s.sendQueued()
-		}()
+		})
 	}
 	return e, nil
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,8 @@ import (
 
 // hostRoutes is a team server's run routes for hosts as the store calls
 // them, on loopback: it keeps one record, journals the events it is sent,
-// and logs every call in the order it came. hold, when set, keeps each
+// and logs every call in the order it came (the events a PUT carries
+// before it). hold, when set, keeps each
 // event's answer until it is closed.
 type hostRoutes struct {
 	t    *testing.T
@@ -39,6 +41,9 @@ func (h *hostRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var in server.RecordWrite
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Token != 7 || in.Version != h.rec.Version {
 			h.t.Errorf("PUT: %v, token %d, version %d (the record's: %d)", err, in.Token, in.Version, h.rec.Version)
+		}
+		for _, e := range in.Events {
+			h.log = append(h.log, "EVENT "+e.Message+" (with PUT)")
 		}
 		h.rec.Version++
 		if in.Transition != nil {
@@ -171,6 +176,36 @@ func TestJournalDoesNotWait(t *testing.T) {
 	}
 	st.drain()
 	if c, want := h.calls(), []string{"EVENT one", "EVENT two", "EVENT three", "PUT preparing", "EVENT four"}; !slices.Equal(c, want) {
+		t.Errorf("calls = %v, want %v", c, want)
+	}
+}
+
+// TestWriteCarriesTheJournal: events journaled just before a write of the
+// record ride on it (one call), and go on their own where no write is
+// made after all.
+func TestWriteCarriesTheJournal(t *testing.T) {
+	ctx := context.Background()
+	h, st := newRoutesStore(t)
+	st.batch = time.Hour // no sender of their own before the write
+	claimed := h.rec
+	st.prime(st.local(&claimed))
+	for _, m := range []string{"sandbox started", "also"} {
+		if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventSandbox, m, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StateRunning, run.ReasonNone, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventAttempt, "refused", nil)); err != nil {
+		t.Fatal(err)
+	}
+	no := errors.New("no")
+	if _, err := st.Update(ctx, h.rec.ID, func(*run.Run) error { return no }); !errors.Is(err, no) {
+		t.Fatalf("Update = %v, want fn's error", err)
+	}
+	want := []string{"EVENT sandbox started (with PUT)", "EVENT also (with PUT)", "PUT running", "EVENT refused"}
+	if c := h.calls(); !slices.Equal(c, want) {
 		t.Errorf("calls = %v, want %v", c, want)
 	}
 }
