@@ -69,20 +69,31 @@ func (h *Hosts) endClaim(ctx context.Context, c claim, outcome string) (bool, er
 // fence refuses a write of run id by host unless the host's claim with
 // token is open and token is the run's lease's current one, held for the
 // host. The caller holds lockRun(id).
+//
+// The two reads go side by side (each on a connection of its own): every
+// call of a host's run pays for the fence, and on PostgreSQL a read is a
+// round trip.
 func (h *Hosts) fence(ctx context.Context, host *Host, id string, token int64) error {
+	type lease struct {
+		held bool
+		err  error
+	}
+	leased := make(chan lease, 1)
+	go func() {
+		held, err := h.Leases.HeldBy(ctx, id, token, holder(host.ID))
+		leased <- lease{held, err}
+	}()
 	var n int
-	if err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM host_claims
-		WHERE run_id = $1 AND token = $2 AND host_id = $3 AND ended_at IS NULL`, id, token, host.ID).Scan(&n); err != nil {
+	err := h.DB.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM host_claims
+		WHERE run_id = $1 AND token = $2 AND host_id = $3 AND ended_at IS NULL`, id, token, host.ID).Scan(&n)
+	l := <-leased
+	if err == nil {
+		err = l.err
+	}
+	if err != nil {
 		return fmt.Errorf("fence %s: %w", id, err)
 	}
-	held := false
-	if n == 1 {
-		var err error
-		if held, err = h.Leases.HeldBy(ctx, id, token, holder(host.ID)); err != nil {
-			return fmt.Errorf("fence %s: %w", id, err)
-		}
-	}
-	if !held {
+	if n != 1 || !l.held {
 		return catalog.LeaseLost.New("host %s does not hold run %s with token %d", host.ID, id, token)
 	}
 	return nil
