@@ -368,6 +368,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		// The data directory's layout, for the workspace's preflight;
 		// opening it (which creates it) waits until the run is planned.
 		req.Data = &layout.Layout{Home: home}
+		req.Commits = workspace.NewCommitCache(req.Data.CommitCache())
 	}
 	// The request's values are refused before the task is read (stdin
 	// may be a terminal); Plan checks them again, with the task.
@@ -413,6 +414,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}); err != nil {
 		return err
 	}
+	req.Commits.Keep() // the run is made: what the plan learned of its base is kept
 	app.quiet, app.changes = o.Quiet, ahead.Changes()
 	return app.afterStart(ctx, env, r, o.Wait, o.Follow)
 }

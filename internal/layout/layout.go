@@ -96,6 +96,11 @@ func (l Layout) Cache() string { return filepath.Join(l.Home, "cache") }
 // layers.
 func (l Layout) LayerCache() string { return filepath.Join(l.Cache(), "layers") }
 
+// CommitCache is the directory of what is known of the commits runs were
+// submitted on (a file of the base's tree, the size of its checkout), so
+// that the next submit on one asks git less.
+func (l Layout) CommitCache() string { return filepath.Join(l.Cache(), "commits") }
+
 // Capacity is the directory of the model servers' shared request slots.
 func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }
 func (l Layout) SlotLock(k int) string {

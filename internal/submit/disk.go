@@ -103,8 +103,9 @@ func overlayLikely(b sandbox.Backend, w run.WorkspaceSpec) bool {
 // git ls-tree) when planDisk will need it, so that it runs while the rest
 // of the run is planned; the function returned waits for it.
 func estimateCheckout(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) func() (int64, error) {
+	commits := req.Commits
 	if req.Data == nil || (overlayLikely(b, req.Workspace) && workspace.NewLayerCache(req.Data.LayerCache()).Cached(r.Base)) {
-		return func() (int64, error) { return workspace.CheckoutBytes(ctx, r.Repo, r.Base) }
+		return func() (int64, error) { return commits.CheckoutBytes(ctx, r.Repo, r.Base) }
 	}
 	type answer struct {
 		n   int64
@@ -113,7 +114,7 @@ func estimateCheckout(ctx context.Context, req Request, b sandbox.Backend, r *ru
 	ch := make(chan answer, 1)
 	repo, base := r.Repo, r.Base
 	go func() {
-		n, err := workspace.CheckoutBytes(ctx, repo, base)
+		n, err := commits.CheckoutBytes(ctx, repo, base)
 		ch <- answer{n, err}
 	}()
 	return sync.OnceValues(func() (int64, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentrun/agentrun/internal/policy"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // Service plans runs: the one home of submit's validation, called by the
@@ -100,6 +101,12 @@ type Request struct {
 	// (nil: no checks that need it, the overlay probe and the disk
 	// budget, are made).
 	Data *layout.Layout
+	// Commits, when set, answers what the plan asks of the base commit
+	// (its .agentrun.toml, the size of its checkout) from what an earlier
+	// submit learned, and keeps what this one learns; it writes nothing
+	// before its caller's Keep, once the run is made (a refused submit
+	// changes nothing).
+	Commits *workspace.CommitCache
 	// DiskBudget bounds the runs' workspaces and the layer cache together
 	// (0: no budget).
 	DiskBudget int64

@@ -34,12 +34,13 @@ type RepoConfig struct {
 }
 
 // ReadRepoConfig reads .agentrun.toml at commit of the repository at dir
-// (a zero RepoConfig when there is none). Errors are catalog errors.
-func ReadRepoConfig(ctx context.Context, dir, commit string) (RepoConfig, error) {
+// (a zero RepoConfig when there is none), through cache (nil: none).
+// Errors are catalog errors.
+func ReadRepoConfig(ctx context.Context, cache *workspace.CommitCache, dir, commit string) (RepoConfig, error) {
 	var c RepoConfig
 	// dir was inspected already (submit.Service.Inspect): a work tree, or
 	// a server's bare project repository.
-	data, ok, err := workspace.FileAtDir(ctx, dir, commit, RepoConfigName)
+	data, ok, err := cache.FileAt(ctx, dir, commit, RepoConfigName)
 	if err != nil {
 		return c, catalog.BadRepoConfig.Wrap(err, "%v", err)
 	}
@@ -69,7 +70,7 @@ func planSetup(ctx context.Context, req Request, repo, base string) (*run.SetupS
 	var rc RepoConfig
 	if req.Setup == "" || len(req.SetupAllow) == 0 {
 		var err error
-		if rc, err = ReadRepoConfig(ctx, repo, base); err != nil {
+		if rc, err = ReadRepoConfig(ctx, req.Commits, repo, base); err != nil {
 			return nil, nil, err
 		}
 	}

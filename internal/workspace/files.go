@@ -26,15 +26,22 @@ func (r *Repo) FileAt(ctx context.Context, commit, path string) (data []byte, ok
 // process (see commitMemo): a team server reads the same base's file for
 // every submit.
 func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok bool, err error) {
+	data, ok, _, err = fileAt(ctx, dir, commit, path)
+	return data, ok, err
+}
+
+// fileAt is FileAtDir; known says the answer is about the commit (the
+// repository holds it), so that it holds wherever the commit is.
+func fileAt(ctx context.Context, dir, commit, path string) (data []byte, ok, known bool, err error) {
 	if !isObjectID(commit) {
-		return nil, false, fmt.Errorf("read %s: %q is not a full commit id", path, commit)
+		return nil, false, false, fmt.Errorf("read %s: %q is not a full commit id", path, commit)
 	}
 	if err := ValidatePath(path); err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", path, err)
+		return nil, false, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	key := commit + ":" + path
 	if a, hit := fileMemo.get(key); hit {
-		return bytes.Clone(a.data), a.ok, nil // (the caller may change its copy)
+		return bytes.Clone(a.data), a.ok, true, nil // (the caller may change its copy)
 	}
 	// One git process: cat-file --batch answers, for the path and then
 	// for the commit itself, "<id> <type> <size>" and the content, or
@@ -43,13 +50,13 @@ func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok b
 	out, err := gitCmd{dir: dir, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(key + "\n" + commit + "^{commit}\n")}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, false, ctx.Err()
+			return nil, false, false, ctx.Err()
 		}
-		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
+		return nil, false, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
 	}
 	typ, body, rest, err := batchRecord(out)
 	if err != nil {
-		return nil, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
+		return nil, false, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
 	}
 	data, ok = body, typ == "blob"
 	if !ok {
@@ -57,8 +64,9 @@ func FileAtDir(ctx context.Context, dir, commit, path string) (data []byte, ok b
 	}
 	if ctyp, _, _, err := batchRecord(rest); err == nil && ctyp == "commit" && len(data) <= memoMaxData {
 		fileMemo.put(key, fileAnswer{bytes.Clone(data), ok})
+		known = true
 	}
-	return data, ok, nil
+	return data, ok, known, nil
 }
 
 // batchRecord reads one record of git cat-file --batch from out: its
