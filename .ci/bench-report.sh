@@ -40,10 +40,10 @@ bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwra
 # files' layer is made once, outside the timings: seconds), on a new
 # commit in pairs with git worktree add, and scan + export of one change.
 bench workspace ./internal/workspace 'BenchmarkWorkspaceNewCommit|BenchmarkWorkspaceCached|BenchmarkWorkspace/files=10000|BenchmarkScanExportOneChange/files=[0-9]+/overlay/scan\+export' 5x
-# Team mode: claims through the claim route (its PostgreSQL half needs
-# AGENTRUN_TEST_POSTGRES), and submit to the agent's start on a host.
+# Team mode: claims through the claim route, and a submit's answer to the
+# agent's start on a host (the PostgreSQL halves need AGENTRUN_TEST_POSTGRES).
 bench claims ./internal/server 'BenchmarkHostClaims' 1000x
-bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/SQLite' 10x
+bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
 if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
 	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
 else
@@ -93,8 +93,10 @@ se10=$(scanexport 10)
 row "scan + export of one change, 10 files" "$se10" "" "" 10 max
 row "scan + export of one change, 10k files" "$(scanexport 10000)" "the same, 10 files" "$se10" 10 max
 row "scan + export of one change, 100k files" "$(scanexport 100000)" "the same, 10 files" "$se10" 10 max
-row "team dispatch, agent host (p50)" "$(metric team 'TeamDispatch/host/SQLite' 'p50-ms')" "" "" 20 max
-row "team dispatch, local worker (p50)" "$(metric team 'TeamDispatch/local/SQLite' 'p50-ms')" "" "" 20 max
+row "dispatch p50, agent host, SQLite" "$(metric team 'TeamDispatch/host/SQLite' 'p50-ms')" "" "" 20 max
+row "dispatch p50, agent host, PostgreSQL" "$(metric team 'TeamDispatch/host/PostgreSQL' 'p50-ms')" "" "" 20 max
+row "dispatch p50, local worker, SQLite" "$(metric team 'TeamDispatch/local/SQLite' 'p50-ms')" "" "" 20 max
+row "dispatch p50, local worker, PostgreSQL" "$(metric team 'TeamDispatch/local/PostgreSQL' 'p50-ms')" "" "" 20 max
 claims() { # name: claims/s, shown as ms per claim against the 500/s target
 	local v
 	v=$(metric claims "$1" 'claims/s')
