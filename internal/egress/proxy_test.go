@@ -494,26 +494,27 @@ func TestProxyIdleTimeout(t *testing.T) {
 	t.Parallel()
 	port := testsupport.EchoTCP(t)
 	target := "127.0.0.1:" + strconv.Itoa(port)
-	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 600 * time.Millisecond })
+	tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) { o.IdleTimeout = 1500 * time.Millisecond })
 	c, br, resp := tp.connect(t, target)
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %d", resp.StatusCode)
 	}
-	// Traffic keeps the tunnel open past the idle timeout (the gaps
-	// leave 500 ms of slack for a loaded machine under -race)...
+	// Traffic keeps the tunnel open past the idle timeout (2.1 s of it;
+	// the gaps leave 1.2 s of slack for a machine loaded by every
+	// package's tests under -race: 500 ms was not always enough)...
 	buf := make([]byte, 1)
-	for range 6 {
+	for range 7 {
 		io.WriteString(c, "x")
 		if _, err := io.ReadFull(br, buf); err != nil {
 			t.Fatalf("tunnel closed while busy: %v", err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 	}
 	// ...silence closes it.
 	if _, err := io.ReadAll(br); err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	if rec := tp.rec.next(t); rec.BytesUp != 6 || !strings.Contains(rec.Error, "idle") {
+	if rec := tp.rec.next(t); rec.BytesUp != 7 || !strings.Contains(rec.Error, "idle") {
 		t.Errorf("record %+v", rec)
 	}
 }
