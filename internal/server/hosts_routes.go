@@ -231,14 +231,23 @@ func (s *Server) hostPut(w http.ResponseWriter, r *http.Request, host *Host) {
 		return
 	}
 	s.fenced(w, r, host, in.Token, func(ctx context.Context, id string) (any, error) {
-		for _, ev := range in.Events {
-			ev.Seq = 0
-			if _, err := s.o.Hosts.Home.Store.AppendEvent(ctx, id, ev); err != nil {
-				return nil, err
-			}
+		if err := s.journal(ctx, id, in.Events); err != nil {
+			return nil, err
 		}
 		return s.write(ctx, id, in)
 	})
+}
+
+// journal appends the events a host's write carries to run id's journal,
+// in order (the server numbers them).
+func (s *Server) journal(ctx context.Context, id string, events []run.Event) error {
+	for _, ev := range events {
+		ev.Seq = 0
+		if _, err := s.o.Hosts.Home.Store.AppendEvent(ctx, id, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EventsAnswer is the answer of GET /v1/hosts/runs/{id}/events.
@@ -424,12 +433,9 @@ func (s *Server) hostResult(w http.ResponseWriter, r *http.Request, host *Host) 
 		if err != nil {
 			return nil, err
 		}
-		for _, ev := range in.Events {
-			ev.Seq = 0
-			if _, err := s.o.Hosts.Home.Store.AppendEvent(ctx, id, ev); err != nil {
-				undo()
-				return nil, err
-			}
+		if err := s.journal(ctx, id, in.Events); err != nil {
+			undo()
+			return nil, err
 		}
 		out, err := s.saveResult(ctx, id, patch, in)
 		if err != nil {

@@ -6,9 +6,10 @@ package worker
 // fencing token (but for the reads before the first write, which the
 // claim's record answers), and a write the server refuses as lease_lost
 // abandons the run here. The journal's events go out in order behind the
-// supervisor's back, each before any write that follows it. Update and TransitionWith read the record, apply fn, and
-// send it back with the version read; a record that changed meanwhile is
-// read again (record_stale). The record's repository is the host's own
+// supervisor's back, each before any write that follows it. Update and
+// TransitionWith read the record, apply fn, and send it back with the
+// version read; a record that changed meanwhile is read again
+// (record_stale). The record's repository is the host's own
 // copy of the project (its cache), never the server's path.
 
 import (
@@ -239,16 +240,9 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 	s.mu.Lock()
 	events, s.queued = s.queued, nil
 	s.mu.Unlock()
-	defer func() {
-		// No write tried (fn refused, the state moved on, the record
-		// could not be read): they go out on their own.
-		if len(events) > 0 {
-			s.mu.Lock()
-			s.queued = append(events, s.queued...)
-			s.mu.Unlock()
-			s.sendQueued()
-		}
-	}()
+	// No write tried (fn refused, the state moved on, the record could
+	// not be read): they go out on their own.
+	defer func() { s.sendFirst(events) }()
 	for fresh := false; ; fresh = true {
 		r, err := s.base(ctx, id, fresh)
 		if err != nil {
@@ -275,23 +269,21 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 		}
 		w := server.RecordWrite{Token: s.j.token, Version: r.Version, Record: c, Transition: t}
 		result := t != nil && c.Result != nil && c.Result.Commit != "" && (before == nil || before.Commit != c.Result.Commit)
-		if !result {
+		if result {
+			// The upload carries the export's events only: the others
+			// go first.
+			s.sendFirst(events)
+		} else {
 			// Journaled by this write, whatever its answer; sent again
 			// only with a try the server did not answer.
-			w.Events, events = events, nil
+			w.Events = events
 		}
+		events = nil
 		var out run.Run
 		err = s.call(ctx, func(ctx context.Context) error {
 			var b []byte
 			var err error
 			if result {
-				if len(events) > 0 {
-					s.mu.Lock()
-					s.queued = append(events, s.queued...)
-					s.mu.Unlock()
-					events = nil
-					s.sendQueued()
-				}
 				s.mu.Lock()
 				w.Events = append([]run.Event(nil), s.held...)
 				s.mu.Unlock()
@@ -443,6 +435,18 @@ func (s *remoteStore) sendQueued() {
 			s.log.Warn("journal", "run", s.j.id, "event", string(e.Type), "error", err.Error())
 		}
 	}
+}
+
+// sendFirst sends events, taken from the queue, before what was queued
+// since (sendMu held).
+func (s *remoteStore) sendFirst(events []run.Event) {
+	if len(events) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.queued = append(events, s.queued...)
+	s.mu.Unlock()
+	s.sendQueued()
 }
 
 // drain sends the events still queued.
