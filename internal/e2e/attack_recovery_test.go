@@ -21,12 +21,23 @@ import (
 // Recovery, cancel and concurrency attacks against the real binary: kill -9
 // of the supervisor in every phase, cancel and clean at awkward moments,
 // racing resumes and submits, processes that try to outlive their run.
-// waitGone waits until pid no longer exists.
-func waitGone(pid int) {
+// waitGone waits until pid no longer exists, and says whether it is gone:
+// seen gone twice in a row, 10 ms apart, since one look at a process that
+// a kill is tearing down (its threads exiting one by one) can miss it.
+func waitGone(pid int) bool {
 	deadline := time.Now().Add(10 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
+	for gone := 0; gone < 2; {
+		if alive(pid) {
+			gone = 0
+		} else {
+			gone++
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // leftovers lists processes whose cwd or root is inside dir, and mounts

@@ -71,8 +71,7 @@ func startBlockedSubmit(t *testing.T, e *env, out *bytes.Buffer) (*exec.Cmd, io.
 // exited waits for pid, not our child, to exit.
 func exited(t *testing.T, pid int, what string) {
 	t.Helper()
-	waitGone(pid)
-	if alive(pid) {
+	if !waitGone(pid) {
 		t.Fatalf("%s (pid %d) did not exit", what, pid)
 	}
 }
