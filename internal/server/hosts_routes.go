@@ -155,8 +155,8 @@ type RecordWrite struct {
 	Version    int64       `json:"version"`
 	Record     *run.Run    `json:"record"`
 	Transition *Transition `json:"transition,omitempty"`
-	// Events are journaled, in order, just before the record is written.
-	// In the result upload, the export's event lands with the result or
+	// Events are journaled, in order, with the record (in its
+	// transaction), before its state event. In the result upload, the export's event lands with the result or
 	// not at all, so a host that loses the run while uploading leaves
 	// none. In a PUT they are the journal's events the host had not sent
 	// yet: they are journaled once the fence passed, whatever the write's
@@ -178,7 +178,36 @@ var errStale = errors.New("stale")
 // write stores in's record over the run's, if the run is still at the
 // version the host read: the server's own fields (the id, the order, the
 // repository, the paths, the cancel request, the verdict) stay its own.
-func (s *Server) write(ctx context.Context, id string, in RecordWrite) (*run.Run, error) {
+// in.Events are journaled with the record, in the same transaction where
+// the store can (else just before); always: also when the record is not
+// written (a PUT's events are journaled whatever its answer), else they
+// land with the record or not at all (the result upload's).
+func (s *Server) write(ctx context.Context, id string, in RecordWrite, always bool) (*run.Run, error) {
+	st := s.o.Hosts.Home.Store
+	js, together := st.(journaledStore)
+	events := in.Events
+	if !together || in.Record == nil {
+		if always || in.Record != nil {
+			if err := s.journal(ctx, id, events); err != nil {
+				return nil, err
+			}
+		}
+		events = nil
+	}
+	out, err := s.writeRecord(ctx, id, in, js, events)
+	if err != nil && always && len(events) > 0 {
+		// Not written with the record, so on their own: the host does
+		// not send them again.
+		if jerr := s.journal(context.WithoutCancel(ctx), id, events); jerr != nil {
+			s.o.Log.Error("journal a host's events", "run", id, "error", jerr.Error())
+		}
+	}
+	return out, err
+}
+
+// writeRecord is write's write of the record, with events in its
+// transaction (js; none: events is empty).
+func (s *Server) writeRecord(ctx context.Context, id string, in RecordWrite, js journaledStore, events []run.Event) (*run.Run, error) {
 	if in.Record == nil {
 		return nil, catalog.BadRequest.New(`the body needs "record"`)
 	}
@@ -207,9 +236,14 @@ func (s *Server) write(ctx context.Context, id string, in RecordWrite) (*run.Run
 	st := s.o.Hosts.Home.Store
 	var out *run.Run
 	var err error
-	if t := in.Transition; t != nil {
+	switch t := in.Transition; {
+	case t != nil && js != nil:
+		out, err = js.TransitionJournaled(ctx, id, events, t.From, t.To, t.Reason, t.Message, merge)
+	case t != nil:
 		out, err = st.TransitionWith(ctx, id, t.From, t.To, t.Reason, t.Message, merge)
-	} else {
+	case js != nil:
+		out, err = js.UpdateJournaled(ctx, id, events, merge)
+	default:
 		out, err = st.Update(ctx, id, merge)
 	}
 	if errors.Is(err, errStale) || errors.Is(err, run.ErrConflict) {
@@ -231,15 +265,20 @@ func (s *Server) hostPut(w http.ResponseWriter, r *http.Request, host *Host) {
 		return
 	}
 	s.fenced(w, r, host, in.Token, func(ctx context.Context, id string) (any, error) {
-		if err := s.journal(ctx, id, in.Events); err != nil {
-			return nil, err
-		}
-		return s.write(ctx, id, in)
+		return s.write(ctx, id, in, true)
 	})
 }
 
+// journaledStore is a run store that journals events in the transaction
+// that writes the record (the SQL store): one commit for a host's write
+// and the events it carries.
+type journaledStore interface {
+	UpdateJournaled(ctx context.Context, id string, events []run.Event, fn func(r *run.Run) error) (*run.Run, error)
+	TransitionJournaled(ctx context.Context, id string, events []run.Event, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error)
+}
+
 // journal appends the events a host's write carries to run id's journal,
-// in order (the server numbers them).
+// in order (the server numbers them), in a transaction of each's own.
 func (s *Server) journal(ctx context.Context, id string, events []run.Event) error {
 	for _, ev := range events {
 		ev.Seq = 0
@@ -433,10 +472,6 @@ func (s *Server) hostResult(w http.ResponseWriter, r *http.Request, host *Host) 
 		if err != nil {
 			return nil, err
 		}
-		if err := s.journal(ctx, id, in.Events); err != nil {
-			undo()
-			return nil, err
-		}
 		out, err := s.saveResult(ctx, id, patch, in)
 		if err != nil {
 			undo()
@@ -464,7 +499,7 @@ func (s *Server) saveResult(ctx context.Context, id, patch string, in RecordWrit
 	if err := os.Rename(tmp, dst); err != nil {
 		return nil, err
 	}
-	return s.write(ctx, id, in)
+	return s.write(ctx, id, in, false)
 }
 
 // receiveResult reads the parts of a result upload into dir.
