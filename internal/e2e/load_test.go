@@ -375,7 +375,10 @@ func benchDispatch(b *testing.B, tm *team) {
 	for b.Loop() {
 		n++
 		start := filepath.Join(starts, strconv.Itoa(n))
-		spec := map[string]any{"task": "Dispatch", "sandbox": "host", "agent_cmd": fmt.Sprintf("date +%%s%%N > %s", sh(start))}
+		// As the CLI submits: with the submitter's author (the host reads
+		// no git configuration for it), and a change for the branch.
+		spec := map[string]any{"task": "Dispatch", "sandbox": "host", "author": "Bench <bench@example.com>",
+			"agent_cmd": fmt.Sprintf("date +%%s%%N > %s; echo %d > dispatch.txt", sh(start), n)}
 		at := time.Now()
 		out, err := c.Submit(context.Background(), spec, bundle)
 		answered := time.Now()
@@ -407,8 +410,11 @@ func benchDispatch(b *testing.B, tm *team) {
 			var r struct {
 				Status string `json:"status"`
 			}
-			if err == nil && json.Unmarshal(out, &r) == nil && (r.Status == "succeeded" || r.Status == "failed") {
+			if err == nil && json.Unmarshal(out, &r) == nil && r.Status == "succeeded" {
 				break
+			}
+			if r.Status == "failed" {
+				b.Fatalf("run %s failed: %s", d.ID, out)
 			}
 			if time.Now().After(deadline) {
 				b.Fatalf("run %s did not end", d.ID)
