@@ -74,6 +74,17 @@ func (j *job) abandon(why error) {
 	})
 }
 
+// interrupt ends the run's context with why, the run still this host's:
+// its supervisor stops, and the host releases it.
+func (j *job) interrupt(why error) {
+	j.mu.Lock()
+	cancel := j.cancel
+	j.mu.Unlock()
+	if cancel != nil {
+		cancel(why)
+	}
+}
+
 func (j *job) isLost() bool {
 	select {
 	case <-j.lost:

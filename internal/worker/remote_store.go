@@ -64,6 +64,11 @@ type remoteStore struct {
 	// keeps its own CancelRequested) and in the host's heartbeat, as it
 	// would be after a read.
 	primed *run.Run
+	// ahead is closed once the server answered the write the store
+	// answered first (writeAhead; nil: none), aheadErr is its error:
+	// every later read and write waits for it, and fails with it.
+	ahead    chan struct{}
+	aheadErr error
 	// queued are the journal's events AppendEvent took and the server
 	// has not been sent yet; sending says whether a sender goroutine is
 	// on its way to them.
@@ -166,12 +171,20 @@ func (s *remoteStore) Get(ctx context.Context, id string) (*run.Run, error) {
 	if err := s.check(id); err != nil {
 		return nil, err
 	}
+	if err := s.waitAhead(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	primed := s.primed
 	s.mu.Unlock()
 	if primed != nil {
 		return clone(primed)
 	}
+	return s.read(ctx)
+}
+
+// read asks the server for the record.
+func (s *remoteStore) read(ctx context.Context) (*run.Run, error) {
 	var r run.Run
 	err := s.call(ctx, func(ctx context.Context) error {
 		b, err := s.c.Get(ctx, s.path(""), s.tokenQuery())
@@ -207,7 +220,10 @@ func (s *remoteStore) base(ctx context.Context, id string, fresh bool) (*run.Run
 	if last != nil && !fresh {
 		return clone(last)
 	}
-	return s.Get(ctx, id)
+	if err := s.check(id); err != nil {
+		return nil, err
+	}
+	return s.read(ctx) // not Get: the write ahead reads with it
 }
 
 func (s *remoteStore) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
@@ -224,16 +240,113 @@ func (s *remoteStore) TransitionWith(ctx context.Context, id string, from []run.
 
 // modify reads the record, applies fn and writes it back with the
 // version read (with t, as a state change), until no one changed the
-// record in between.
+// record in between. The first write, the move to preparing from the
+// claim's record, is answered before the server does (writeAhead).
 func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
 	if err := s.check(id); err != nil {
 		return nil, err
 	}
+	if err := s.waitAhead(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
+	primed := s.primed
 	s.primed = nil // from here on, a read asks the server
 	s.mu.Unlock()
+	if primed != nil && t != nil && t.To == run.StatePreparing && slices.Contains(t.From, primed.State) {
+		return s.writeAhead(ctx, id, primed, t, fn)
+	}
+	return s.write(ctx, id, t, fn)
+}
+
+// writeAhead answers the move to preparing from the claim's record p at
+// once, with the record the server will make of it, and sends the write
+// behind the supervisor's back: it prepares the workspace and the sandbox
+// while the server records the move (a round trip and a commit on
+// PostgreSQL), which comes to the same as it waiting, since the claim
+// gave this host the run a moment ago and only this host writes it. Every
+// later read and write waits for the server's answer (waitAhead), the
+// agent's move to running included, so nothing starts in the sandbox
+// before the server has recorded preparing. A cancel in the answer is
+// told to the supervisor at once; a refused write (the lease lost, which
+// abandons the run, or the run changed meanwhile) ends the run's context
+// here, and every later call fails with it: the run is released, as a
+// run whose move to preparing failed is.
+func (s *remoteStore) writeAhead(ctx context.Context, id string, p *run.Run, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
+	c, err := clone(p)
+	if err != nil {
+		return nil, err
+	}
+	if fn != nil {
+		if err := fn(c); err != nil {
+			return nil, err
+		}
+	}
+	// As the server's store sets them (sqlstore's TransitionWith).
+	now := time.Now().UTC()
+	if c.StartedAt == nil && p.State == run.StateQueued && t.To.Active() {
+		c.StartedAt = &now
+	}
+	c.FinishedAt = nil
+	c.State, c.Reason, c.Message = t.To, t.Reason, t.Message
+	c.Version, c.UpdatedAt = p.Version+1, now
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.ahead, s.aheadErr = done, nil
+	s.mu.Unlock()
+	wctx := context.WithoutCancel(ctx) // a cancel meanwhile ends the run from preparing
+	// Taken here, so that what is journaled from now on goes after it.
+	s.sendMu.Lock()
+	go func() {
+		defer close(done)
+		out, err := s.writeLocked(wctx, id, t, fn)
+		s.sendMu.Unlock()
+		if err == nil && out.State != t.To {
+			err = fmt.Errorf("run %s is %s after its move to %s", id, out.State, t.To)
+		}
+		if err != nil {
+			err = fmt.Errorf("start preparing: %w", err)
+			s.mu.Lock()
+			s.aheadErr = err
+			s.mu.Unlock()
+			s.j.interrupt(err)
+			return
+		}
+		if out.CancelRequested {
+			s.j.cancelAsked()
+		}
+	}()
+	return c, nil
+}
+
+// waitAhead waits for the server's answer to the write the store answered
+// first, if one is on its way, and returns its error.
+func (s *remoteStore) waitAhead(ctx context.Context) error {
+	s.mu.Lock()
+	ahead := s.ahead
+	s.mu.Unlock()
+	if ahead == nil {
+		return nil
+	}
+	select {
+	case <-ahead:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aheadErr
+}
+
+// write is modify's write to the server, from the record kept.
+func (s *remoteStore) write(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	return s.writeLocked(ctx, id, t, fn)
+}
+
+// writeLocked is write with sendMu held.
+func (s *remoteStore) writeLocked(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
 	// The events not sent yet ride on the write's first try (a PUT): the
 	// server journals them before the record, whatever its answer.
 	var events []run.Event
@@ -458,6 +571,9 @@ func (s *remoteStore) drain() {
 
 func (s *remoteStore) Events(ctx context.Context, id string, after int64) ([]run.Event, error) {
 	if err := s.check(id); err != nil {
+		return nil, err
+	}
+	if err := s.waitAhead(ctx); err != nil {
 		return nil, err
 	}
 	s.drain() // the journal as this host wrote it

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/client"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/server"
@@ -28,6 +29,13 @@ type hostRoutes struct {
 	log  []string // "GET", "PUT <to>", "EVENT <message>"
 	hold chan struct{}
 	got  chan string // each event's message, as it arrives
+	// holdPut, when set, keeps each PUT's answer until it is closed
+	// (putGot is told of each as it arrives); moved, when set, is the
+	// state the run moves to before a PUT, which is then answered
+	// record_stale.
+	holdPut chan struct{}
+	putGot  chan struct{}
+	moved   run.State
 }
 
 func (h *hostRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +47,21 @@ func (h *hostRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(h.rec)
 	case r.Method == "PUT" && r.URL.Path == "/v1/hosts/runs/"+h.rec.ID:
 		var in server.RecordWrite
+		if h.moved != "" {
+			h.rec.State, h.rec.Version, h.moved = h.moved, h.rec.Version+1, ""
+			h.log = append(h.log, "PUT stale")
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(map[string]any{"error": catalog.RecordStale.New("moved")})
+			return
+		}
+		if h.putGot != nil {
+			h.putGot <- struct{}{}
+		}
+		if h.holdPut != nil {
+			h.mu.Unlock()
+			<-h.holdPut
+			h.mu.Lock()
+		}
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Token != 7 || in.Version != h.rec.Version {
 			h.t.Errorf("PUT: %v, token %d, version %d (the record's: %d)", err, in.Token, in.Version, h.rec.Version)
 		}
@@ -159,7 +182,7 @@ func TestJournalDoesNotWait(t *testing.T) {
 	}
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "")
+		_, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StateRunning, run.ReasonNone, "")
 		wrote <- err
 	}()
 	select {
@@ -175,7 +198,7 @@ func TestJournalDoesNotWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.drain()
-	if c, want := h.calls(), []string{"EVENT one", "EVENT two", "EVENT three", "PUT preparing", "EVENT four"}; !slices.Equal(c, want) {
+	if c, want := h.calls(), []string{"EVENT one", "EVENT two", "EVENT three", "PUT running", "EVENT four"}; !slices.Equal(c, want) {
 		t.Errorf("calls = %v, want %v", c, want)
 	}
 }
@@ -206,6 +229,113 @@ func TestWriteCarriesTheJournal(t *testing.T) {
 	}
 	want := []string{"EVENT sandbox started (with PUT)", "EVENT also (with PUT)", "PUT running", "EVENT refused"}
 	if c := h.calls(); !slices.Equal(c, want) {
+		t.Errorf("calls = %v, want %v", c, want)
+	}
+}
+
+// TestFirstMoveGoesAhead: the move to preparing from the claim's record
+// is answered while the server holds the write's answer, with the record
+// the server makes of it; a read, the next write and what is journaled
+// after it wait for the server, in that order.
+func TestFirstMoveGoesAhead(t *testing.T) {
+	ctx := context.Background()
+	h, st := newRoutesStore(t)
+	st.batch = time.Hour // the journal goes with the writes and drain
+	h.holdPut, h.putGot = make(chan struct{}), make(chan struct{}, 4)
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.holdPut) }) }
+	t.Cleanup(release)
+	claimed := h.rec
+	st.prime(st.local(&claimed))
+	if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventSandbox, "before", nil)); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		r   *run.Run
+		err error
+	}
+	moved := make(chan answer, 1)
+	go func() {
+		r, err := st.TransitionWith(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "",
+			func(r *run.Run) error { r.Task = "mine"; return nil })
+		moved <- answer{r, err}
+	}()
+	var a answer
+	select {
+	case a = <-moved:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the move to preparing waited for the server's answer")
+	}
+	if a.err != nil || a.r.State != run.StatePreparing || a.r.Version != 4 || a.r.StartedAt == nil || a.r.Task != "mine" || a.r.Repo != "/cache/p.git" {
+		t.Fatalf("the move answered %v %+v, want preparing v4, started, with fn's change, in the host's cache", a.err, a.r)
+	}
+	if _, err := st.AppendEvent(ctx, h.rec.ID, run.NewEvent(run.EventSandbox, "after", nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-h.putGot
+	read := make(chan answer, 1)
+	go func() {
+		r, err := st.Get(ctx, h.rec.ID)
+		read <- answer{r, err}
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_, err := st.Transition(ctx, h.rec.ID, []run.State{run.StatePreparing}, run.StateRunning, run.ReasonNone, "")
+		wrote <- err
+	}()
+	select {
+	case a := <-read:
+		t.Fatalf("a read did not wait for the write ahead: %v %+v", a.err, a.r)
+	case err := <-wrote:
+		t.Fatalf("a write did not wait for the write ahead: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if a := <-read; a.err != nil || a.r.State != run.StatePreparing || a.r.Version != 4 {
+		t.Fatalf("Get after the write ahead = %v %+v, want preparing v4", a.err, a.r)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	st.drain()
+	want := []string{"EVENT before (with PUT)", "PUT preparing", "GET", "EVENT after (with PUT)", "PUT running"}
+	if c := h.calls(); !slices.Equal(c, want) {
+		t.Errorf("calls = %v, want %v", c, want)
+	}
+}
+
+// TestRefusedMoveAheadStopsTheRun: a move to preparing answered ahead that
+// the server then refuses (the run moved on meanwhile) ends the run's
+// context here, and every later call fails with it.
+func TestRefusedMoveAheadStopsTheRun(t *testing.T) {
+	ctx := context.Background()
+	h, st := newRoutesStore(t)
+	h.moved = run.StateCancelled
+	rctx := st.j.ctx(ctx)
+	claimed := h.rec
+	st.prime(st.local(&claimed))
+	if r, err := st.Transition(ctx, h.rec.ID, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, ""); err != nil || r.State != run.StatePreparing {
+		t.Fatalf("the move ahead: %v %+v", err, r)
+	}
+	select {
+	case <-rctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run's context did not end when the server refused its move to preparing")
+	}
+	if err := context.Cause(rctx); !errors.Is(err, run.ErrConflict) {
+		t.Errorf("the run ended with %v, want the conflict", err)
+	}
+	if st.j.isLost() {
+		t.Error("the run was abandoned: it is still this host's, to release")
+	}
+	if _, err := st.Get(ctx, h.rec.ID); !errors.Is(err, run.ErrConflict) {
+		t.Errorf("Get after the refusal: %v", err)
+	}
+	if _, err := st.Transition(ctx, h.rec.ID, []run.State{run.StatePreparing}, run.StateFailed, run.ReasonNone, ""); !errors.Is(err, run.ErrConflict) {
+		t.Errorf("a write after the refusal: %v", err)
+	}
+	if c, want := h.calls(), []string{"PUT stale", "GET"}; !slices.Equal(c, want) {
 		t.Errorf("calls = %v, want %v", c, want)
 	}
 }
