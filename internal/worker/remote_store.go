@@ -295,11 +295,13 @@ func (s *remoteStore) writeAhead(ctx context.Context, id string, p *run.Run, t *
 	s.ahead, s.aheadErr = done, nil
 	s.mu.Unlock()
 	wctx := context.WithoutCancel(ctx) // a cancel meanwhile ends the run from preparing
-	// Taken here, so that what is journaled from now on goes after it.
+	// Taken here, with the events journaled so far, so that what is
+	// journaled from now on goes after it.
 	s.sendMu.Lock()
+	events := s.takeQueued()
 	go func() {
 		defer close(done)
-		out, err := s.writeLocked(wctx, id, t, fn)
+		out, err := s.writeLocked(wctx, id, t, fn, events)
 		s.sendMu.Unlock()
 		if err == nil && out.State != t.To {
 			err = fmt.Errorf("run %s is %s after its move to %s", id, out.State, t.To)
@@ -342,17 +344,22 @@ func (s *remoteStore) waitAhead(ctx context.Context) error {
 func (s *remoteStore) write(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	return s.writeLocked(ctx, id, t, fn)
+	return s.writeLocked(ctx, id, t, fn, s.takeQueued())
 }
 
-// writeLocked is write with sendMu held.
-func (s *remoteStore) writeLocked(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
-	// The events not sent yet ride on the write's first try (a PUT): the
-	// server journals them before the record, whatever its answer.
-	var events []run.Event
+// takeQueued takes the events not sent yet (sendMu held).
+func (s *remoteStore) takeQueued() []run.Event {
 	s.mu.Lock()
-	events, s.queued = s.queued, nil
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	events := s.queued
+	s.queued = nil
+	return events
+}
+
+// writeLocked is write with sendMu held. events, the ones not sent yet,
+// ride on the write's first try (a PUT): the server journals them before
+// the record, whatever its answer.
+func (s *remoteStore) writeLocked(ctx context.Context, id string, t *server.Transition, fn func(r *run.Run) error, events []run.Event) (*run.Run, error) {
 	// No write tried (fn refused, the state moved on, the record could
 	// not be read): they go out on their own.
 	defer func() { s.sendFirst(events) }()
