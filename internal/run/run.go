@@ -549,6 +549,22 @@ type Verdict struct {
 }
 
 // LastAttempt returns the newest attempt, or nil.
+// Move is what a transition from state prev to to (see Store) sets in
+// r, at now, the same in every store: the state, reason and message,
+// StartedAt the first time the run leaves queued for an active state,
+// FinishedAt on every terminal state, cleared when a run leaves one.
+func (r *Run) Move(prev, to State, reason Reason, msg string, now time.Time) {
+	if r.StartedAt == nil && prev == StateQueued && to.Active() && to != StateQueued {
+		r.StartedAt = &now
+	}
+	if to.Terminal() {
+		r.FinishedAt = &now
+	} else {
+		r.FinishedAt = nil
+	}
+	r.State, r.Reason, r.Message = to, reason, msg
+}
+
 func (r *Run) LastAttempt() *Attempt {
 	if len(r.Attempts) == 0 {
 		return nil

@@ -273,22 +273,13 @@ func (s *remoteStore) modify(ctx context.Context, id string, t *server.Transitio
 // here, and every later call fails with it: the run is released, as a
 // run whose move to preparing failed is.
 func (s *remoteStore) writeAhead(ctx context.Context, id string, p *run.Run, t *server.Transition, fn func(r *run.Run) error) (*run.Run, error) {
-	c, err := clone(p)
+	c, err := applied(p, fn)
 	if err != nil {
 		return nil, err
 	}
-	if fn != nil {
-		if err := fn(c); err != nil {
-			return nil, err
-		}
-	}
-	// As the server's store sets them (sqlstore's TransitionWith).
+	// As the server's store will set them.
 	now := time.Now().UTC()
-	if c.StartedAt == nil && p.State == run.StateQueued && t.To.Active() {
-		c.StartedAt = &now
-	}
-	c.FinishedAt = nil
-	c.State, c.Reason, c.Message = t.To, t.Reason, t.Message
+	c.Move(p.State, t.To, t.Reason, t.Message, now)
 	c.Version, c.UpdatedAt = p.Version+1, now
 	done := make(chan struct{})
 	s.mu.Lock()
@@ -375,14 +366,9 @@ func (s *remoteStore) writeLocked(ctx context.Context, id string, t *server.Tran
 			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, t.From, run.ErrConflict)
 		}
 		before := r.Result
-		c, err := clone(r)
+		c, err := applied(r, fn)
 		if err != nil {
 			return nil, err
-		}
-		if fn != nil {
-			if err := fn(c); err != nil {
-				return nil, err
-			}
 		}
 		if t != nil && t.To.Terminal() && s.flush != nil {
 			s.flush(ctx)
@@ -430,6 +416,18 @@ func (s *remoteStore) writeLocked(ctx context.Context, id string, t *server.Tran
 		s.remember(lr)
 		return lr, nil
 	}
+}
+
+// applied is a copy of r with fn (when not nil) applied.
+func applied(r *run.Run, fn func(r *run.Run) error) (*run.Run, error) {
+	c, err := clone(r)
+	if err == nil && fn != nil {
+		err = fn(c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func clone(r *run.Run) (*run.Run, error) {

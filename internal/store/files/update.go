@@ -60,15 +60,7 @@ func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State,
 		if err != nil {
 			return nil, fmt.Errorf("transition run %s: %w", id, err)
 		}
-		if r.StartedAt == nil && prev == run.StateQueued && to.Active() && to != run.StateQueued {
-			r.StartedAt = &now
-		}
-		if to.Terminal() {
-			r.FinishedAt = &now
-		} else {
-			r.FinishedAt = nil
-		}
-		r.State, r.Reason, r.Message = to, reason, msg
+		r.Move(prev, to, reason, msg, now)
 		return tx.end, nil
 	})
 }

@@ -77,15 +77,7 @@ func (s *Store) TransitionJournaled(ctx context.Context, id string, events []run
 			}
 			r.StartedAt = started
 		}
-		if r.StartedAt == nil && prev == run.StateQueued && to.Active() && to != run.StateQueued {
-			r.StartedAt = &now
-		}
-		if to.Terminal() {
-			r.FinishedAt = &now
-		} else {
-			r.FinishedAt = nil
-		}
-		r.State, r.Reason, r.Message = to, reason, msg
+		r.Move(prev, to, reason, msg, now)
 		return &run.Event{Time: now, Type: run.EventState, State: to, Reason: reason, Message: msg}, nil
 	})
 }
