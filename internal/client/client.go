@@ -22,6 +22,9 @@ import (
 // maxDoc bounds a JSON answer (a patch rides in one).
 const maxDoc = 256 << 20
 
+// maxIdlePerHost is how many idle connections to the server are kept.
+const maxIdlePerHost = 32
+
 // Client calls one team server.
 type Client struct {
 	base  *url.URL
@@ -44,6 +47,12 @@ func New(rawURL, token string) (*Client, error) {
 	// bounded by the transport.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 10 * time.Minute
+	// An agent host keeps several calls open at once (its claim's long
+	// poll, its heartbeat's wait, a run's writes, events and logs): with
+	// the default two idle connections, the calls of a burst past two
+	// dial anew each time (a handshake and the server's accept, about a
+	// millisecond under load) and close again.
+	tr.MaxIdleConnsPerHost = maxIdlePerHost
 	return &Client{base: u, token: token, http: &http.Client{Transport: tr}}, nil
 }
 

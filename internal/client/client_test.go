@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -148,5 +149,64 @@ func TestStreamResumes(t *testing.T) {
 	err = c.Stream(context.Background(), "bad", nil, func(Event) error { return nil })
 	if ce := codeOf(t, err); ce.Code != "internal" || ce.Exit != catalog.ExitInternal {
 		t.Errorf("error event: %+v", ce)
+	}
+}
+
+// A burst of calls at once, as an agent host makes them (its claim's long
+// poll, its heartbeat's wait, a run's write and its events), finds the
+// connections of the burst before it still open: the second burst dials
+// none. With the transport's default of two idle connections, all but two
+// were closed after the first burst and dialled again.
+func TestBurstsReuseConnections(t *testing.T) {
+	t.Parallel()
+	const burst = 6
+	var conns atomic.Int64
+	release := make(chan struct{})
+	var arrived atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := func() {
+		arrived.Store(0)
+		release = make(chan struct{})
+		errs := make(chan error, burst)
+		for range burst {
+			go func() {
+				_, err := c.Get(context.Background(), "/v1/x", nil)
+				errs <- err
+			}()
+		}
+		// All of them at once on the server before any is answered.
+		for arrived.Load() < burst {
+			runtime.Gosched()
+		}
+		close(release)
+		for range burst {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round()
+	if n := conns.Load(); n != burst {
+		t.Fatalf("the first burst of %d calls made %d connections", burst, n)
+	}
+	round()
+	if n := conns.Load(); n != burst {
+		t.Errorf("the second burst of %d calls dialled %d connections more: the first burst's were closed", burst, n-burst)
 	}
 }
