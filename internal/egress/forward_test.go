@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,15 +84,22 @@ func TestProxyUpstreamSendFails(t *testing.T) {
 	// Request lines as long as the rest of the body pass, so that a
 	// desynchronised proxy would forward "bbb...GET http://.../smuggled".
 	tp := newTestProxy(t, []string{up.addr}, nil, func(o *ProxyOptions) { o.MaxHeaderBytes = 40 << 20 })
+	smuggled := fmt.Sprintf("GET http://%s/smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", up.addr, up.addr)
+	// Far more than loopback's socket buffers hold, so the send cannot
+	// complete before the upstream's reset, however the two are
+	// scheduled. Made once, outside the deadline: formatting 32 MiB into
+	// a request took seconds under -race on a loaded machine, and the
+	// proxy saw nothing of the request until it was done.
+	body := append(bytes.Repeat([]byte("b"), 32<<20), smuggled...)
+	head := fmt.Sprintf("POST http://%s/upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", up.addr, up.addr, len(body))
 	for i := range 3 {
 		c := tp.dial(t)
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		smuggled := fmt.Sprintf("GET http://%s/smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", up.addr, up.addr)
-		// Far more than loopback's socket buffers hold, so the send cannot
-		// complete before the upstream's reset, however the two are
-		// scheduled.
-		body := strings.Repeat("b", 32<<20) + smuggled
-		go fmt.Fprintf(c, "POST http://%s/upload HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", up.addr, up.addr, len(body), body)
+		go func() {
+			if _, err := io.WriteString(c, head); err == nil {
+				c.Write(body)
+			}
+		}()
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
