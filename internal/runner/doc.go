@@ -48,5 +48,7 @@
 // group, needing no shell or other program in the sandbox; fed the live
 // process groups on a pipe) that kills every group still listed when the
 // pipe ends because the runner died. A watchdog that cannot start fails
-// the exec (CodeExec): no command runs uncovered.
+// the exec (CodeExec): no command runs uncovered. There is one per
+// process, shared by its servers (an agent host runs one per run), from
+// the first command until the process exits.
 package runner

@@ -130,7 +130,7 @@ type server struct {
 	previous map[string]bool // ids started by an earlier instance
 	journal  *journal
 	conns    map[net.Conn]struct{}
-	watchdog watchdog
+	watchdog *watchdog // processWatchdog, shared with every server of the process
 	closing  bool
 	wg       sync.WaitGroup
 }
@@ -161,6 +161,7 @@ func newServer(opts ServerOptions) (*server, error) {
 		finished:  newResultCache(defaultCacheEntries, defaultCacheBytes),
 		previous:  map[string]bool{},
 		conns:     map[net.Conn]struct{}{},
+		watchdog:  &processWatchdog,
 	}
 	if opts.StateDir != "" {
 		j, prev, err := openJournal(opts.StateDir)
@@ -174,7 +175,6 @@ func newServer(opts ServerOptions) (*server, error) {
 }
 
 func (s *server) close() {
-	s.watchdog.close()
 	s.root.Close()
 	if s.journal != nil {
 		s.journal.close()

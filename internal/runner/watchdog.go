@@ -18,6 +18,15 @@ import (
 // without ending them itself (SIGKILL, crash). Pdeathsig reaches only a
 // command's direct child; the watchdog reaches its whole group, on every
 // platform.
+//
+// A process has one, shared by all its servers (processWatchdog): it is
+// started with the first command of any of them and then stays until the
+// process exits, when its pipe ends. What it watches is the process's
+// death, not a server's: a server that closes has ended its groups itself
+// (and reported them gone), and the next server, such as an agent host's
+// next run, finds the watchdog running instead of starting another
+// process (the agentrun binary again) beside its command. Nobody waits
+// for it to exit either: a host sandbox's Stop is done when its groups are.
 type watchdog struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -149,9 +158,5 @@ func (d *watchdog) stopLocked() {
 	}
 }
 
-// close ends the watchdog (after the runner has ended every group itself).
-func (d *watchdog) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.stopLocked()
-}
+// processWatchdog is the process's one watchdog (see watchdog).
+var processWatchdog watchdog

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,4 +75,58 @@ func TestRunnerKilledWithoutShell(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	waitGone(t, pid)
+}
+
+// TestWatchdogSharedByServers: the servers of one process share one
+// watchdog process, which outlives a server that closes, so the next
+// server's commands start without another.
+func TestWatchdogSharedByServers(t *testing.T) {
+	watchdogPid := func() int {
+		processWatchdog.mu.Lock()
+		defer processWatchdog.mu.Unlock()
+		if processWatchdog.cmd == nil {
+			return 0
+		}
+		return processWatchdog.cmd.Process.Pid
+	}
+	run := func(c Client) {
+		t.Helper()
+		if res, err := c.Exec(context.Background(), ExecRequest{Shell: "true"}, nil, nil); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, res)
+		}
+	}
+	first := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ln, sock := listenTemp(t)
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, ServerOptions{Root: first, Env: []string{"PATH=" + os.Getenv("PATH")}}) }()
+	c := testClient(t, sock)
+	run(c)
+	pid := watchdogPid()
+	if pid == 0 {
+		t.Fatal("no watchdog after a command")
+	}
+	c.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the watchdog (pid %d) ended with the first server: %v", pid, err)
+	}
+	run(testClient(t, testServer(t, t.TempDir(), ServerOptions{})))
+	if got := watchdogPid(); got != pid {
+		t.Errorf("the next server's command has watchdog %d, want the running %d", got, pid)
+	}
+}
+
+// listenTemp listens on a unix socket in a directory of its own.
+func listenTemp(t *testing.T) (net.Listener, string) {
+	t.Helper()
+	sock := filepath.Join(testsupport.ShortDir(t), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, sock
 }

@@ -27,6 +27,15 @@ func TestHelperSupervisor(t *testing.T) {
 	if os.Getenv(helperEnv+"_SUBPROCESS") != "" {
 		b = host.NewWithOptions(host.Options{Subprocess: true, Executable: os.Getenv(helperEnv + "_SUBPROCESS")})
 	}
+	// A sandbox that ran a command and is gone first: the watchdog its
+	// command started (one per process) covers the next sandbox's too.
+	earlier := start(t, b, spec(t, filepath.Join(dir, "earlier")))
+	if res, err := earlier.Runner().Exec(context.Background(), runner.ExecRequest{Shell: "true"}, nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	if err := earlier.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	sb := start(t, b, spec(t, dir))
 	sb.Runner().Exec(context.Background(), runner.ExecRequest{Shell: daemonize + "touch up; sleep 300"}, nil, nil)
 }
@@ -34,7 +43,8 @@ func TestHelperSupervisor(t *testing.T) {
 // TestSupervisorKilledKillsDaemons kills the supervisor (SIGKILL) while a
 // host sandbox's command runs, after it daemonized (setsid, double fork):
 // those daemons must not outlive it (the watchdog, which survives the
-// supervisor, kills what holds the command's marker).
+// supervisor, kills what holds the command's marker), also when the
+// watchdog was started by an earlier sandbox of the same process.
 func TestSupervisorKilledKillsDaemons(t *testing.T) {
 	for name, sub := range map[string]bool{"inprocess": false, "subprocess": true} {
 		t.Run(name, func(t *testing.T) {
