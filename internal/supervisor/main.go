@@ -82,6 +82,11 @@ func Main(args []string, wire func(home string) (Deps, error)) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	s := &Supervisor{Deps: deps, ID: *id, MaxParallel: *maxParallel, Handoff: ho, Lease: lease, Waiter: waiter}
 	err = s.Run(ctx)
+	if deps.Layers != nil {
+		// A spare for the next workspace on the run's commit, made while
+		// the agent worked, is finished rather than left half made.
+		deps.Layers.WaitSpares()
+	}
 	runtime.KeepAlive(lease) // the lease is released when the process exits
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,12 +27,37 @@ type layerCopyProvider struct{ c *LayerCache }
 
 // Create implements Provider.
 func (p layerCopyProvider) Create(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
-	return makeWorkspace(ctx, repo, commit, dir, stateDir, false, p.populate)
+	return p.make(ctx, repo, commit, dir, stateDir, false)
 }
 
 // Fill implements Filler.
 func (p layerCopyProvider) Fill(ctx context.Context, repo, commit, dir, stateDir string) (Workspace, error) {
-	return makeWorkspace(ctx, repo, commit, dir, stateDir, true, p.populate)
+	return p.make(ctx, repo, commit, dir, stateDir, true)
+}
+
+// make takes the layer's spare when it has one (spares.go), else copies
+// the layer; then a spare is made for the next workspace on the commit.
+func (p layerCopyProvider) make(ctx context.Context, repo, commit, dir, stateDir string, fill bool) (Workspace, error) {
+	format, dir, stateDir, err := checkCreate(commit, dir, stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	ready := fill && checkEmptyDir(dir) == nil
+	if !fill {
+		_, err := os.Lstat(dir)
+		ready = errors.Is(err, os.ErrNotExist)
+	}
+	if ready {
+		if ws, ok := p.c.takeSpare(ctx, commit, dir, stateDir, fill); ok {
+			p.c.spareAfter(commit, format)
+			return ws, nil
+		}
+	}
+	ws, err := makeWorkspace(ctx, repo, commit, dir, stateDir, fill, p.populate)
+	if err == nil {
+		p.c.spareAfter(commit, format)
+	}
+	return ws, err
 }
 
 // Open implements Provider.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +27,7 @@ import (
 //	<key>/synced               there once the layer is on disk for good (syncfs)
 //	<key>/used                 its modification time is the layer's last use
 //	<key>/refs/<ref>           one per workspace on the layer: a symlink to its state directory
+//	<key>/spare/               a copy of the tree for the next copy workspace (spares.go)
 //	<key>.lock                 flock: shared while a workspace takes its ref, exclusive to make or remove the layer
 //	tmp/                       layers being made, and layers being removed
 //
@@ -37,6 +39,15 @@ import (
 type LayerCache struct {
 	dir   string
 	syncs sync.WaitGroup // the background syncs of layers this process made
+
+	// Spares (spares.go): made in the background by this process, and
+	// which layers are getting one now; none once a move across file
+	// systems failed (or for a test), and the most files a layer may have
+	// for one (0: maxSpareFiles).
+	spares        sync.WaitGroup
+	sparing       sync.Map
+	noSpares      atomic.Bool
+	maxSpareFiles int
 }
 
 // NewLayerCache returns the cache rooted at dir (made when first used).

@@ -14,8 +14,10 @@ import (
 
 // CachedLayer is one lower layer of the cache.
 type CachedLayer struct {
-	Key      string    `json:"key"`
-	Commit   string    `json:"commit"`
+	Key    string `json:"key"`
+	Commit string `json:"commit"`
+	// Bytes is what the layer holds on disk, with its spare copy if it
+	// has one (spares.go).
 	Bytes    int64     `json:"bytes"`
 	Files    int       `json:"files"`
 	Made     time.Time `json:"made"`
@@ -49,7 +51,7 @@ func (c *LayerCache) list(gone map[string]bool) ([]CachedLayer, error) {
 		if err != nil {
 			continue // being made or removed, or damaged: not a layer to count
 		}
-		cl := CachedLayer{Key: l.key, Commit: info.Commit, Bytes: info.Bytes, Files: info.Files, Made: info.Made, LastUsed: info.Made}
+		cl := CachedLayer{Key: l.key, Commit: info.Commit, Bytes: info.Bytes + spareBytes(l, info.Bytes), Files: info.Files, Made: info.Made, LastUsed: info.Made}
 		if fi, err := os.Stat(filepath.Join(l.dir, layerUsed)); err == nil {
 			cl.LastUsed = fi.ModTime().UTC()
 		}
