@@ -66,8 +66,26 @@ row() { # what value reference-name reference-value target kind(ratio|max)
 	printf '%-40s %10s ms  %-26s %10s  %6s  %s%s\n' "$what" "$v" "$refname" "${ref:+$ref ms}" "${ratio:-}" "$tgt" "$mark"
 }
 
+# How fast this machine starts a process, with the report's load: each
+# run's fixed cost is mostly process starts (the CLI, the supervisor, the
+# sandbox's init, git, the agent's shell), and these machines differ in it
+# by several times from one day to the next (a virtual machine's page
+# faults and system calls). The median of 5 rounds of 20 starts.
+starts() { # command...: ms per start
+	local r i t0 t1 all=()
+	for r in 1 2 3 4 5; do
+		t0=$(date +%s%N)
+		for i in $(seq 20); do "$@" >/dev/null 2>&1; done
+		t1=$(date +%s%N)
+		all+=("$(((t1 - t0) / 20000))")
+	done
+	printf '%s\n' "${all[@]}" | sort -n | sed -n 3p | awk '{ printf "%.2f", $1 / 1000 }'
+}
+CGO_ENABLED=0 go build -o "$out/agentrun" ./cmd/agentrun 2>/dev/null
+truestart=$(starts /bin/true)
 echo "agentrun performance report: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-40s %13s  %-26s %10s  %6s  %s\n' "what" "agentrun" "reference" "" "ratio" "target"
+row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && starts "$out/agentrun" version)" "/bin/true" "$truestart" 0 info
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
 loop=$(metric loop TwoTurnAttempt 'ms/run(median)')
