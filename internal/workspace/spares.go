@@ -44,6 +44,9 @@ const (
 	// staleSpare is the age past which what a spare's maker or taker left
 	// (it was killed meanwhile) is removed.
 	staleSpare = time.Hour
+	// spareTimeout bounds the making of one spare, its wait for the
+	// layer's lock included.
+	spareTimeout = time.Minute
 )
 
 // takeSpare makes the workspace of commit at dir (which fill says exists,
@@ -175,7 +178,11 @@ func (c *LayerCache) spareAfter(commit, format string) {
 	}
 	c.spares.Go(func() {
 		defer c.sparing.Delete(key)
-		_ = c.makeSpare(context.Background(), commit, format)
+		// Bounded: a process waits for it before it exits, and the
+		// layer's lock may be another's for a while (a collection).
+		ctx, cancel := context.WithTimeout(context.Background(), spareTimeout)
+		defer cancel()
+		_ = c.makeSpare(ctx, commit, format)
 	})
 }
 
