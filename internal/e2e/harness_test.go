@@ -122,7 +122,9 @@ func (e *env) get(id string) *run.Run {
 // waitState polls run.json until pred holds (without reconciling).
 func (e *env) waitFor(id string, what string, pred func(*run.Run) bool) *run.Run {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// Only a hang waits this long: generous, for a slow machine (a phase
+	// that starts 1,500 processes in a container took over 30 s on one).
+	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		if r, err := e.store().Get(context.Background(), id); err == nil && pred(r) {
 			return r
