@@ -62,14 +62,17 @@ func (s *Supervisor) execute(parent context.Context) error {
 		return nil
 	}
 	defer slot.Release()
-	s.dequeue(r.Seq)
 
-	// queued -> preparing: loses to a cancel that came first.
+	// queued -> preparing: loses to a cancel that came first. The run
+	// leaves the queue after it, so that a younger run's slot waits for
+	// this move and the journal shows the runs starting in queue order.
+	seq := r.Seq
 	r, err = s.cas(ctx, []run.State{run.StateQueued}, run.StatePreparing, run.ReasonNone, "", func(r *run.Run) {
 		if !recorded {
 			r.Supervisor = info
 		}
 	})
+	s.dequeue(seq)
 	if errors.Is(err, run.ErrConflict) {
 		return nil
 	}
