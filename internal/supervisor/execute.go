@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/workspace"
@@ -58,6 +59,16 @@ func (s *Supervisor) execute(parent context.Context) error {
 		slot, err = s.waitSlot(ctx, r.Seq)
 	}
 	if err != nil {
+		if errors.Is(err, coord.ErrReleased) && ctx.Err() == nil {
+			// The lease expired while the run waited (its renewals
+			// stalled past the lease's TTL): another process may hold it
+			// now. The run stays queued, unclaimed again, for whoever
+			// takes it next; nothing of it has started.
+			if recorded {
+				s.unclaim(info)
+			}
+			return fmt.Errorf("wait for a slot: %w", err)
+		}
 		s.stopped(ctx, run.StateQueued)
 		return nil
 	}

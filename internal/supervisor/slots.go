@@ -63,3 +63,29 @@ func (s *Supervisor) dequeue(seq int64) {
 		fmt.Fprintf(os.Stderr, "supervise %s: dequeue: %v\n", s.ID, err)
 	}
 }
+
+// errClaimedElsewhere leaves a run's record as it is in unclaim.
+var errClaimedElsewhere = errors.New("the run is no longer this supervisor's")
+
+// unclaim takes this supervisor's record off a run that is still queued
+// under it, after its lease was lost, so that the run counts as unclaimed
+// again. A run that moved on, or that another supervisor recorded, is
+// left alone.
+func (s *Supervisor) unclaim(info *run.SupervisorInfo) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := s.Store.Update(ctx, s.ID, func(r *run.Run) error {
+		// Several runs' supervisors may share a process: the time it
+		// recorded tells this one's record (to the microsecond that a
+		// database keeps).
+		if r.State != run.StateQueued || r.Supervisor == nil || r.Supervisor.PID != info.PID || r.Supervisor.Host != info.Host ||
+			!r.Supervisor.StartedAt.Truncate(time.Microsecond).Equal(info.StartedAt.Truncate(time.Microsecond)) {
+			return errClaimedElsewhere
+		}
+		r.Supervisor = nil
+		return nil
+	})
+	if err != nil && !errors.Is(err, errClaimedElsewhere) {
+		fmt.Fprintf(os.Stderr, "supervise %s: unclaim: %v\n", s.ID, err)
+	}
+}

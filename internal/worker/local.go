@@ -291,9 +291,14 @@ func (w *Local) supervise(ctx context.Context, id string, lease coord.Lease, ho 
 	r, err := w.Home.Store.Get(context.WithoutCancel(ctx), id)
 	switch {
 	case err != nil:
-	case supervisor.Unclaimed(r) && !r.CancelRequested && w.Queued != nil:
+	case supervisor.Unclaimed(r) && !r.CancelRequested:
+		// Its supervisor gave it back before it started (its lease was
+		// lost while it waited for a slot): it waits for a taker again.
 		lease.Release() // before the queue may hand it out again
-		w.Queued(context.WithoutCancel(ctx), id)
+		w.log().Info("run queued again", "run", id)
+		if w.Queued != nil {
+			w.Queued(context.WithoutCancel(ctx), id)
+		}
 	default:
 		w.log().Info("run ended", "run", id, "state", string(r.State), "reason", string(r.Reason))
 	}
