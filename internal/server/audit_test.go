@@ -324,6 +324,9 @@ func firstSealAtOrAfter(tr trail, seq int64) int64 {
 // trail is one unbroken chain holding every submit, sealed at shutdown.
 func TestAuditConcurrentSubmitters(t *testing.T) {
 	each(t, func(t *testing.T, c config) {
+		// Two servers, twenty submits and their runs load the machine
+		// enough that a renewal can come later than 2 s after the last.
+		c.leaseTTL = "15s"
 		srvs := []*instance{start(t, c), start(t, c)}
 		repo, _ := testsupport.Repo(t, map[string]string{"README.md": "hello\n"})
 		bundle := bundleOf(t, repo)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ type config struct {
 	extra    []string
 	env      []string // more of the server's variables
 	toml     string   // the server's config.toml ("": none)
+	leaseTTL string   // --lease-ttl ("": 2s, so that a killed server's runs come back soon)
 }
 
 type lockedBuf struct {
@@ -66,7 +68,7 @@ func (l *lockedBuf) String() string {
 func start(t *testing.T, c config) *instance {
 	t.Helper()
 	args := []string{"server", "--listen", "127.0.0.1:0", "--data", c.data, "--database-url", c.db,
-		"--local-worker", "2", "--lease-ttl", "2s", "--allow-host-sandbox"}
+		"--local-worker", "2", "--lease-ttl", cmp.Or(c.leaseTTL, "2s"), "--allow-host-sandbox"}
 	if c.noHost {
 		args = args[:len(args)-1]
 	}
