@@ -36,6 +36,7 @@ metric() {
 bench e2e ./internal/e2e 'BenchmarkSubmitWait/(host|native)/1file$|BenchmarkBuiltinSubmitWait' 10x
 bench loop ./internal/agent/loop 'BenchmarkTwoTurnAttempt$' 20x
 bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwrapReference$|BenchmarkRoundTripExecTrue$' 50x
+bench native-ahead ./internal/sandbox/native 'BenchmarkStartAheadToFirstExec$|BenchmarkBwrapReference$' 20x
 # The workspace: on a cached commit for 10 to 100,000 files (the 100,000
 # files' layer is made once, outside the timings: seconds), on a new
 # commit in pairs with git worktree add, and scan + export of one change.
@@ -92,6 +93,7 @@ loop=$(metric loop TwoTurnAttempt 'ms/run(median)')
 row "built-in 2-turn run, host" "$(metric e2e '^BenchmarkBuiltinSubmitWait/host' 'ms/run(median)')" "the loop alone" "$loop" 0 info
 row "built-in 2-turn run, native" "$(metric e2e '^BenchmarkBuiltinSubmitWait/native' 'ms/run(median)')" "the loop alone" "$loop" 0 info
 row "native start -> first exec" "$(metric native 'StartToFirstExec' 'p50-ms')" "bwrap true" "$(metric native 'BwrapReference' 'p50-ms')" 1.0 ratio
+row "native start -> first exec, init ahead" "$(metric native-ahead 'StartAheadToFirstExec' 'p50-ms')" "bwrap true" "$(metric native-ahead 'BwrapReference' 'p50-ms')" 1.0 ratio
 row "native exec into a running sandbox" "$(metric native 'RoundTripExecTrue' 'ns/op')" "" "" 2 max
 row "docker start -> first exec" "$(metric docker '^BenchmarkStartFirstExec/agentrun' 'ns/op')" "podman run --rm true" "$(metric docker '^BenchmarkStartFirstExec/engine' 'ns/op')" 1.0 ratio
 row "docker exec into a running sandbox" "$(metric docker '^BenchmarkExec/agentrun' 'ns/op')" "podman exec" "$(metric docker '^BenchmarkExec/engine' 'ns/op')" 2 max

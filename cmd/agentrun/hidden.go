@@ -16,5 +16,5 @@ var hidden = map[string]func(args []string) int{
 	"__runner":    runner.Main,
 	"__sandbox":   native.Main,
 	"__docker":    docker.Main,
-	"__supervise": func(args []string) int { return supervisor.Main(args, wire.Supervisor) },
+	"__supervise": func(args []string) int { return supervisor.Main(args, wire.Supervisor, wire.Prewarm) },
 }

@@ -378,7 +378,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	var ahead *supervisor.Pending
 	if app.Deps.StartAhead && app.Deps.Mode == "" && req.Data != nil {
 		// If it cannot start, Start spawns one as it would have.
-		ahead, _ = supervisor.Prespawn(*req.Data, app.Executable)
+		ahead, _ = supervisor.Prespawn(*req.Data, app.Executable, cmp.Or(req.Sandbox, app.Deps.DefaultBackend))
 		defer ahead.Abandon()
 	}
 	if req.Task, err = app.readTask(o); err != nil {

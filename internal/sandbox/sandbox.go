@@ -83,6 +83,18 @@ type LayerMounter interface {
 	ProbeLayers(ctx context.Context, scratch string) error
 }
 
+// Prewarmer is implemented by a backend that can start a sandbox's first
+// process ahead of the sandbox, before its Spec is known, so that the
+// next Start of the same backend value skips that part (the native
+// backend's init: a process in new namespaces, its runtime started).
+// Prewarm returns at once; what it started is used by the next Start, or
+// ended when ctx ends first. Without one ready, Start starts as always.
+// A second Prewarm before Start starts nothing: what was started lasts
+// for its ctx instead, so Prewarm with an ended ctx gives it up.
+type Prewarmer interface {
+	Prewarm(ctx context.Context)
+}
+
 // ReadOnlyChecker is implemented by a backend whose own mounts keep some
 // host paths from being shown read-only at their own paths (a /tmp of its
 // own). CheckReadOnly says why p cannot be one of Spec.ReadOnlyPaths (nil:

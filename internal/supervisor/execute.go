@@ -43,6 +43,19 @@ func (s *Supervisor) execute(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	go s.watchCancel(ctx, cancel)
+	// What the run's backend can start of the sandbox before its spec is
+	// known (the native init) starts now, beside the slot, the workspace
+	// and the servers, or was started with this process (Prespawn); the
+	// run's end ends it if no sandbox took it. What another backend
+	// started ahead (Prespawn guessed the backend) ends now.
+	for name, b := range s.Backends {
+		if pw, ok := b.(sandbox.Prewarmer); ok && name != r.Sandbox.Backend {
+			pw.Prewarm(ended)
+		}
+	}
+	if pw, ok := s.Backends[r.Sandbox.Backend].(sandbox.Prewarmer); ok {
+		pw.Prewarm(ctx)
+	}
 
 	// queued: a free slot at once (the usual case) records this process
 	// with the move to preparing; a run that waits records it first, so
@@ -439,6 +452,14 @@ func (s *Supervisor) watchCancel(ctx context.Context, cancel context.CancelCause
 		}
 	}
 }
+
+// ended is a context that has ended: Prewarm(ended) gives up what a
+// backend started ahead.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // stopped ends the run after its context ended, with the state the cause
 // calls for. from is the state to move from ("" = any active state).

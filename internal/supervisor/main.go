@@ -31,18 +31,25 @@ const (
 // Main is the `agentrun __supervise` entry point: it works on one run to
 // its end and returns the process exit code (0 when it ran the run to an
 // end state, whatever the state). wire builds the seams for the data
-// directory home (internal/wire).
-func Main(args []string, wire func(home string) (Deps, error)) int {
+// directory home (internal/wire); prewarm starts ahead what the named
+// sandbox backend can start before its spec is known (a supervisor
+// started ahead of its run, told the backend the run will likely use,
+// does so while it waits).
+func Main(args []string, wire func(home string) (Deps, error), prewarm func(backend string)) int {
 	fs := flag.NewFlagSet("__supervise", flag.ContinueOnError)
 	home := fs.String("home", "", "data directory")
 	id := fs.String("id", "", "run id")
 	maxParallel := fs.Int("max-parallel", 1, "concurrency limit")
 	pending := fs.Bool("pending", false, "wait on fd 3 for the run (Prespawn)")
+	ahead := fs.String("prewarm", "", "the sandbox backend to start ahead for (Prespawn)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var lockFile, waiter *os.File
 	var ho Handoff
+	if *ahead != "" && prewarm != nil {
+		prewarm(*ahead)
+	}
 	if *pending {
 		pr, lease, conn, ok := waitForRun()
 		if !ok {

@@ -49,8 +49,11 @@ type pendingRun struct {
 }
 
 // Prespawn starts a supervisor for data directory l that waits for its
-// run. exe is the agentrun binary ("" = this process's own).
-func Prespawn(l layout.Layout, exe string) (*Pending, error) {
+// run. exe is the agentrun binary ("" = this process's own). backend, if
+// not "", is the sandbox backend the run will likely use: the supervisor
+// starts what that backend can start ahead of a sandbox while it waits
+// (sandbox.Prewarmer), and ends it if the run uses another.
+func Prespawn(l layout.Layout, exe, backend string) (*Pending, error) {
 	exe, err := executable(exe)
 	if err != nil {
 		return nil, err
@@ -70,6 +73,9 @@ func Prespawn(l layout.Layout, exe string) (*Pending, error) {
 	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor handoff"), os.NewFile(uintptr(fds[1]), "handoff")
 	defer theirs.Close()
 	cmd := exec.Command(exe, "__supervise", "--home", l.Home, "--pending")
+	if backend != "" {
+		cmd.Args = append(cmd.Args, "--prewarm", backend)
+	}
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3: the socket its run comes over
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Env = supervisorEnviron()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,5 +172,56 @@ func TestRunRemakesHalfMadeWorkspace(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "half.txt")); err == nil {
 			t.Fatal("the half-made workspace was kept")
 		}
+	}
+}
+
+// aheadBackend is the host backend with a sandbox.Prewarmer that records
+// its call.
+type aheadBackend struct {
+	sandbox.Backend
+	mu           sync.Mutex
+	ctx          context.Context // Prewarm's
+	startedAfter bool            // Start came after Prewarm
+}
+
+func (b *aheadBackend) Prewarm(ctx context.Context) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ctx = ctx
+}
+
+func (b *aheadBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	b.mu.Lock()
+	b.startedAfter = b.ctx != nil
+	b.mu.Unlock()
+	return b.Backend.Start(ctx, spec)
+}
+
+// A backend that can start part of a sandbox ahead is told to before the
+// sandbox starts, for the run's life: what no sandbox took ends with it.
+// Another backend gives up what it started ahead (with an ended context).
+func TestRunPrewarmsTheBackend(t *testing.T) {
+	s, st := inProcess(t, "echo hi > hi.txt", nil)
+	b := &aheadBackend{Backend: host.New()}
+	other := &aheadBackend{Backend: host.New()} // one the run does not use
+	s.Backends = map[string]sandbox.Backend{"host": b, "other": other}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := st.Get(context.Background(), s.ID); r.State != run.StateSucceeded {
+		t.Fatalf("%s %s", r.State, r.Message)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx == nil || !b.startedAfter {
+		t.Fatalf("prewarmed %v, started after %v", b.ctx != nil, b.startedAfter)
+	}
+	if b.ctx.Err() == nil {
+		t.Fatal("the context Prewarm got outlives the run")
+	}
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	if other.ctx == nil || other.ctx.Err() == nil || other.startedAfter {
+		t.Fatal("the backend the run does not use was not told to give up what it started ahead")
 	}
 }

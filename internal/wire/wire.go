@@ -53,6 +53,18 @@ func Backends(executable string) []sandbox.Backend {
 	return all.List(all.Options{Executable: executable})
 }
 
+// Prewarm starts ahead, for the process's next sandbox of the backend
+// named, what that backend can start before a sandbox's spec is known
+// (sandbox.Prewarmer); it lasts until that sandbox takes it or the
+// process exits.
+func Prewarm(name string) {
+	for _, b := range Backends("") {
+		if p, ok := b.(sandbox.Prewarmer); ok && b.Name() == name {
+			p.Prewarm(context.Background())
+		}
+	}
+}
+
 // DefaultBackend is the backend used when none is named (see all.Default).
 func DefaultBackend() string { return all.Default() }
 

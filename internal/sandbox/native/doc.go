@@ -42,6 +42,17 @@
 // adds is file access bounded by rules rather than by the mounts alone,
 // and TCP connect limited to the bridges.
 //
+// Started ahead (Prewarm, sandbox.Prewarmer): most of a start (the
+// process in its new namespaces, the Go runtime and the package inits,
+// the exec-only privileges dropped) needs nothing of the Spec, so a
+// supervisor starts an init before it knows the run's sandbox, and the
+// process's next Start hands it its listener and log (as descriptors on
+// its config socket, which it takes as fd 5, stdout and stderr) and then
+// its config, as to an init started at once. Unprivileged, such an init
+// keeps CAP_DAC_OVERRIDE (over the user's own files) until it confines
+// itself, overlay or not. One that dies meanwhile is not used; one no
+// Start takes ends with the context Prewarm got, or with the process.
+//
 // One process: pid 1 then serves the runner's protocol itself
 // (runner.Serve) on the host-made socket, or, for one-shot use
 // (Backend.Command), runs a plain command and exits with its code. As the

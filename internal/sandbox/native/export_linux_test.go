@@ -8,3 +8,13 @@ type Mark = mark
 // StartMarks lists when the steps of sb's start ended: the host's, then
 // the init's, in the order each made them.
 func StartMarks(sb sandbox.Sandbox) []Mark { return sb.(*sbox).p.marks }
+
+// WarmPid is the pid of the process's init started ahead (0: none).
+func WarmPid() int {
+	ahead.mu.Lock()
+	defer ahead.mu.Unlock()
+	if ahead.w == nil {
+		return 0
+	}
+	return ahead.w.cmd.Process.Pid
+}

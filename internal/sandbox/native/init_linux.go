@@ -86,11 +86,22 @@ func initMain() int {
 	if err != nil {
 		return st.fail("confine", err)
 	}
+	// Started ahead of its sandbox (Backend.Prewarm), it gets its
+	// listener and log first, on the config socket.
+	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
+	if warmed {
+		if err := receiveFiles(); err != nil {
+			return st.fail("config", err)
+		}
+	}
 	cfg := os.NewFile(cfgFD, "config")
 	cfgR := bufio.NewReader(io.LimitReader(cfg, maxConfigLen))
 	c, err := readConfig(cfgR)
 	if err != nil {
 		return st.fail("config", err)
+	}
+	if warmed && c.Mode != modeServe {
+		return st.fail("config", fmt.Errorf("an init started ahead serves a runner, not mode %q", c.Mode))
 	}
 	mk.add("init-config")
 	if dumpErr != nil {

@@ -31,3 +31,6 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 
 // Main is the "__sandbox" entry point: native needs Linux.
 func Main(args []string) int { return 70 }
+
+// Prewarm implements sandbox.Prewarmer: native needs Linux, it does nothing.
+func (b *Backend) Prewarm(ctx context.Context) {}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -266,6 +267,22 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	if err := os.MkdirAll(c.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("make sandbox root: %w", err)
 	}
+	if c.Mode == modeServe {
+		// The runner's listener is extra's first file, the log stdout.
+		if log, ok := stdout.(*os.File); ok && len(extra) == 1 {
+			if w := takeWarm(c.Executable); w != nil {
+				defer w.cfgW.Close()
+				defer w.stR.Close()
+				mk := slices.Clone(w.marks)
+				mk.add("host-warm-taken")
+				if err := w.send(extra[0], log); err != nil {
+					w.discard()
+					return nil, err
+				}
+				return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, mk)
+			}
+		}
+	}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -280,25 +297,33 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	defer stW.Close()
 
 	var mk marks
-	cmd := initCommand(c, stdin, stdout, stderr, append([]*os.File{cfgR, stW}, extra...))
+	cmd := initCommand(c.Executable, c.UID, c.GID, c.Layers != nil, stdin, stdout, stderr, append([]*os.File{cfgR, stW}, extra...))
 	mk.add("host-spawn")
 	if err := startOnForkThread(cmd); err != nil {
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
 	mk.add("host-spawned")
+	cfgR.Close()
+	stW.Close()
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	return b.configure(ctx, spec, c, lim, cmd, done, cfgW, stR, mk)
+}
+
+// configure sends a started init (cmd, done once it was waited for, its
+// config channel cfgW and status pipe stR) its config, puts it in its
+// cgroups, and waits until it is ready. On error nothing is left running.
+func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, cmd *exec.Cmd, done chan struct{}, cfgW, stR *os.File, mk marks) (_ *proc, err error) {
 	// The config goes at once: the init builds the root while the
 	// cgroups are made, and starts nothing before goLine says it is in
 	// them.
-	cfgR.Close()
-	stW.Close()
 	cfgErr := sendConfig(cfgW, c)
 	sweepCgroups()
 	cg, cgEnforced := setupCgroups(cgroupName(spec.RunID), lim)
-	p := &proc{cmd: cmd, done: make(chan struct{}), cg: cg}
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
+	p := &proc{cmd: cmd, done: done, cg: cg}
 	defer func() {
 		if err != nil {
 			p.kill()
@@ -340,11 +365,13 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 }
 
 // initCommand is the command that starts the init: the agentrun binary
-// in new namespaces, with files (the config and status pipes, then the
-// caller's extra files) from fd 3, and an environment of GOMAXPROCS=1
-// only (the program it starts gets the sandbox's own environment).
-func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
-	cmd := exec.Command(c.Executable, entryName, roleInit)
+// exe in new namespaces, running as uid and gid inside, with files (the
+// config and status pipes, then the caller's extra files) from fd 3, and
+// an environment of GOMAXPROCS=1 only (the program it starts gets the
+// sandbox's own environment). overlay: unprivileged, it keeps what it
+// needs to mount an overlay's layers (see below).
+func initCommand(exe string, uid, gid int, overlay bool, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
+	cmd := exec.Command(exe, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
 	// The init does one thing at a time until it is confined: one
 	// processor makes its runtime start fewer threads, and its
@@ -360,14 +387,14 @@ func initCommand(c *config, stdin io.Reader, stdout, stderr io.Writer, files []*
 	cmd.ExtraFiles = files
 	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags(), Pdeathsig: syscall.SIGKILL, Setsid: true}
 	if os.Getuid() != 0 {
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: c.UID, HostID: c.UID, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: c.GID, HostID: c.GID, Size: 1}}
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 		// The init runs as the user's own uid inside; these survive its
 		// exec so it can build the root. confine drops them all before the
 		// sandboxed program starts.
 		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if c.Layers != nil {
+		if overlay {
 			// An overlay does its work in the layers with the mounter's
 			// credentials: the kernel's work directory is mode 0, and
 			// only CAP_DAC_OVERRIDE (over the user's own files, in this

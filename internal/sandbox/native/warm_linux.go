@@ -1,0 +1,213 @@
+package native
+
+// warm_linux.go: an init started ahead of its sandbox (Prewarm). Its start
+// (a process in new namespaces, the Go runtime, the package inits, the
+// exec-only privileges dropped) is most of a sandbox's start and needs
+// nothing of the Spec; a supervisor starts it while the run's workspace
+// and servers are made, and Start hands it what it waits for.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// roleWarm, after roleInit, starts an init that receives its listener and
+// its log on its config socket before its config.
+const roleWarm = "warm"
+
+// warm is an init started ahead: the binary it runs, its config socket
+// (our end), its status pipe (the read end), when its start's steps
+// ended, and the context it lasts for (under ahead.mu).
+type warm struct {
+	exe   string
+	cmd   *exec.Cmd
+	done  chan struct{}
+	cfgW  *os.File
+	stR   *os.File
+	marks marks
+	owner context.Context
+}
+
+// ahead is the process's init started ahead, if any: at most one, for
+// the next Start of any native Backend of the process (a supervisor
+// starts it before it has built the backend that takes it).
+var ahead struct {
+	mu sync.Mutex
+	w  *warm
+}
+
+// Prewarm implements sandbox.Prewarmer: it starts an init for the next
+// Start of a native backend of this process (one from the same binary),
+// in serve mode, which waits for its config, and ends it when ctx ends
+// first. If one was started already, it now lasts for ctx instead (a
+// ctx that has ended gives it up). It may hold CAP_DAC_OVERRIDE (over
+// the user's own files, unprivileged) until it confines itself, whether
+// the sandbox has an overlay or not: its config is not known yet. A
+// failure is not reported: Start then starts an init as it would have.
+func (b *Backend) Prewarm(ctx context.Context) {
+	ahead.mu.Lock()
+	defer ahead.mu.Unlock()
+	if w := ahead.w; w != nil {
+		w.owner = ctx
+		go w.endWith(ctx)
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	exe, err := b.executable()
+	if err != nil {
+		return
+	}
+	w, err := startWarm(exe)
+	if err != nil {
+		return
+	}
+	w.exe, w.owner = exe, ctx
+	ahead.w = w
+	go w.endWith(ctx)
+}
+
+// endWith ends w, unless a Start took it, when ctx ends while w still
+// lasts for ctx, or when w's process ended.
+func (w *warm) endWith(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-w.done:
+	}
+	ahead.mu.Lock()
+	unused := ahead.w == w && (w.owner == ctx || isDone(w.done))
+	if unused {
+		ahead.w = nil
+	}
+	ahead.mu.Unlock()
+	if unused {
+		w.discard()
+	}
+}
+
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// startWarm starts an init from exe with a config socket and a status
+// pipe, and nothing else of a sandbox's.
+func startWarm(exe string) (_ *warm, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	cfgW, cfgR := os.NewFile(uintptr(fds[0]), "config"), os.NewFile(uintptr(fds[1]), "config")
+	defer cfgR.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		cfgW.Close()
+		return nil, err
+	}
+	defer stW.Close()
+	w := &warm{cfgW: cfgW, stR: stR, done: make(chan struct{})}
+	w.cmd = initCommand(exe, os.Getuid(), os.Getgid(), true, nil, nil, nil, []*os.File{cfgR, stW})
+	w.cmd.Args = append(w.cmd.Args, roleWarm)
+	w.marks.add("host-spawn")
+	if err := startOnForkThread(w.cmd); err != nil {
+		cfgW.Close()
+		stR.Close()
+		return nil, fmt.Errorf("start the sandbox init: %w", err)
+	}
+	w.marks.add("host-spawned")
+	go func() {
+		w.cmd.Wait()
+		close(w.done)
+	}()
+	return w, nil
+}
+
+// discard ends an init started ahead that no Start took.
+func (w *warm) discard() {
+	w.cfgW.Close()
+	w.stR.Close()
+	select {
+	case <-w.done:
+	default:
+		w.cmd.Process.Kill()
+	}
+	<-w.done
+}
+
+// takeWarm hands over the process's init started ahead, if it is still
+// running and runs exe.
+func takeWarm(exe string) *warm {
+	ahead.mu.Lock()
+	w := ahead.w
+	if w == nil || w.exe != exe {
+		ahead.mu.Unlock()
+		return nil
+	}
+	ahead.w = nil
+	ahead.mu.Unlock()
+	select {
+	case <-w.done:
+		w.discard()
+		return nil
+	default:
+		return w
+	}
+}
+
+// send gives the init started ahead its listening socket and its log
+// (one byte, with both descriptors), before its config: it then takes
+// them as its fd 5 and its stdout and stderr, as an init started with
+// them has them.
+func (w *warm) send(listener, log *os.File) error {
+	rights := unix.UnixRights(int(listener.Fd()), int(log.Fd()))
+	if err := unix.Sendmsg(int(w.cfgW.Fd()), []byte{'F'}, rights, nil, 0); err != nil {
+		return fmt.Errorf("send the sandbox init its files: %w", err)
+	}
+	return nil
+}
+
+// receiveFiles is the warm init's side of send: it takes the listening
+// socket as fd 5 and the log as its stdout and stderr.
+func receiveFiles() error {
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	buf := make([]byte, 1)
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(cfgFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("receive files: %w", err)
+		}
+		if n != 1 || buf[0] != 'F' {
+			return errors.New("receive files: the host sent no files")
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return fmt.Errorf("receive files: %d messages: %v", len(msgs), err)
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 2 {
+			return fmt.Errorf("receive files: %d descriptors: %v", len(fds), err)
+		}
+		for _, d := range []struct{ from, to int }{{fds[0], listenerFD}, {fds[1], 1}, {fds[1], 2}} {
+			if err := unix.Dup3(d.from, d.to, 0); err != nil {
+				return fmt.Errorf("receive files: %w", err)
+			}
+		}
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil
+	}
+}
