@@ -181,6 +181,16 @@ func TestServerKilledMidRun(t *testing.T) {
 		srv := start(t, c)
 		id := srv.runID(t, spec("survive", `if [ -f `+marker+` ]; then echo done > b.txt; else touch `+marker+`; sleep 5; fi`, nil), bundleOf(t, repo))
 		srv.waitState(t, id, "running")
+		// Killed while the agent runs: "running" is recorded before the
+		// agent's command has started.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the agent never started")
+			}
+		}
 		srv.stop(syscall.SIGKILL)
 
 		srv = start(t, c)
