@@ -34,7 +34,7 @@ func pendingSupervisors(t *testing.T, home string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) == 5 && args[1] == "__supervise" && args[3] == home && args[4] == "--pending" {
+		if len(args) >= 5 && args[1] == "__supervise" && args[3] == home && args[4] == "--pending" {
 			pids = append(pids, pid)
 		}
 	}
@@ -64,6 +64,8 @@ func startBlockedSubmit(t *testing.T, e *env, out *bytes.Buffer) (*exec.Cmd, io.
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait() // its output is all written
 	t.Fatalf("no supervisor started ahead for %s\n%s", e.home, out.String())
 	return nil, nil, 0
 }

@@ -43,19 +43,7 @@ func (s *Supervisor) execute(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	go s.watchCancel(ctx, cancel)
-	// What the run's backend can start of the sandbox before its spec is
-	// known (the native init) starts now, beside the slot, the workspace
-	// and the servers, or was started with this process (Prespawn); the
-	// run's end ends it if no sandbox took it. What another backend
-	// started ahead (Prespawn guessed the backend) ends now.
-	for name, b := range s.Backends {
-		if pw, ok := b.(sandbox.Prewarmer); ok && name != r.Sandbox.Backend {
-			pw.Prewarm(ended)
-		}
-	}
-	if pw, ok := s.Backends[r.Sandbox.Backend].(sandbox.Prewarmer); ok {
-		pw.Prewarm(ctx)
-	}
+	s.prewarm(ctx, r.Sandbox.Backend)
 
 	// queued: a free slot at once (the usual case) records this process
 	// with the move to preparing; a run that waits records it first, so
@@ -450,6 +438,22 @@ func (s *Supervisor) watchCancel(ctx context.Context, cancel context.CancelCause
 			cancel(errCancelRequested)
 			return
 		}
+	}
+}
+
+// prewarm starts what the run's backend can start of the sandbox before
+// its spec is known (the native init), beside the slot, the workspace and
+// the servers, or keeps what this process started with (Prespawn), for
+// ctx: the run's end ends it if no sandbox took it. What another backend
+// started ahead (Prespawn guessed the backend) ends now.
+func (s *Supervisor) prewarm(ctx context.Context, backend string) {
+	for name, b := range s.Backends {
+		if pw, ok := b.(sandbox.Prewarmer); ok && name != backend {
+			pw.Prewarm(ended)
+		}
+	}
+	if pw, ok := s.Backends[backend].(sandbox.Prewarmer); ok {
+		pw.Prewarm(ctx)
 	}
 }
 
