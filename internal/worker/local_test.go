@@ -27,59 +27,21 @@ import (
 func TestWorkersShareTheQueue(t *testing.T) {
 	sqltest.Each(t, func(t *testing.T, newURL func(testing.TB) string) {
 		ctx := context.Background()
-		url := newURL(t)
 		l := layout.Layout{Home: t.TempDir()}
 		repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
-		var workers []*worker.Local
-		var mu sync.Mutex
-		claims := map[string]int{}
-		for range 2 {
-			be, err := wire.OpenServer(ctx, url, server.BackendOptions{LeaseTTL: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { be.Close() })
-			w := &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
-				Deps: be.SupervisorDeps(l), Slots: 2, Getenv: os.Getenv,
-				Claimed: func(r *run.Run, _ time.Duration) { mu.Lock(); claims[r.ID]++; mu.Unlock() }}
-			workers = append(workers, w)
-		}
+		var claims claimCounter
+		workers := sharedWorkers(t, newURL(t), l, 2, &claims)
 		st := workers[0].Home.Store
-		svc := &submit.Service{Backends: map[string]sandbox.Backend{"host": host.New()}, DefaultBackend: "host", Agents: wire.Agents()}
-		var ids []string
-		for range 8 {
-			r, _, err := svc.Plan(ctx, submit.Request{Repo: repo, Task: "t", AgentCmd: "echo $$ > b.txt", Sandbox: "host", Attempts: 1, Getenv: os.Getenv})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := supervisor.Start(ctx, workers[0].Home, r, supervisor.StartOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, r.ID)
+		cmds := make([]string, 8)
+		for i := range cmds {
+			cmds[i] = "echo $$ > b.txt"
 		}
-		for _, w := range workers {
-			if err := w.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { w.Stop(context.Background()) })
-		}
+		ids := queueRuns(t, workers[0].Home, repo, cmds...)
+		startWorkers(t, workers)
 		deadline := time.Now().Add(60 * time.Second)
 		for _, id := range ids {
-			for {
-				r, err := st.Get(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if r.State.Terminal() {
-					if r.State != run.StateSucceeded || len(r.Attempts) != 1 {
-						t.Errorf("run %s: %s (%s), %d attempts", id, r.State, r.Message, len(r.Attempts))
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("run %s is still %s", id, r.State)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if r := waitEnded(t, st, id, deadline); r.State != run.StateSucceeded || len(r.Attempts) != 1 {
+				t.Errorf("run %s: %s (%s), %d attempts", id, r.State, r.Message, len(r.Attempts))
 			}
 			evs, _ := st.Events(ctx, id, 0)
 			preparing := 0
@@ -88,10 +50,7 @@ func TestWorkersShareTheQueue(t *testing.T) {
 					preparing++
 				}
 			}
-			mu.Lock()
-			n := claims[id]
-			mu.Unlock()
-			if preparing != 1 || n != 1 {
+			if n := claims.of(id); preparing != 1 || n != 1 {
 				t.Errorf("run %s was prepared %d times, claimed %d times", id, preparing, n)
 			}
 			if _, err := os.Stat(filepath.Join(l.RunDir(id), "result.patch")); err != nil {
@@ -202,39 +161,12 @@ func TestLeaseLostWhileWaitingForASlot(t *testing.T) {
 		url := newURL(t)
 		l := layout.Layout{Home: t.TempDir()}
 		repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
-		var mu sync.Mutex
-		claims := map[string]int{}
-		var workers []*worker.Local
-		for range 2 {
-			be, err := wire.OpenServer(ctx, url, server.BackendOptions{LeaseTTL: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { be.Close() })
-			// One slot between both workers: the second run waits for it.
-			workers = append(workers, &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
-				Deps: be.SupervisorDeps(l), Slots: 1, Getenv: os.Getenv,
-				Claimed: func(r *run.Run, _ time.Duration) { mu.Lock(); claims[r.ID]++; mu.Unlock() }})
-		}
+		var claims claimCounter
+		// One slot between both workers: the second run waits for it.
+		workers := sharedWorkers(t, url, l, 1, &claims)
 		st := workers[0].Home.Store
-		svc := &submit.Service{Backends: map[string]sandbox.Backend{"host": host.New()}, DefaultBackend: "host", Agents: wire.Agents()}
-		var ids []string
-		for _, cmd := range []string{"sleep 3; echo a > b.txt", "echo b > b.txt"} {
-			r, _, err := svc.Plan(ctx, submit.Request{Repo: repo, Task: "t", AgentCmd: cmd, Sandbox: "host", Attempts: 1, Getenv: os.Getenv})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := supervisor.Start(ctx, workers[0].Home, r, supervisor.StartOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, r.ID)
-		}
-		for _, w := range workers {
-			if err := w.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { w.Stop(context.Background()) })
-		}
+		ids := queueRuns(t, workers[0].Home, repo, "sleep 3; echo a > b.txt", "echo b > b.txt")
+		startWorkers(t, workers)
 		waiting := func() bool {
 			a, _ := st.Get(ctx, ids[0])
 			b, _ := st.Get(ctx, ids[1])
@@ -255,26 +187,101 @@ func TestLeaseLostWhileWaitingForASlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range ids {
-			var r *run.Run
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if r, err = st.Get(ctx, id); err != nil {
-					t.Fatal(err)
-				}
-				if r.State.Terminal() {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("run %s is still %s", id, r.State)
-				}
-			}
-			if r.State != run.StateSucceeded || len(r.Attempts) != 1 {
+			if r := waitEnded(t, st, id, time.Now().Add(60*time.Second)); r.State != run.StateSucceeded || len(r.Attempts) != 1 {
 				t.Errorf("run %s: %s (%s), %d attempts", id, r.State, r.Message, len(r.Attempts))
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if claims[ids[0]] != 1 || claims[ids[1]] != 2 {
-			t.Errorf("claimed %d and %d times, want 1 and 2 (the second again after its lease expired)", claims[ids[0]], claims[ids[1]])
+		if a, b := claims.of(ids[0]), claims.of(ids[1]); a != 1 || b != 2 {
+			t.Errorf("claimed %d and %d times, want 1 and 2 (the second again after its lease expired)", a, b)
 		}
 	})
+}
+
+// claimCounter counts the claims of each run, by every worker it is
+// given to.
+type claimCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *claimCounter) claimed(r *run.Run, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[r.ID]++
+}
+
+func (c *claimCounter) of(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[id]
+}
+
+// sharedWorkers makes two workers of data directory l with slots each,
+// each with a coordinator of its own (lease TTL 2 s) on the database at
+// url, counting their claims in claims.
+func sharedWorkers(t *testing.T, url string, l layout.Layout, slots int, claims *claimCounter) []*worker.Local {
+	t.Helper()
+	var workers []*worker.Local
+	for range 2 {
+		be, err := wire.OpenServer(context.Background(), url, server.BackendOptions{LeaseTTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Close() })
+		workers = append(workers, &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true},
+			Deps: be.SupervisorDeps(l), Slots: slots, Getenv: os.Getenv, Claimed: claims.claimed})
+	}
+	return workers
+}
+
+// queueRuns queues a run of each agent command on repo (host sandbox, one
+// attempt) in h, in order, and returns their ids.
+func queueRuns(t *testing.T, h supervisor.Home, repo string, cmds ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	svc := &submit.Service{Backends: map[string]sandbox.Backend{"host": host.New()}, DefaultBackend: "host", Agents: wire.Agents()}
+	var ids []string
+	for _, cmd := range cmds {
+		r, _, err := svc.Plan(ctx, submit.Request{Repo: repo, Task: "t", AgentCmd: cmd, Sandbox: "host", Attempts: 1, Getenv: os.Getenv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := supervisor.Start(ctx, h, r, supervisor.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// startWorkers starts workers, each stopped when the test ends.
+func startWorkers(t *testing.T, workers []*worker.Local) {
+	t.Helper()
+	for _, w := range workers {
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Stop(context.Background()) })
+	}
+}
+
+// waitEnded waits until run id has ended, failing the test at deadline.
+func waitEnded(t *testing.T, st run.Store, id string, deadline time.Time) *run.Run {
+	t.Helper()
+	for {
+		r, err := st.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State.Terminal() {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is still %s", id, r.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -99,15 +99,20 @@ func checkEmptyDir(dir string) error {
 
 // emptyDir removes what is inside dir (never following a symlink).
 func emptyDir(dir string) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	names, _ := f.Readdirnames(-1)
-	f.Close()
+	names, _ := dirNames(dir)
 	for _, n := range names {
 		_ = os.RemoveAll(filepath.Join(dir, n))
 	}
+}
+
+// dirNames lists the names in directory dir.
+func dirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 func create(ctx context.Context, repo, commit, format, dir, stateDir string, pop populateFunc) (Workspace, error) {

@@ -115,14 +115,8 @@ func moveSpare(tree, dir, state, stateDir string, fill bool) (err error) {
 		}
 	}()
 	if fill {
-		names, err := dirNames(tree)
-		if err != nil {
+		if err := moveEntries(tree, dir); err != nil {
 			return err
-		}
-		for _, n := range names {
-			if err := os.Rename(filepath.Join(tree, n), filepath.Join(dir, n)); err != nil {
-				return err
-			}
 		}
 	} else {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -132,12 +126,17 @@ func moveSpare(tree, dir, state, stateDir string, fill bool) (err error) {
 			return err
 		}
 	}
-	names, err := dirNames(state)
+	return moveEntries(state, stateDir)
+}
+
+// moveEntries renames each entry of directory from into directory to.
+func moveEntries(from, to string) error {
+	names, err := dirNames(from)
 	if err != nil {
 		return err
 	}
 	for _, n := range names {
-		if err := os.Rename(filepath.Join(state, n), filepath.Join(stateDir, n)); err != nil {
+		if err := os.Rename(filepath.Join(from, n), filepath.Join(to, n)); err != nil {
 			return err
 		}
 	}
@@ -154,15 +153,6 @@ func undoSpare(dir, stateDir string, fill bool) {
 	for _, n := range []string{manifestName, treesName} {
 		_ = os.Remove(filepath.Join(stateDir, n))
 	}
-}
-
-func dirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // spareAfter makes a spare of commit's layer in the background, unless

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentrun/agentrun/internal/runner"
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/native"
 )
 
@@ -49,23 +50,30 @@ func BenchmarkStartToFirstExec(b *testing.B) {
 	var ds []time.Duration
 	cpu := childCPU()
 	for b.Loop() {
-		spec := newSpec(b)
-		t0 := time.Now()
-		sb, err := nb.Start(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("exec true: %v %v", err, res)
-		}
-		ds = append(ds, time.Since(t0))
+		sb, d := firstExec(b, nb, newSpec(b))
+		ds = append(ds, d)
 		b.StopTimer()
 		sb.Destroy(ctx)
 		b.StartTimer()
 	}
 	reportP50(b, ds)
 	reportChildCPU(b, cpu)
+}
+
+// firstExec starts a sandbox of spec and runs `true` in it: it returns
+// the sandbox and the time from Start's call until the Exec returned.
+func firstExec(b *testing.B, nb *native.Backend, spec sandbox.Spec) (sandbox.Sandbox, time.Duration) {
+	ctx := context.Background()
+	t0 := time.Now()
+	sb, err := nb.Start(ctx, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("exec true: %v %v", err, res)
+	}
+	return sb, time.Since(t0)
 }
 
 // BenchmarkStartAheadToFirstExec is BenchmarkStartToFirstExec for a
@@ -83,18 +91,10 @@ func BenchmarkStartAheadToFirstExec(b *testing.B) {
 		nb.Prewarm(ctx)
 		time.Sleep(200 * time.Millisecond)
 		b.StartTimer()
-		t0 := time.Now()
-		sb, err := nb.Start(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("exec true: %v %v", err, res)
-		}
-		ds = append(ds, time.Since(t0))
+		sb, d := firstExec(b, nb, spec)
+		ds = append(ds, d)
 		b.StopTimer()
-		if !slices.ContainsFunc(native.StartMarks(sb), func(m native.Mark) bool { return m.Step == "host-warm-taken" }) {
+		if !tookWarm(sb) {
 			b.Fatal("Start did not take the init started ahead")
 		}
 		sb.Destroy(ctx)
@@ -117,15 +117,7 @@ func BenchmarkStartSteps(b *testing.B) {
 	order := []string{"host-start", "host-spawn", "host-spawned", "init-runtime", "init-exec-privileges", "init-main", "host-cgroups", "init-config", "init-signals", "init-root",
 		"init-net", "init-go", "init-landlock", "init-confined", "init-program-started", "init-serving", "host-ready", "host-runner-answered", "first-exec"}
 	for b.Loop() {
-		spec := newSpec(b)
-		sb, err := nb.Start(ctx, spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := sb.Runner().Exec(ctx, runner.ExecRequest{Argv: []string{"true"}}, nil, nil)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("exec true: %v %v", err, res)
-		}
+		sb, _ := firstExec(b, nb, newSpec(b))
 		var ts unix.Timespec
 		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 		marks := append(native.StartMarks(sb), native.Mark{Step: "first-exec", At: ts.Nano()})

@@ -137,9 +137,7 @@ func startWarm(exe string) (_ *warm, err error) {
 func (w *warm) discard() {
 	w.cfgW.Close()
 	w.stR.Close()
-	select {
-	case <-w.done:
-	default:
+	if !isDone(w.done) {
 		w.cmd.Process.Kill()
 	}
 	<-w.done
@@ -156,13 +154,11 @@ func takeWarm(exe string) *warm {
 	}
 	ahead.w = nil
 	ahead.mu.Unlock()
-	select {
-	case <-w.done:
+	if isDone(w.done) {
 		w.discard()
 		return nil
-	default:
-		return w
 	}
+	return w
 }
 
 // send gives the init started ahead its listening socket and its log

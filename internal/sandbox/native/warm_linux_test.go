@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,7 +70,7 @@ func TestStartTakesTheInitStartedAhead(t *testing.T) {
 	if tookWarm(cold) {
 		t.Fatal("a second Start found an init ahead")
 	}
-	warmKeys, coldKeys := keys(sb.Enforced()), keys(cold.Enforced())
+	warmKeys, coldKeys := slices.Sorted(maps.Keys(sb.Enforced())), slices.Sorted(maps.Keys(cold.Enforced()))
 	if !slices.Equal(warmKeys, coldKeys) {
 		t.Fatalf("enforced: %v started ahead, %v at once", warmKeys, coldKeys)
 	}
@@ -87,13 +88,15 @@ func TestStartTakesTheInitStartedAhead(t *testing.T) {
 	}
 }
 
-func keys(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
+// waitExited waits up to 10 s for process pid to be gone, failing the
+// test with why otherwise.
+func waitExited(t *testing.T, pid int, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d)", why, pid)
+		}
 	}
-	slices.Sort(ks)
-	return ks
 }
 
 // An init started ahead that no Start takes ends with its context.
@@ -106,11 +109,7 @@ func TestInitStartedAheadEndsWithItsContext(t *testing.T) {
 		t.Fatal("Prewarm started no init")
 	}
 	cancel()
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the init started ahead (pid %d) outlived its context", pid)
-		}
-	}
+	waitExited(t, pid, "the init started ahead outlived its context")
 	if native.WarmPid() != 0 {
 		t.Fatal("the backend still holds the init")
 	}
@@ -140,11 +139,7 @@ func TestInitStartedAheadLastsForTheLatestContext(t *testing.T) {
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	b.Prewarm(ended)
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Prewarm with an ended context left the init (pid %d) running", pid)
-		}
-	}
+	waitExited(t, pid, "Prewarm with an ended context left the init running")
 	if native.WarmPid() != 0 {
 		t.Fatal("the backend still holds the init")
 	}
@@ -163,11 +158,7 @@ func TestStartWithoutTheInitThatDied(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the init did not die")
-		}
-	}
+	waitExited(t, pid, "the init did not die")
 	sb := start(t, b, newSpec(t))
 	if tookWarm(sb) {
 		t.Fatal("Start took an init that had died")
