@@ -70,7 +70,7 @@ func (c FlockCapacity) Acquire(ctx context.Context, key string, max int) (func()
 	for {
 		if first(dir, mine) {
 			for k := range max {
-				f, ok, err := tryFlock(filepath.Join(dir, strconv.Itoa(k)+".lock"))
+				f, ok, err := tryFlock(filepath.Join(dir, strconv.Itoa(k)+".lock"), os.O_CREATE)
 				if err != nil {
 					return nil, fmt.Errorf("model server slots: %w", err)
 				}
@@ -102,9 +102,13 @@ func first(dir string, mine os.FileInfo) bool {
 		if err != nil || !fi.ModTime().Before(mine.ModTime()) {
 			continue
 		}
-		// Older: is its waiter alive (its lock held)?
+		// Older: is its waiter alive (its lock held)? Opened without
+		// O_CREATE: a waiter file gone since ReadDir must stay gone, for
+		// one made again here would be unlocked until this flock (another
+		// could take it for a dead waiter's, or lock it first and leave it
+		// behind).
 		p := filepath.Join(dir, e.Name())
-		f, ok, err := tryFlock(p)
+		f, ok, err := tryFlock(p, 0)
 		if err != nil {
 			continue
 		}
@@ -118,9 +122,10 @@ func first(dir string, mine os.FileInfo) bool {
 	return true
 }
 
-// tryFlock opens path and takes its exclusive flock without waiting.
-func tryFlock(path string) (*os.File, bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+// tryFlock opens path (with create, os.O_CREATE or 0) and takes its
+// exclusive flock without waiting.
+func tryFlock(path string, create int) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|create|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, false, err
 	}

@@ -525,6 +525,67 @@ func TestFlockCapacityLiveWaiterFiles(t *testing.T) {
 	if acquired.Load() == 0 {
 		t.Error("nothing acquired")
 	}
+	// Every waiter removed its own file, and nobody made one again.
+	if left, _ := filepath.Glob(filepath.Join(dir, "*", "wait-*")); len(left) > 0 {
+		t.Errorf("waiter files left after every waiter ended: %v", left)
+	}
+}
+
+// TestFlockCapacityGoneWaiterStaysGone: a waiter that looks at an older
+// waiter's file must never make it again once that waiter has removed it
+// (between its listing and its open). Made again, the file is unlocked
+// until the looker's flock: another could lock it first, take a live
+// waiter's file for a dead one's, and leave it behind. One goroutine makes
+// an older waiter's file and removes it, over and over, with O_EXCL; while
+// another asks first, any EEXIST means first made the file again.
+func TestFlockCapacityGoneWaiterStaysGone(t *testing.T) {
+	dir := t.TempDir()
+	minePath := filepath.Join(dir, "wait-mine")
+	if err := os.WriteFile(minePath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := os.Stat(minePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mine.ModTime().Add(-time.Hour)
+	older := filepath.Join(dir, "wait-older")
+	var stop atomic.Bool
+	var remade, rounds atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			first(dir, mine)
+		}
+	})
+	wg.Go(func() {
+		for !stop.Load() {
+			f, err := os.OpenFile(older, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+			if errors.Is(err, os.ErrExist) {
+				remade.Add(1)
+				os.Remove(older)
+				continue
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			unix.Flock(int(f.Fd()), unix.LOCK_EX)
+			os.Chtimes(older, old, old)
+			os.Remove(older)
+			f.Close()
+			rounds.Add(1)
+		}
+	})
+	time.Sleep(500 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if n := remade.Load(); n > 0 {
+		t.Errorf("a gone waiter's file was made again %d times in %d rounds", n, rounds.Load())
+	}
+	if rounds.Load() == 0 {
+		t.Error("no rounds")
+	}
 }
 
 // ---- capacity through the gateway ----
