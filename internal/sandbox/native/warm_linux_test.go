@@ -31,6 +31,18 @@ func TestConformanceStartedAhead(t *testing.T) {
 	sandboxtest.Run(t, startedAhead{requireNative(t)}, sandboxtest.Options{})
 }
 
+// prewarmed starts an init ahead for b's next Start, for ctx, and returns
+// its pid (never 0: the test fails if none was started).
+func prewarmed(ctx context.Context, t *testing.T, b *native.Backend) int {
+	t.Helper()
+	b.Prewarm(ctx)
+	pid := native.WarmPid()
+	if pid == 0 {
+		t.Fatal("Prewarm started no init")
+	}
+	return pid
+}
+
 func tookWarm(sb sandbox.Sandbox) bool {
 	return slices.ContainsFunc(native.StartMarks(sb), func(m native.Mark) bool { return m.Step == "host-warm-taken" })
 }
@@ -41,11 +53,7 @@ func tookWarm(sb sandbox.Sandbox) bool {
 func TestStartTakesTheInitStartedAhead(t *testing.T) {
 	b := requireNative(t)
 	ctx := context.Background()
-	b.Prewarm(ctx)
-	pid := native.WarmPid()
-	if pid == 0 {
-		t.Fatal("Prewarm started no init")
-	}
+	pid := prewarmed(ctx, t, b)
 	b.Prewarm(ctx)
 	if again := native.WarmPid(); again != pid {
 		t.Fatalf("a second Prewarm started another init (%d, then %d)", pid, again)
@@ -103,11 +111,7 @@ func waitExited(t *testing.T, pid int, why string) {
 func TestInitStartedAheadEndsWithItsContext(t *testing.T) {
 	b := requireNative(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	b.Prewarm(ctx)
-	pid := native.WarmPid()
-	if pid == 0 {
-		t.Fatal("Prewarm started no init")
-	}
+	pid := prewarmed(ctx, t, b)
 	cancel()
 	waitExited(t, pid, "the init started ahead outlived its context")
 	if native.WarmPid() != 0 {
@@ -120,11 +124,7 @@ func TestInitStartedAheadEndsWithItsContext(t *testing.T) {
 func TestInitStartedAheadLastsForTheLatestContext(t *testing.T) {
 	b := requireNative(t)
 	first, cancelFirst := context.WithCancel(context.Background())
-	b.Prewarm(first)
-	pid := native.WarmPid()
-	if pid == 0 {
-		t.Fatal("Prewarm started no init")
-	}
+	pid := prewarmed(first, t, b)
 	second, cancelSecond := context.WithCancel(context.Background())
 	defer cancelSecond()
 	b.Prewarm(second)
@@ -153,8 +153,7 @@ func TestInitStartedAheadLastsForTheLatestContext(t *testing.T) {
 // one as it would have.
 func TestStartWithoutTheInitThatDied(t *testing.T) {
 	b := requireNative(t)
-	b.Prewarm(context.Background())
-	pid := native.WarmPid()
+	pid := prewarmed(context.Background(), t, b)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
