@@ -117,6 +117,13 @@ row "dispatch p50, agent host, SQLite" "$(metric team 'TeamDispatch/host/SQLite'
 row "dispatch p50, agent host, PostgreSQL" "$(metric team 'TeamDispatch/host/PostgreSQL' 'p50-ms')" "" "" 20 max
 row "dispatch p50, local worker, SQLite" "$(metric team 'TeamDispatch/local/SQLite' 'p50-ms')" "" "" 20 max
 row "dispatch p50, local worker, PostgreSQL" "$(metric team 'TeamDispatch/local/PostgreSQL' 'p50-ms')" "" "" 20 max
+# The same runs, to the agent's first child process (date) instead of its
+# first instruction: the start of one process more.
+for w in "agent host:host" "local worker:local"; do
+	for db in SQLite PostgreSQL; do
+		row "dispatch p50 to date, ${w%%:*}, $db" "$(metric team "TeamDispatch/${w#*:}/$db" 'child-p50-ms')" "" "" 0 info
+	done
+done
 claims() { # name: claims/s, shown as ms per claim against the 500/s target
 	local v
 	v=$(metric claims "$1" 'claims/s')
