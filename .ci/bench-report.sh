@@ -64,7 +64,7 @@ row() { # what value reference-name reference-value target kind(ratio|max)
 	local tgt="<= $target ms"
 	[ "$kind" = ratio ] && tgt="<= ${target}x"
 	[ "$kind" = info ] && tgt="-"
-	printf '%-40s %10s ms  %-26s %10s  %6s  %s%s\n' "$what" "$v" "$refname" "${ref:+$ref ms}" "${ratio:-}" "$tgt" "$mark"
+	printf '%-46s %10s ms  %-26s %10s  %6s  %s%s\n' "$what" "$v" "$refname" "${ref:+$ref ms}" "${ratio:-}" "$tgt" "$mark"
 }
 
 # How fast this machine starts a process, with the report's load: each
@@ -85,7 +85,7 @@ starts() { # command...: ms per start
 CGO_ENABLED=0 go build -o "$out/agentrun" ./cmd/agentrun 2>/dev/null
 truestart=$(starts /bin/true)
 echo "agentrun performance report: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-40s %13s  %-26s %10s  %6s  %s\n' "what" "agentrun" "reference" "" "ratio" "target"
+printf '%-46s %13s  %-26s %10s  %6s  %s\n' "what" "agentrun" "reference" "" "ratio" "target"
 row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && starts "$out/agentrun" version)" "/bin/true" "$truestart" 0 info
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
