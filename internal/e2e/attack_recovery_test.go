@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -292,36 +291,8 @@ func TestAttackSixSubmitsTwoSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		res := e.run("list", "--json")
-		var doc struct {
-			Runs []struct {
-				ID     string `json:"id"`
-				Status string `json:"status"`
-			} `json:"runs"`
-		}
-		if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
-			var arr []struct {
-				ID     string `json:"id"`
-				Status string `json:"status"`
-			}
-			if err := json.Unmarshal([]byte(res.stdout), &arr); err != nil {
-				t.Fatalf("list --json: %v\n%s", err, res.stdout)
-			}
-			doc.Runs = arr
-		}
-		done := 0
-		for _, r := range doc.Runs {
-			if run.State(r.Status).Terminal() {
-				done++
-			}
-		}
-		if done == 6 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	for _, id := range ids {
+		e.waitFor(id, "its end", func(r *run.Run) bool { return r.State.Terminal() })
 	}
 	if n, at := mostAtOnce(t, e, ids); n > 2 {
 		t.Fatalf("%d runs at once with max_parallel 2 (at %s)", n, at.Format(time.RFC3339Nano))
