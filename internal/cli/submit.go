@@ -672,8 +672,9 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 		if r.State.Terminal() {
 			return r, nil
 		}
-		if !watched && !follow && time.Since(began) >= watchAfter {
-			// (nil where it cannot watch: the wait only polls)
+		if !watched && !follow && app.changes == nil && time.Since(began) >= watchAfter {
+			// (nil where it cannot watch: the wait only polls; none
+			// while the supervisor tells each change itself)
 			watched = true
 			if watch = watchRun(env.Layout.RunDir(id)); watch != nil {
 				continue // read once more: a change may have come before the watch
@@ -681,24 +682,36 @@ func (app *App) awaitRun(ctx context.Context, env *Env, id string, follow bool, 
 		}
 		poll := watch.poll(time.Since(began))
 		if app.changes != nil && !follow {
-			// The supervisor tells each change of state: the polls
-			// only back that up.
+			// The supervisor tells each change of state while it lives:
+			// the polls only back that up (and draw the progress).
 			poll = max(poll, heardPoll)
+			if prog != nil {
+				poll = min(poll, progressPoll)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-watch.C():
-		case <-app.changes:
+		case _, ok := <-app.changes:
+			if !ok {
+				app.changes = nil // the supervisor has exited: polls alone from here
+			}
 		case <-time.After(poll):
 		}
 	}
 }
 
-// heardPoll is the slowest a wait polls while the run's supervisor tells
-// it of each change of state (App.changes); a supervisor that dies is
-// heard too (its socket closes), so the polls are a second line only.
-const heardPoll = 25 * time.Millisecond
+// heardPoll is how often a wait polls while the run's supervisor tells
+// it of each change of state (App.changes): a supervisor that exits or
+// dies is heard too (its socket closes), so these polls are a second line
+// only, and a wait costs next to no CPU beside the agent. progressPoll
+// is how often it reads the run while it draws progress (at most
+// heardPoll).
+const (
+	heardPoll    = time.Second
+	progressPoll = 100 * time.Millisecond
+)
 
 // followHeartbeat is how long --follow may be silent before it says the
 // run is still in its state.

@@ -115,12 +115,12 @@ func (p *Pending) Abandon() {
 
 func (p *Pending) close() { p.closeOnce.Do(func() { p.conn.Close() }) }
 
-// Changes is closed-over news of the run handed to p: a value comes each
-// time the supervisor changes the run's state, and when it exits (its end
-// of the socket closes), so a submit waiting for the run reads the
-// record then instead of at its next poll. It is nil (it never fires)
-// when p was not handed its run: the wait then only polls. After the
-// supervisor is gone nothing more comes.
+// Changes is news of the run handed to p: a value comes each time the
+// supervisor changes the run's state, and the channel is closed when the
+// supervisor exits (its end of the socket closes) or p is abandoned, so a
+// submit waiting for the run reads the record then instead of at its
+// next poll, and polls alone from there on. It is nil (it never fires)
+// when p was not handed its run: the wait then only polls.
 func (p *Pending) Changes() <-chan struct{} {
 	if p == nil || !p.handed {
 		return nil
@@ -131,14 +131,15 @@ func (p *Pending) Changes() <-chan struct{} {
 			buf := make([]byte, 64)
 			for {
 				n, err := p.conn.Read(buf)
-				if n > 0 || err != nil {
+				if err != nil {
+					close(p.changes)
+					return
+				}
+				if n > 0 {
 					select {
 					case p.changes <- struct{}{}:
 					default: // one unread value says as much
 					}
-				}
-				if err != nil {
-					return
 				}
 			}
 		}()
