@@ -44,6 +44,12 @@ bench workspace ./internal/workspace 'BenchmarkWorkspaceNewCommit|BenchmarkWorks
 # Team mode: claims through the claim route, and a submit's answer to the
 # agent's start on a host (the PostgreSQL halves need AGENTRUN_TEST_POSTGRES).
 bench claims ./internal/server 'BenchmarkHostClaims' 1000x
+# The model gateway: the latency it adds per request and its streaming
+# throughput, each beside the same upstream reached straight; and each
+# installed agent CLI through agentrun (native sandbox, --network none,
+# the gateway in between) beside the same CLI run bare, interleaved.
+bench gateway ./internal/gateway 'BenchmarkGatewayAddedLatency$|BenchmarkGatewayStreamThroughput$' 2048x
+bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex|gemini|qwen|opencode)$' 3x
 bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
 if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
 	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
@@ -51,8 +57,8 @@ else
 	: >"$out/docker"
 fi
 
-row() { # what value reference-name reference-value target kind(ratio|max)
-	local what=$1 v=$2 refname=$3 ref=$4 target=$5 kind=$6 ratio="" mark=""
+row() { # what value reference-name reference-value target kind(ratio|max|info) [unit]
+	local what=$1 v=$2 refname=$3 ref=$4 target=$5 kind=$6 unit=${7:-ms} ratio="" mark=""
 	[ -n "$v" ] || return 0
 	if [ -n "$ref" ]; then
 		ratio=$(awk -v a="$v" -v b="$ref" 'BEGIN { if (b > 0) printf "%.3g", a / b }')
@@ -61,10 +67,10 @@ row() { # what value reference-name reference-value target kind(ratio|max)
 	ratio) [ -n "$ratio" ] && awk -v r="$ratio" -v t="$target" 'BEGIN { exit !(r > t) }' && mark=" (missed)" ;;
 	max) awk -v a="$v" -v t="$target" 'BEGIN { exit !(a > t) }' && mark=" (missed)" ;;
 	esac
-	local tgt="<= $target ms"
+	local tgt="<= $target $unit"
 	[ "$kind" = ratio ] && tgt="<= ${target}x"
 	[ "$kind" = info ] && tgt="-"
-	printf '%-46s %10s ms  %-26s %10s  %6s  %s%s\n' "$what" "$v" "$refname" "${ref:+$ref ms}" "${ratio:-}" "$tgt" "$mark"
+	printf '%-46s %10s %-4s %-26s %10s  %6s  %s%s\n' "$what" "$v" "$unit" "$refname" "${ref:+$ref $unit}" "${ratio:-}" "$tgt" "$mark"
 }
 
 # How fast this machine starts a process, with the report's load: each
@@ -85,7 +91,7 @@ starts() { # command...: ms per start
 CGO_ENABLED=0 go build -o "$out/agentrun" ./cmd/agentrun 2>/dev/null
 truestart=$(starts /bin/true)
 echo "agentrun performance report: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-46s %13s  %-26s %10s  %6s  %s\n' "what" "agentrun" "reference" "" "ratio" "target"
+printf '%-46s %10s %-4s %-26s %10s  %6s  %s\n' "what" "agentrun" "" "reference" "" "ratio" "target"
 row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && starts "$out/agentrun" version)" "/bin/true" "$truestart" 0 info
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
@@ -131,4 +137,9 @@ claims() { # name: claims/s, shown as ms per claim against the 500/s target
 }
 row "ms per claim, SQLite (8 hosts at once)" "$(claims 'HostClaims/SQLite')" "" "" 0 info
 row "ms per claim, PostgreSQL (target 500/s)" "$(claims 'HostClaims/PostgreSQL')" "" "" 2 max
+row "gateway: latency added per request, p50" "$(awk -v v="$(metric gateway 'GatewayAddedLatency' 'us-added-p50')" 'BEGIN { if (v != "") printf "%.3f", v / 1000 }')" "" "" 0.5 max
+row "gateway: streaming throughput" "$(metric gateway 'GatewayStreamThroughput' 'MB/s-gateway')" "straight to the upstream" "$(metric gateway 'GatewayStreamThroughput' 'MB/s-direct')" 0 info MB/s
+for cli in claude codex gemini qwen opencode; do
+	row "$cli: a one-file task through agentrun" "$(metric profiles "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare" "$(metric profiles "^BenchmarkProfileVsBare/$cli-" 'ms-bare(median)')" 1.1 ratio
+done
 echo "(rows without a figure were not measured here: see the log above)"
