@@ -24,7 +24,13 @@ var activeStates = []run.State{run.StateQueued, run.StatePreparing, run.StateRun
 
 // cancelPoll is how often the supervisor rereads the run for a cancel
 // request (the CLI also signals it; this catches a missed signal).
-const cancelPoll = 200 * time.Millisecond
+// cancelBackupPoll is how often it rereads where Cancelled tells it of a
+// cancel at once (an agent host: its heartbeat brings the server's
+// cancel, and each reread is a request to the server).
+const (
+	cancelPoll       = 200 * time.Millisecond
+	cancelBackupPoll = 2 * time.Second
+)
 
 // execute is the run's life: queue, prepare, attempts, export.
 func (s *Supervisor) execute(parent context.Context) error {
@@ -419,7 +425,11 @@ func (s *Supervisor) agentEnv(r *run.Run) []string {
 // watchCancel ends ctx when the run is cancelled or leaves the states this
 // supervisor drives (a cancel CAS by the CLI).
 func (s *Supervisor) watchCancel(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(cancelPoll)
+	every := cancelPoll
+	if s.Cancelled != nil {
+		every = cancelBackupPoll
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {

@@ -186,7 +186,8 @@ type Supervisor struct {
 	// Cancelled, when it closes, tells the supervisor that the run's
 	// cancel was asked for (an agent host told so by the server) before
 	// its next reread of the run would: the run then ends as a cancel
-	// seen there ends it.
+	// seen there ends it. With it set, the rereads are a backup only,
+	// and seldom (cancelBackupPoll).
 	Cancelled <-chan struct{}
 	// Waiter, when set, is the socket a submit that started this
 	// supervisor ahead (Prespawn) waits on: a byte is sent on it at every

@@ -106,6 +106,83 @@ func TestRunInProcessCancelRequested(t *testing.T) {
 	}
 }
 
+// readCounter counts the reads of the run while it is running.
+type readCounter struct {
+	run.Store
+	mu      sync.Mutex
+	running int
+}
+
+func (c *readCounter) Get(ctx context.Context, id string) (*run.Run, error) {
+	r, err := c.Store.Get(ctx, id)
+	if err == nil && r.State == run.StateRunning {
+		c.mu.Lock()
+		c.running++
+		c.mu.Unlock()
+	}
+	return r, err
+}
+
+func (c *readCounter) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
+// TestRunInProcessCancelledRereadsSeldom: a supervisor told of a cancel
+// through Cancelled (an agent host, whose every reread is a request to
+// the server) rereads the run only as a backup: at most once while an
+// agent works 1.5 s (every cancelPoll it would be 7 times); without
+// Cancelled it rereads every cancelPoll. Closing Cancelled then ends
+// the next run cancelled at once.
+func TestRunInProcessCancelledRereadsSeldom(t *testing.T) {
+	for _, told := range []bool{true, false} {
+		s, _ := inProcess(t, "sleep 1.5; echo hi > hi.txt", nil)
+		c := &readCounter{Store: s.Store}
+		s.Store = c
+		if told {
+			s.Cancelled = make(chan struct{})
+		}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n := c.reads()
+		t.Logf("Cancelled set %v: %d rereads while running", told, n)
+		if told && n > 1 {
+			t.Fatalf("%d rereads of the run while the agent worked 1.5 s, with Cancelled set", n)
+		}
+		if !told && n < 3 {
+			t.Fatalf("control: %d rereads of the run while the agent worked 1.5 s, without Cancelled", n)
+		}
+	}
+
+	s, st := inProcess(t, "sleep 60", nil)
+	cancelled := make(chan struct{})
+	s.Cancelled = cancelled
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for r, _ := st.Get(ctx, s.ID); r.State != run.StateRunning || len(r.Attempts) != 1; r, _ = st.Get(ctx, s.ID) {
+		if time.Now().After(deadline) {
+			t.Fatal("never running")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(cancelled)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the supervisor did not stop when Cancelled closed")
+	}
+	if r, _ := st.Get(ctx, s.ID); r.State != run.StateCancelled {
+		t.Fatalf("after Cancelled closed the run is %s: %s", r.State, r.Message)
+	}
+}
+
 func TestRunInProcessStopSignalInterrupts(t *testing.T) {
 	s, st := inProcess(t, "sleep 60", nil)
 	ctx, cancel := context.WithCancelCause(context.Background())
