@@ -234,20 +234,61 @@ func (p *execPipes) read(e *execution, limit int64) *execOutput {
 }
 
 // drain waits for o's readers to reach the end of their pipes, then
-// closes the read ends.
+// closes the read ends. It runs once the command's group and strays are
+// gone, so a pipe that has not ended is either still holding output its
+// reader has yet to take (a reader slow to be scheduled on a loaded
+// machine) or held open by something outside the group. The first is
+// waited for, while the pipe holds data and up to drainMax, so no output
+// the command wrote is lost; the second is let go after drainIdle with
+// nothing buffered: what such a process writes later is not captured.
 func (p *execPipes) drain(o *execOutput) {
 	drained := make(chan struct{})
 	go func() { o.readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(250 * time.Millisecond):
-		// Something outside the group holds the pipes: stop reading.
+	deadline := time.Now().Add(drainMax)
+	wait := drainIdle
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-drained:
+			t.Stop()
+			p.outR.Close()
+			p.errR.Close()
+			return
+		case <-t.C:
+		}
+		if (pipeHoldsData(p.outR) || pipeHoldsData(p.errR)) && time.Now().Before(deadline) {
+			wait = drainRecheck
+			continue
+		}
+		// Nothing buffered (or drainMax spent): stop reading.
 		p.outR.Close()
 		p.errR.Close()
 		<-drained
+		return
 	}
-	p.outR.Close()
-	p.errR.Close()
+}
+
+// drainIdle is how long drain waits for the pipes to end before it looks
+// whether they hold data; drainRecheck how often it looks again while
+// they do; drainMax the longest it waits for a reader to take the data.
+const (
+	drainIdle    = 250 * time.Millisecond
+	drainRecheck = 20 * time.Millisecond
+	drainMax     = 10 * time.Second
+)
+
+// pipeHoldsData reports whether the read end r of a pipe has bytes no one
+// has read yet (FIONREAD); false when it cannot tell.
+func pipeHoldsData(r *os.File) bool {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if err := rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), fionread) }); err != nil {
+		return false
+	}
+	return n > 0
 }
 
 // waitOrKill waits for the command's main process; on timeout (when

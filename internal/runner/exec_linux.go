@@ -6,7 +6,11 @@ import (
 	"syscall"
 
 	"github.com/agentrun/agentrun/internal/runner/deathwatch"
+	"golang.org/x/sys/unix"
 )
+
+// fionread asks how many bytes a pipe holds unread (FIONREAD).
+const fionread = unix.TIOCINQ
 
 // sysProcAttr puts the command in its own process group and has the kernel
 // kill it when the runner dies.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A command writing 40 MiB, ending with a marker, into a log file (as a
@@ -90,5 +91,33 @@ func TestRing(t *testing.T) {
 				t.Fatalf("max %d after %q: %q dropped %d, want %q", max, all, r.bytes(), r.dropped, want)
 			}
 		}
+	}
+}
+
+// TestExecKeepsOutputItsReaderIsSlowToTake: the command has ended while
+// its pipe still holds output its reader has not taken yet (the reader
+// was not scheduled for a while, as on a loaded machine; here the capture
+// it feeds is held). The output comes whole: drain waits while the pipe
+// holds data instead of closing it after drainIdle.
+func TestExecKeepsOutputItsReaderIsSlowToTake(t *testing.T) {
+	s, err := newServer(ServerOptions{Root: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")}, NoWatchdog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	e := newExecution("slow", "exec")
+	// 60,000 bytes fit in the pipe, so the command ends at once, while
+	// its reader, stopped at the capture, has taken 32 KiB at most.
+	e.mu.Lock()
+	time.AfterFunc(3*drainIdle, e.mu.Unlock)
+	res, err := s.exec(context.Background(), e, &ExecRequest{Shell: "head -c 59996 /dev/zero | tr '\\0' a; echo END"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	out := string(e.out[0])
+	e.mu.Unlock()
+	if res.ExitCode != 0 || len(out) != 60000 || !strings.HasSuffix(out, "aEND\n") {
+		t.Fatalf("exit %d, %d bytes of output, want 60000 ending in END: ...%q", res.ExitCode, len(out), out[max(len(out)-10, 0):])
 	}
 }
