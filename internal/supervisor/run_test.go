@@ -74,35 +74,49 @@ func TestRunInProcess(t *testing.T) {
 func TestRunInProcessCancelRequested(t *testing.T) {
 	s, st := inProcess(t, "sleep 60", nil)
 	ctx := context.Background()
+	done := runUntilRunning(t, s, st)
+	// No signal (it would reach this test process): the supervisor's
+	// watcher sees the request.
+	if _, err := st.Update(ctx, s.ID, func(r *run.Run) error { r.CancelRequested = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	awaitStop(t, done, "supervisor did not stop")
+	r, _ := st.Get(ctx, s.ID)
+	if r.State != run.StateCancelled || r.Attempts[0].Outcome != run.ReasonCancelled {
+		t.Fatalf("%s, attempt %+v", r.State, r.Attempts[0])
+	}
+}
+
+// runUntilRunning runs s in the background and returns once its run is
+// running its first attempt; the channel gives Run's error.
+func runUntilRunning(t *testing.T, s *Supervisor, st *files.Store) <-chan error {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	go func() { done <- s.Run(context.Background()) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r, _ := st.Get(ctx, s.ID)
+		r, _ := st.Get(context.Background(), s.ID)
 		if r.State == run.StateRunning && len(r.Attempts) == 1 {
-			break
+			return done
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("never running")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// No signal (it would reach this test process): the supervisor's
-	// watcher sees the request.
-	if _, err := st.Update(ctx, s.ID, func(r *run.Run) error { r.CancelRequested = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// awaitStop waits up to 20 s for Run to return (without error), failing
+// with msg if it does not.
+func awaitStop(t *testing.T, done <-chan error, msg string) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("supervisor did not stop")
-	}
-	r, _ := st.Get(ctx, s.ID)
-	if r.State != run.StateCancelled || r.Attempts[0].Outcome != run.ReasonCancelled {
-		t.Fatalf("%s, attempt %+v", r.State, r.Attempts[0])
+		t.Fatal(msg)
 	}
 }
 
@@ -159,26 +173,10 @@ func TestRunInProcessCancelledRereadsSeldom(t *testing.T) {
 	s, st := inProcess(t, "sleep 60", nil)
 	cancelled := make(chan struct{})
 	s.Cancelled = cancelled
-	ctx := context.Background()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for r, _ := st.Get(ctx, s.ID); r.State != run.StateRunning || len(r.Attempts) != 1; r, _ = st.Get(ctx, s.ID) {
-		if time.Now().After(deadline) {
-			t.Fatal("never running")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	done := runUntilRunning(t, s, st)
 	close(cancelled)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the supervisor did not stop when Cancelled closed")
-	}
-	if r, _ := st.Get(ctx, s.ID); r.State != run.StateCancelled {
+	awaitStop(t, done, "the supervisor did not stop when Cancelled closed")
+	if r, _ := st.Get(context.Background(), s.ID); r.State != run.StateCancelled {
 		t.Fatalf("after Cancelled closed the run is %s: %s", r.State, r.Message)
 	}
 }
