@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/supervisor"
+	"github.com/agentrun/agentrun/internal/supervisor/ahead"
 )
 
 // Env is the resolved environment of a command: data directory,
@@ -45,15 +46,7 @@ func (e *Env) Configured() (config.Settings, error) { return e.Settings, e.setti
 
 // DataHome is the data directory: AGENTRUN_HOME, else
 // $XDG_DATA_HOME/agentrun, else ~/.local/share/agentrun.
-func DataHome(getenv func(string) string) string {
-	if h := getenv("AGENTRUN_HOME"); h != "" {
-		return h
-	}
-	if x := getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "agentrun")
-	}
-	return filepath.Join(getenv("HOME"), ".local", "share", "agentrun")
-}
+func DataHome(getenv func(string) string) string { return ahead.DataHome(getenv) }
 
 // openEnv resolves the environment once per command (owned by the
 // core/submit work; other commands only call it).

@@ -161,3 +161,62 @@ func listTree(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestStartAheadFromTheInitializer: a Lite submit's supervisor is started
+// by the binary's initializer (package ahead), before the submit has read
+// its configuration (here a FIFO the test holds shut), and that process is
+// the one that runs the run.
+func TestStartAheadFromTheInitializer(t *testing.T) {
+	e := newEnv(t)
+	cfg := filepath.Join(e.root, "config", "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--agent-cmd", "sleep 2; echo x > x.txt", "write x")
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = e.repo, e.vars, &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
+			pid = pids[0]
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no supervisor started while the submit reads its configuration\n%s", out.String())
+	}
+	// Each time the submit reads its configuration, it is empty.
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if w, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out.String())
+	}
+	id := between(out.String(), `"id": "`, `"`)
+	r := e.waitFor(id, "its supervisor", func(r *run.Run) bool { return r.Supervisor != nil || r.State.Terminal() })
+	if r.Supervisor == nil || r.Supervisor.PID != pid {
+		t.Fatalf("the run's supervisor is %+v (run %s), not pid %d, which the submit's initializer started", r.Supervisor, r.State, pid)
+	}
+	if r := e.waitFor(id, "its end", func(r *run.Run) bool { return r.State.Terminal() }); r.State != run.StateSucceeded {
+		t.Fatalf("run %s ended %s: %s", id, r.State, r.Message)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/supervisor/ahead"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,17 +42,13 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 	id := fs.String("id", "", "run id")
 	maxParallel := fs.Int("max-parallel", 1, "concurrency limit")
 	pending := fs.Bool("pending", false, "wait on fd 3 for the run (Prespawn)")
-	ahead := fs.String("prewarm", "", "the sandbox backend to start ahead for (Prespawn)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var lockFile, waiter *os.File
 	var ho Handoff
-	if *ahead != "" && prewarm != nil {
-		prewarm(*ahead)
-	}
 	if *pending {
-		pr, lease, conn, ok := waitForRun()
+		pr, lease, conn, ok := waitForRun(prewarm)
 		if !ok {
 			return 0 // the submit made no run
 		}
@@ -103,13 +100,22 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 }
 
 // waitForRun is a pending supervisor's wait for its run (fd 3; see
-// Prespawn): false when none comes. Once the run has come, the process's
+// Prespawn): false when none comes. First comes the sandbox backend the
+// run will likely use, which prewarm starts ahead while the run comes. Once the run has come, the process's
 // stdout and stderr are the run's supervisor.log, and the socket stays
 // open: the submit that started us may wait on it for the run's changes
 // (Supervisor.Waiter).
-func waitForRun() (*pendingRun, *os.File, *os.File, bool) {
+func waitForRun(prewarm func(backend string)) (*pendingRun, *os.File, *os.File, bool) {
 	unix.CloseOnExec(pendingFD)
 	conn := os.NewFile(pendingFD, "handoff")
+	backend, err := ahead.ReadBackend(pendingFD)
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, false // the submit made no run
+	}
+	if backend != "" && prewarm != nil {
+		prewarm(backend)
+	}
 	pr, lease, logf, err := receiveRun(conn)
 	if err != nil || pr == nil {
 		conn.Close()

@@ -6,25 +6,27 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
-	"syscall"
 
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/supervisor/ahead"
 	"golang.org/x/sys/unix"
 )
 
 // Pending is a supervisor process started before its run exists, so that
-// its start (a process and a Go runtime: about 10 ms, the largest step
-// between a submit and its run's start) overlaps the submit's own work
-// (reading the repository, writing the record). It waits on a socket for
-// its run; the run's id, handoff, lease and log come over it once the
+// its start (a process, the Go runtime and the package initializers:
+// 60-70 ms on a slow machine) overlaps the submit's own work (reading the
+// repository, writing the record). The binary's initializer starts it for
+// a Lite submit's command line (package ahead), before the submit's own
+// packages are initialized; Prespawn takes that one or starts another. It
+// waits on a socket, first for the sandbox backend to start ahead, then
+// for its run: the run's id, handoff, lease and log come over it once the
 // record is written (Start with StartOptions.Pending). A Pending that is
 // never handed a run (the submit failed) is abandoned: the process sees
 // the socket close and exits, having touched nothing.
 type Pending struct {
 	home string
-	cmd  *exec.Cmd
+	proc *os.Process
 	conn *os.File // our end of the socket pair
 	// once: the run goes over (hand) or the supervisor is let go
 	// (Abandon), whichever comes first; handed says it was the run, and
@@ -49,57 +51,33 @@ type pendingRun struct {
 }
 
 // Prespawn starts a supervisor for data directory l that waits for its
-// run. exe is the agentrun binary ("" = this process's own). backend, if
-// not "", is the sandbox backend the run will likely use: the supervisor
-// starts what that backend can start ahead of a sandbox while it waits
-// (sandbox.Prewarmer), and ends it if the run uses another.
+// run, or takes the one the binary's initializer started already (package
+// ahead) when it is for l and exe. exe is the agentrun binary ("" = this
+// process's own). backend, if not "", is the sandbox backend the run will
+// likely use: the supervisor starts what that backend can start ahead of
+// a sandbox while it waits (sandbox.Prewarmer), and ends it if the run
+// uses another.
 func Prespawn(l layout.Layout, exe, backend string) (*Pending, error) {
 	exe, err := executable(exe)
 	if err != nil {
 		return nil, err
 	}
-	fds, err := socketPair()
-	if err != nil {
-		return nil, fmt.Errorf("start supervisor ahead: %w", err)
+	s := ahead.Take()
+	if s != nil && (s.Home != l.Home || s.Exe != exe || s.Tell(backend) != nil) {
+		s.Conn.Close() // it exits, having touched nothing
+		s = nil
 	}
-	// Our end is non-blocking, so that its reads (Changes) go through the
-	// runtime's poller and end when it is closed; the child's end is
-	// another socket, which stays blocking.
-	if err := unix.SetNonblock(fds[0], true); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return nil, fmt.Errorf("start supervisor ahead: %w", err)
+	if s == nil {
+		if s, err = ahead.Spawn(l.Home, exe); err == nil {
+			if err = s.Tell(backend); err != nil {
+				s.Conn.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("start supervisor ahead: %w", err)
+		}
 	}
-	ours, theirs := os.NewFile(uintptr(fds[0]), "supervisor handoff"), os.NewFile(uintptr(fds[1]), "handoff")
-	defer theirs.Close()
-	cmd := exec.Command(exe, "__supervise", "--home", l.Home, "--pending")
-	if backend != "" {
-		cmd.Args = append(cmd.Args, "--prewarm", backend)
-	}
-	cmd.ExtraFiles = []*os.File{theirs} // fd 3: the socket its run comes over
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = supervisorEnviron()
-	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		ours.Close()
-		return nil, fmt.Errorf("start supervisor ahead: %w", err)
-	}
-	go cmd.Wait() // reap it if this process outlives it
-	return &Pending{home: l.Home, cmd: cmd, conn: ours}, nil
-}
-
-// socketPair is a close-on-exec pair of connected stream sockets, made
-// under the fork lock (as os.Pipe does where there is no pipe2) so that no
-// process started meanwhile inherits them: SOCK_CLOEXEC is Linux's alone.
-func socketPair() ([2]int, error) {
-	syscall.ForkLock.RLock()
-	defer syscall.ForkLock.RUnlock()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
-	if err == nil {
-		unix.CloseOnExec(fds[0])
-		unix.CloseOnExec(fds[1])
-	}
-	return fds, err
+	return &Pending{home: l.Home, proc: s.Proc, conn: s.Conn}, nil
 }
 
 // Abandon lets the pending supervisor go without a run: it exits. After
@@ -190,7 +168,7 @@ func (p *Pending) hand(o SpawnOptions) (pid int, err error) {
 		return 0, errPendingGone
 	}
 	o.Lease.Release() // the child holds the lease now
-	return p.cmd.Process.Pid, nil
+	return p.proc.Pid, nil
 }
 
 // receiveRun waits on conn (fd 3 of a pending supervisor) for its run:

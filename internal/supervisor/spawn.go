@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/supervisor/ahead"
 )
 
 // Handoff is what the CLI passes to a new supervisor over a pipe, never
@@ -88,7 +89,7 @@ func Spawn(ctx context.Context, o SpawnOptions) (int, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Env = o.Environ
 	if cmd.Env == nil {
-		cmd.Env = supervisorEnviron()
+		cmd.Env = ahead.Environ()
 	}
 	cmd.Dir = "/"
 	if err := cmd.Start(); err != nil {
@@ -139,18 +140,4 @@ func handover(o SpawnOptions, msg any) (lease *os.File, payload []byte, logf *os
 		return nil, nil, nil, fmt.Errorf("spawn supervisor: %w", err)
 	}
 	return lease, payload, logf, nil
-}
-
-// supervisorEnviron is the supervisor's environment: enough to find
-// programs and the user's git identity, nothing secret. Secrets the run
-// needs come through the Handoff.
-func supervisorEnviron() []string {
-	var env []string
-	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR",
-		"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "GOCOVERDIR"} {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
 }

@@ -15,7 +15,7 @@ import (
 // that was handed its run) and the supervisor's (its Waiter).
 func waiterPair(t *testing.T) (*Pending, *os.File) {
 	t.Helper()
-	fds, err := socketPair()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
