@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentrun/agentrun/internal/cli"
+	_ "github.com/agentrun/agentrun/internal/prefault" // its initializer: the heap made resident at start
 	"github.com/agentrun/agentrun/internal/wire"
 )
 

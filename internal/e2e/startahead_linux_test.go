@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // pendingSupervisors are the pids of supervisors started ahead for data
@@ -218,5 +219,42 @@ func TestStartAheadFromTheInitializer(t *testing.T) {
 	}
 	if r := e.waitFor(id, "its end", func(r *run.Run) bool { return r.State.Terminal() }); r.State != run.StateSucceeded {
 		t.Fatalf("run %s ended %s: %s", id, r.State, r.Message)
+	}
+}
+
+// TestStartHooksInitializeFirst: the initializers that start a submit's
+// supervisor (package ahead) and make the heap resident (package
+// prefault) run right after package os's, before the libraries': each
+// runs before the 40th initializer and before distribution/reference's,
+// prometheus's and net/http's.
+func TestStartHooksInitializeFirst(t *testing.T) {
+	cmd := exec.Command(testsupport.Agentrun(t), "version")
+	cmd.Env = []string{"GODEBUG=inittrace=1"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("version: %v\n%s", err, stderr.String())
+	}
+	at := map[string]int{}
+	n := 0
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "init" {
+			n++
+			at[f[1]] = n
+		}
+	}
+	later := []string{"github.com/distribution/reference", "github.com/prometheus/client_golang/prometheus", "net/http"}
+	for _, hook := range []string{"github.com/agentrun/agentrun/internal/supervisor/ahead", "github.com/agentrun/agentrun/internal/prefault"} {
+		if at[hook] == 0 || at[hook] >= 40 {
+			t.Errorf("%s initialized %d of %d (0: not at all), want among the first 40", hook, at[hook], n)
+		}
+		for _, l := range later {
+			if at[l] != 0 && at[l] < at[hook] {
+				t.Errorf("%s initialized before %s", l, hook)
+			}
+		}
+		if t.Failed() {
+			t.Log(stderr.String())
+		}
 	}
 }

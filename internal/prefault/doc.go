@@ -1,0 +1,24 @@
+// Package prefault makes the next few MiB of the Go heap resident when a
+// process of the agentrun binary starts, with one system call per 256 KiB
+// (madvise MADV_POPULATE_WRITE, Linux 5.14), instead of one page fault per
+// 4 KiB page as the package initializers and the command first touch them.
+//
+// A process of the binary faults about 1,200 pages in before its main
+// returns from `agentrun version`, half of them in the heap. Where a page
+// fault is dear (on a paravirtualized guest a fault costs 10-20 µs, and a
+// page made resident by madvise 1-2 µs: BenchmarkFirstTouch), that is a
+// large part of each start, and a submit's run starts three such
+// processes one after the other (the CLI, the supervisor, the sandbox's
+// init). Where faults are cheap the call costs about what it saves.
+//
+// The range starts at a heap object allocated by the initializer and ends
+// at most Span later or where the heap's mapping ends (the runtime maps
+// its heap 4 MiB at a time): it is memory the runtime has mapped for the
+// heap and will hand out next. It stays resident whether or not it is
+// used: at most Span more resident memory per process.
+//
+// Package main imports it for its initializer alone. It imports nothing
+// but syscall and unsafe, so that its initializer runs among the first
+// (right after package os's), before those of the libraries, which touch
+// most of the heap.
+package prefault
