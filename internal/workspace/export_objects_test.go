@@ -2,12 +2,15 @@ package workspace
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -372,6 +375,70 @@ func TestWriteLooseFreshens(t *testing.T) {
 	for _, id := range []string{old, newID} {
 		if got := testsupport.Git(t, repo, "cat-file", "-t", id); got != "blob" {
 			t.Errorf("%s is a %q after prune", id, got)
+		}
+	}
+}
+
+// TestWriteLooseStoredOrCompressed: objects up to storedMax are written
+// uncompressed (stored blocks), larger ones compressed; git reads both
+// back byte for byte and fsck accepts them.
+func TestWriteLooseStoredOrCompressed(t *testing.T) {
+	t.Parallel()
+	repo := filepath.Join(t.TempDir(), "r.git")
+	testsupport.Git(t, t.TempDir(), "init", "-q", "--bare", repo)
+	objDir := filepath.Join(repo, "objects")
+	rnd := make([]byte, 100<<10)
+	for i := range rnd {
+		rnd[i] = byte(i*7919 + i>>5)
+	}
+	sizes := []int{0, 1, 100, storedMax - 20, storedMax, 90 << 10}
+	var objects []object
+	for _, n := range sizes {
+		data := bytes.Repeat([]byte("text line\n"), n/10+1)[:n]
+		if n == storedMax-20 {
+			data = rnd[:n] // stored: its size does not depend on its content
+		}
+		id := testsupport.GitInput(t, repo, string(data), "hash-object", "--stdin")
+		objects = append(objects, object{id: id, kind: "blob", data: data})
+	}
+	if err := writeLoose(objDir, objects); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range objects {
+		fi, err := os.Stat(filepath.Join(objDir, o.id[:2], o.id[2:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := len("blob ") + len(strconv.Itoa(len(o.data))) + 1 + len(o.data)
+		stored := raw <= storedMax
+		if stored && fi.Size() != int64(raw+2+5+4) {
+			t.Errorf("object of %d bytes: %d bytes on disk, want %d (stored)", sizes[i], fi.Size(), raw+11)
+		}
+		if !stored && fi.Size() >= int64(raw)/4 {
+			t.Errorf("object of %d bytes: %d bytes on disk, want it compressed", sizes[i], fi.Size())
+		}
+		if got := testsupport.Git(t, repo, "cat-file", "-s", o.id); got != strconv.Itoa(len(o.data)) {
+			t.Errorf("git reads object of %d bytes as %s bytes", sizes[i], got)
+		}
+	}
+	testsupport.Git(t, repo, "fsck", "--strict", "--no-dangling")
+}
+
+// TestStoredZlib: a stream of stored blocks, one or several, reads back
+// as what was written, with its checksum.
+func TestStoredZlib(t *testing.T) {
+	for _, n := range []int{0, 1, 0xffff, 0xffff + 1, 3*0xffff + 17} {
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(i * 31)
+		}
+		zr, err := zlib.NewReader(bytes.NewReader(storedZlib(raw)))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil || !bytes.Equal(got, raw) {
+			t.Fatalf("%d bytes: read %d bytes back, %v", n, len(got), err)
 		}
 	}
 }
