@@ -101,10 +101,10 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 
 // waitForRun is a pending supervisor's wait for its run (fd 3; see
 // Prespawn): false when none comes. First comes the sandbox backend the
-// run will likely use, which prewarm starts ahead while the run comes. Once the run has come, the process's
-// stdout and stderr are the run's supervisor.log, and the socket stays
-// open: the submit that started us may wait on it for the run's changes
-// (Supervisor.Waiter).
+// run will likely use, which prewarm starts ahead while the run comes.
+// Once the run has come, the process's stdout and stderr are the run's
+// supervisor.log, and the socket stays open: the submit that started us
+// may wait on it for the run's changes (Supervisor.Waiter).
 func waitForRun(prewarm func(backend string)) (*pendingRun, *os.File, *os.File, bool) {
 	unix.CloseOnExec(pendingFD)
 	conn := os.NewFile(pendingFD, "handoff")

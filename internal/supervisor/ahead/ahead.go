@@ -90,15 +90,13 @@ func Wanted(args []string, getenv func(string) string) bool {
 			return false
 		}
 	}
-	return isAbs(DataHome(getenv))
+	return path.IsAbs(DataHome(getenv))
 }
 
 // hasFlag says whether a is flag f, alone or as f=value.
 func hasFlag(a, f string) bool {
 	return a == f || (len(a) > len(f) && a[:len(f)] == f && a[len(f)] == '=')
 }
-
-func isAbs(p string) bool { return len(p) > 0 && p[0] == '/' }
 
 // DataHome is the data directory: $AGENTRUN_HOME, else
 // $XDG_DATA_HOME/agentrun, else ~/.local/share/agentrun. (path, not
@@ -128,9 +126,9 @@ func Environ() []string {
 }
 
 // Spawn starts `exe __supervise --home home --pending` in a new session,
-// its socket as fd 3 and /dev/null as its stdin, stdout and stderr. The
-// caller reaps it (go Proc.Wait()) and tells it its backend, then hands
-// it its run, or closes Conn.
+// its socket as fd 3 and /dev/null as its stdin, stdout and stderr, and
+// reaps it when it exits. The caller tells it its backend (Tell), then
+// hands it its run, or closes Conn.
 func Spawn(home, exe string) (*Started, error) {
 	fds, err := socketPair()
 	if err != nil {
