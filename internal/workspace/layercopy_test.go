@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -72,6 +73,40 @@ func TestLayerCopyRefusesSpecialFiles(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the failed workspace is left: %v", err)
+	}
+}
+
+// A spare is made a moment after the workspace that asked for it, not
+// while that run starts its sandbox and agent; WaitSpares makes the ones
+// still waiting at once (a process about to exit).
+func TestLayerCopySpareWaits(t *testing.T) {
+	t.Parallel()
+	repo, base := newRepo(t)
+	c := NewLayerCache(t.TempDir())
+	c.spareDelay = time.Hour
+	t.Cleanup(c.Wait)
+	t.Cleanup(c.WaitSpares)
+	p, root := NewLayerCopy(c), t.TempDir()
+	if _, err := p.Create(context.Background(), repo, base, filepath.Join(root, "ws1"), filepath.Join(root, "state1")); err != nil {
+		t.Fatal(err)
+	}
+	spare := filepath.Join(c.layer(layerKey(base)).dir, layerSpare)
+	time.Sleep(300 * time.Millisecond) // a spare made at once is long done
+	if _, err := os.Lstat(spare); !os.IsNotExist(err) {
+		t.Fatalf("the spare was made before its delay: %v", err)
+	}
+	if _, pending := c.sparing.Load(layerKey(base)); !pending {
+		t.Fatal("no spare is waiting to be made")
+	}
+	done := make(chan struct{})
+	go func() { c.WaitSpares(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("WaitSpares waited out the spare's delay")
+	}
+	if _, err := os.Lstat(spare); err != nil {
+		t.Fatalf("WaitSpares returned without the spare: %v", err)
 	}
 }
 

@@ -48,6 +48,12 @@ type LayerCache struct {
 	sparing       sync.Map
 	noSpares      atomic.Bool
 	maxSpareFiles int
+	// spareDelay is how long a spare waits before it is made (0:
+	// defaultSpareDelay); hurry, closed by WaitSpares, ends the wait of
+	// those waiting then.
+	spareDelay time.Duration
+	hurryMu    sync.Mutex
+	hurry      chan struct{}
 }
 
 // NewLayerCache returns the cache rooted at dir (made when first used).
@@ -421,8 +427,9 @@ func syncDir(dir string) {
 	}
 }
 
-// bootID names the running boot of the machine ("" where unknown).
-func bootID() string {
+// bootID names the running boot of the machine ("" where unknown), read
+// once: a process lives in one boot.
+var bootID = sync.OnceValue(func() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return strings.TrimSpace(string(b))
-}
+})

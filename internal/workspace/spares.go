@@ -1,10 +1,11 @@
 package workspace
 
-// spares.go: a spare copy of a small layer, made in the background after
-// a copy workspace on its commit, so that the next copy workspace on that
-// commit (an agent host's next run on the same base, a developer's next
-// submit) is a few renames instead of a copy of every file and an fsync
-// of its manifest on the path to the agent's start.
+// spares.go: a spare copy of a small layer, made in the background a
+// moment after a copy workspace on its commit (once that run's agent has
+// likely started), so that the next copy workspace on that commit (an
+// agent host's next run on the same base, a developer's next submit) is a
+// few renames instead of a copy of every file and an fsync of its
+// manifest on the path to the agent's start.
 //
 //	<key>/spare/tree/        a copy of the layer's tree, nobody's yet
 //	<key>/spare/state/       its workspace state (manifest, trees), as Create writes it
@@ -20,6 +21,7 @@ package workspace
 // when the layer is collected; List counts it in the layer's bytes.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -47,6 +49,12 @@ const (
 	// spareTimeout bounds the making of one spare, its wait for the
 	// layer's lock included.
 	spareTimeout = time.Minute
+	// defaultSpareDelay is how long a spare waits before it is made. The
+	// workspace that took the last one belongs to a run still on its way
+	// to its agent's start (its sandbox, its first writes to the server),
+	// and a copy of the layer made now would compete with it for the CPU
+	// and the disk; the next run on the commit rarely comes sooner.
+	defaultSpareDelay = 100 * time.Millisecond
 )
 
 // takeSpare makes the workspace of commit at dir (which fill says exists,
@@ -82,7 +90,10 @@ func (c *LayerCache) takeSpare(ctx context.Context, commit, dir, stateDir string
 	if err := os.Rename(spare, taken); err != nil {
 		return nil, false
 	}
-	defer RemoveTree(taken)
+	// What the move leaves (two empty directories and the boot file) is
+	// removed once the workspace is the caller's: it is nobody's path to
+	// the agent's start.
+	defer c.spares.Go(func() { _ = RemoveTree(taken) })
 	if b, err := os.ReadFile(filepath.Join(taken, spareBoot)); err != nil || string(b) != bootID() {
 		return nil, false
 	}
@@ -166,8 +177,15 @@ func (c *LayerCache) spareAfter(commit, format string) {
 	if _, busy := c.sparing.LoadOrStore(key, true); busy {
 		return
 	}
+	hurry := c.hurried()
 	c.spares.Go(func() {
 		defer c.sparing.Delete(key)
+		t := time.NewTimer(cmp.Or(c.spareDelay, defaultSpareDelay))
+		select {
+		case <-t.C:
+		case <-hurry:
+			t.Stop()
+		}
 		// Bounded: a process waits for it before it exits, and the
 		// layer's lock may be another's for a while (a collection).
 		ctx, cancel := context.WithTimeout(context.Background(), spareTimeout)
@@ -176,9 +194,28 @@ func (c *LayerCache) spareAfter(commit, format string) {
 	})
 }
 
-// WaitSpares waits for the spares this cache is making (a process about
-// to exit would leave a half-made one behind, for a later one to remove).
-func (c *LayerCache) WaitSpares() { c.spares.Wait() }
+// hurried is what ends the wait of the spares spareAfter starts now.
+func (c *LayerCache) hurried() <-chan struct{} {
+	c.hurryMu.Lock()
+	defer c.hurryMu.Unlock()
+	if c.hurry == nil {
+		c.hurry = make(chan struct{})
+	}
+	return c.hurry
+}
+
+// WaitSpares makes the spares still waiting to be made at once, and waits
+// for all this cache is making (a process about to exit would leave a
+// half-made one behind, for a later one to remove).
+func (c *LayerCache) WaitSpares() {
+	c.hurryMu.Lock()
+	if c.hurry != nil {
+		close(c.hurry)
+		c.hurry = nil
+	}
+	c.hurryMu.Unlock()
+	c.spares.Wait()
+}
 
 // makeSpare makes the spare of commit's layer, under the layer's shared
 // lock: a layer that is not in place (collected meanwhile) gets none.
