@@ -249,25 +249,31 @@ func (w *Remote) claims(ctx context.Context) {
 		if c.Run == nil {
 			continue
 		}
-		j := newJob(c.Run.ID, c.Token, c.Project)
-		w.mu.Lock()
-		old := w.running[j.id]
-		w.running[j.id] = j
-		w.mu.Unlock()
-		if old != nil {
-			// The server gave the run here again: the earlier claim was
-			// lost (this host stalled), and its remains go first.
-			old.abandon(errLeaseLost)
-			<-old.finished
-		}
-		w.log().Info("run claimed", "run", j.id, "token", j.token, "project", j.project)
-		w.rebeat()
+		j := w.claimed(newJob(c.Run.ID, c.Token, c.Project))
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
 			w.execute(ctx, j, c)
 		}()
 	}
+}
+
+// claimed takes claimed run j on here: the heartbeat carries it from
+// rebeatDelay on.
+func (w *Remote) claimed(j *job) *job {
+	w.mu.Lock()
+	old := w.running[j.id]
+	w.running[j.id] = j
+	w.mu.Unlock()
+	if old != nil {
+		// The server gave the run here again: the earlier claim was
+		// lost (this host stalled), and its remains go first.
+		old.abandon(errLeaseLost)
+		<-old.finished
+	}
+	w.log().Info("run claimed", "run", j.id, "token", j.token, "project", j.project)
+	time.AfterFunc(rebeatDelay, w.rebeat)
+	return j
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -281,8 +287,8 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // heartbeats send a heartbeat every TTL/3 until ctx ends; its answer
 // waits on the server for up to that long, to bring a cancel at once (a
-// run claimed meanwhile sends the next heartbeat at once, to be waited
-// on too). The runs the server says were lost are abandoned, those it
+// run claimed meanwhile sends the next heartbeat rebeatDelay later, to be
+// waited on too). The runs the server says were lost are abandoned, those it
 // says to cancel are cancelled; when no heartbeat got through for longer
 // than the TTL, every run is abandoned: the server has given them to
 // others.
@@ -375,6 +381,14 @@ func (w *Remote) heartbeat(ctx context.Context, every time.Duration) (hb server.
 	}
 	return hb, again, err
 }
+
+// rebeatDelay is how long after a claim the heartbeat that carries the
+// run goes (cutting short the one waiting without it, whose leases stay
+// renewed). Its lease is new, and it would compete for both processors
+// with the run on its way to its agent's start (a server transaction and
+// a new connection, on a busy machine a few milliseconds of that path); a
+// cancel asked for within it reaches the run that much later.
+const rebeatDelay = 50 * time.Millisecond
 
 // rebeat sends the next heartbeat at once (a run was claimed).
 func (w *Remote) rebeat() {

@@ -88,8 +88,10 @@ type remoteStore struct {
 // journalBatch: a step the supervisor journals is often followed at once
 // by a write of the record (sandbox started, then running), which then
 // carries the event instead of waiting for its round trip. The server has
-// it that much later when no write follows.
-const journalBatch = 2 * time.Millisecond
+// it that much later when no write follows: "attempt started" goes once
+// the agent's process has started, not beside its start (a round trip
+// and a server transaction on the same two processors).
+const journalBatch = 20 * time.Millisecond
 
 var _ run.Store = (*remoteStore)(nil)
 
