@@ -75,6 +75,8 @@ type Hosts struct {
 
 	mu    sync.Mutex
 	locks map[string]*runLock
+	// seenAt is when this server last recorded each host as seen.
+	seenAt sync.Map
 }
 
 func (h *Hosts) log() *slog.Logger {

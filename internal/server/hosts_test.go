@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -212,4 +213,69 @@ func TestHostLabels(t *testing.T) {
 			t.Fatalf("the host with the labels: %s", a.body)
 		}
 	})
+}
+
+// A host's being seen is written at most once per tenth of the lease TTL
+// (at most a second), not with each of its calls: the claims a host sends
+// one after another, each on the path of the run before to its agent,
+// do not each cost a write. Past that, the time moves on.
+func TestHostSeenWrittenEvery(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		c.extra = []string{"--local-worker", "0"}
+		c.leaseTTL = "20s" // seen at most every second
+		srv := start(t, c)
+		a := srv.post(t, "/v1/hosts/enrol", "", map[string]any{"token": enrolToken(t, c), "name": "h1", "slots": 1, "backends": []string{"host"}})
+		if a.status != http.StatusCreated {
+			t.Fatalf("enrol: %d %s", a.status, a.body)
+		}
+		cred, _ := a.doc(t)["credential"].(string)
+		id, _ := a.doc(t)["host_id"].(string)
+		claim := func() time.Time {
+			t.Helper()
+			if a := srv.asHost(t, cred, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}}); a.status != 200 {
+				t.Fatalf("claim: %d %s", a.status, a.body)
+			}
+			return lastSeen(t, c, id)
+		}
+		first := claim()
+		if first.IsZero() {
+			t.Fatal("a claim did not record the host as seen")
+		}
+		began := time.Now()
+		again := claim()
+		if time.Since(began) < 900*time.Millisecond && !again.Equal(first) {
+			t.Errorf("seen written again %v after: %v, then %v", time.Since(began), first, again)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		if later := claim(); !later.After(first) {
+			t.Errorf("seen not written a second on: %v, then %v", first, later)
+		}
+	})
+}
+
+// lastSeen is when host id was last seen, as 'agentrun server hosts'
+// lists it (zero: never).
+func lastSeen(t *testing.T, c config, id string) time.Time {
+	t.Helper()
+	cmd := exec.Command(testsupport.Agentrun(t), "server", "hosts", "--json", "--data", c.data, "--database-url", c.db)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C"}
+	out, err := cmd.Output()
+	var d struct {
+		Hosts []struct {
+			ID            string     `json:"id"`
+			LastHeartbeat *time.Time `json:"last_heartbeat"`
+		} `json:"hosts"`
+	}
+	if err == nil {
+		err = json.Unmarshal(out, &d)
+	}
+	if err != nil {
+		t.Fatalf("server hosts: %v: %s", err, out)
+	}
+	for _, h := range d.Hosts {
+		if h.ID == id && h.LastHeartbeat != nil {
+			return *h.LastHeartbeat
+		}
+	}
+	return time.Time{}
 }
