@@ -257,6 +257,10 @@ func (s *Supervisor) attempts(ctx context.Context, p *prepared) (ok bool, err er
 func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n int, prompt string, resumed, last bool) (next, string, error) {
 	// The agent starts only from the running state: a cancel that wins
 	// this compare-and-set means it never starts.
+	r := p.run
+	step := &attemptStep{Record: r, Layout: s.Layout, Agent: ag, Sandbox: p.sb, Gateway: p.gw,
+		N: n, Prompt: prompt, Resumed: resumed, Env: s.agentEnv(r), Event: s.event}
+	step.Prepare() // its files, while the move is recorded
 	started := time.Now().UTC()
 	if _, err := s.cas(ctx, []run.State{run.StatePreparing, run.StateRunning, run.StateChecking},
 		run.StateRunning, run.ReasonNone, fmt.Sprintf("attempt %d", n), func(r *run.Run) {
@@ -265,11 +269,9 @@ func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n
 				r.Provenance.Enforced = p.enforced
 			}
 		}); err != nil {
+		step.Abandon()
 		return nextNothing, "", s.casFailed(ctx, err)
 	}
-	r := p.run
-	step := &attemptStep{Record: r, Layout: s.Layout, Agent: ag, Sandbox: p.sb, Gateway: p.gw,
-		N: n, Prompt: prompt, Resumed: resumed, Env: s.agentEnv(r), Event: s.event}
 	actx, stopAttempt := context.WithCancelCause(ctx)
 	// Past the budget the gateway answers the agent with an error; an
 	// agent that does not end on its own is stopped after a grace.

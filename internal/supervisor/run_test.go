@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,5 +299,49 @@ func TestRunPrewarmsTheBackend(t *testing.T) {
 	defer other.mu.Unlock()
 	if other.ctx == nil || other.ctx.Err() == nil || other.startedAfter {
 		t.Fatal("the backend the run does not use was not told to give up what it started ahead")
+	}
+}
+
+// heldRunning is a run store whose move to running waits until ready
+// holds (at most a while), as a team server's round trip makes it wait;
+// readyThen says whether it held when the move went.
+type heldRunning struct {
+	run.Store
+	ready     func() bool
+	readyThen atomic.Bool
+}
+
+func (h *heldRunning) TransitionWith(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(*run.Run) error) (*run.Run, error) {
+	if to == run.StateRunning {
+		for deadline := time.Now().Add(10 * time.Second); !h.ready() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		h.readyThen.Store(h.ready())
+	}
+	return h.Store.TransitionWith(ctx, id, from, to, reason, msg, fn)
+}
+
+// TestAttemptFilesWhileRunningIsRecorded: an attempt's directory, prompt
+// and log are written while its move to running is recorded, not after
+// it, on the way to the agent's start; the attempt then runs as before.
+func TestAttemptFilesWhileRunningIsRecorded(t *testing.T) {
+	s, st := inProcess(t, "echo hi > hi.txt", nil)
+	h := &heldRunning{Store: st, ready: func() bool {
+		_, err := os.Stat(s.Layout.AgentLog(s.ID, 1))
+		return err == nil
+	}}
+	s.Store = h
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !h.readyThen.Load() {
+		t.Error("the attempt's log was not made while its move to running was recorded")
+	}
+	r, _ := st.Get(context.Background(), s.ID)
+	if r.State != run.StateSucceeded || len(r.Attempts) != 1 {
+		t.Fatalf("%s %s, attempts %+v", r.State, r.Message, r.Attempts)
+	}
+	if b, err := os.ReadFile(s.Layout.Prompt(s.ID, 1)); err != nil || !strings.Contains(string(b), "write a file") {
+		t.Errorf("prompt: %q %v", b, err)
 	}
 }

@@ -18,9 +18,9 @@ import (
 // sandbox until it ends on its own or ctx ends.
 //
 // Run writes the prompt and the agent's log under the attempt's directory
-// (making it, and its checks directory), journals "attempt N started",
-// runs the agent, and journals how it ended (an agent_exit event). It
-// does not move the run's state: the caller recorded the attempt with the
+// (making it, and its checks directory; Prepare starts that ahead),
+// journals "attempt N started", runs the agent, and journals how it ended
+// (an agent_exit event). It does not move the run's state: the caller recorded the attempt with the
 // move to running, and records the result (attemptResult.record) with the
 // next state change. The result's Outcome is nil only when the attempt
 // could not be set up (the error says why); otherwise it is how the
@@ -43,6 +43,58 @@ type attemptStep struct {
 	// Env is KEY=VALUE for the variables the run passes to the agent.
 	Env   []string
 	Event func(run.Event)
+
+	files chan attemptFiles // Prepare's (nil: Run makes them)
+}
+
+// attemptFiles are the agent's log, opened, once the attempt's directory
+// and prompt are written, or why they could not be.
+type attemptFiles struct {
+	log *os.File
+	err error
+}
+
+// Prepare writes the attempt's directory, prompt and log in the
+// background, while the caller records the move to running (a commit,
+// or a round trip to a team server): Run takes them. A prepared step
+// that is never run is Abandoned. An attempt that never started (a
+// cancel won the move) leaves them behind, empty of output: the next
+// attempt of that number (a resume) writes over them.
+func (a *attemptStep) Prepare() {
+	ch := make(chan attemptFiles, 1)
+	a.files = ch
+	go func() {
+		f, err := a.makeFiles()
+		ch <- attemptFiles{f, err}
+	}()
+}
+
+// Abandon lets go of what Prepare made for a step that will not run.
+func (a *attemptStep) Abandon() {
+	if a.files == nil {
+		return
+	}
+	if f := <-a.files; f.log != nil {
+		f.log.Close()
+	}
+	a.files = nil
+}
+
+// makeFiles makes the attempt's directory (and its checks directory),
+// writes the prompt and opens the agent's log.
+func (a *attemptStep) makeFiles() (*os.File, error) {
+	r, l, n := a.Record, a.Layout, a.N
+	if err := os.MkdirAll(filepath.Join(l.AttemptDir(r.ID, n), "checks"), 0o700); err != nil {
+		return nil, fmt.Errorf("attempt dir: %w", err)
+	}
+	if err := os.WriteFile(l.Prompt(r.ID, n), []byte(a.Prompt), 0o600); err != nil {
+		return nil, fmt.Errorf("write prompt: %w", err)
+	}
+	logf, err := os.OpenFile(l.AgentLog(r.ID, n), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	return logf, nil
 }
 
 // attemptResult is how attempt N ended.
@@ -56,15 +108,17 @@ type attemptResult struct {
 func (a *attemptStep) Run(ctx context.Context) (attemptResult, error) {
 	r, l, n := a.Record, a.Layout, a.N
 	dir := l.AttemptDir(r.ID, n)
-	if err := os.MkdirAll(filepath.Join(dir, "checks"), 0o700); err != nil {
-		return attemptResult{}, fmt.Errorf("attempt dir: %w", err)
+	var logf *os.File
+	var err error
+	if a.files != nil {
+		f := <-a.files
+		a.files = nil
+		logf, err = f.log, f.err
+	} else {
+		logf, err = a.makeFiles()
 	}
-	if err := os.WriteFile(l.Prompt(r.ID, n), []byte(a.Prompt), 0o600); err != nil {
-		return attemptResult{}, fmt.Errorf("write prompt: %w", err)
-	}
-	logf, err := os.OpenFile(l.AgentLog(r.ID, n), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return attemptResult{}, fmt.Errorf("agent log: %w", err)
+		return attemptResult{}, err
 	}
 	defer logf.Close()
 	// The attempt itself was recorded with the move to running.
