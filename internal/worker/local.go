@@ -113,7 +113,13 @@ func (w *Local) Stop(ctx context.Context) error {
 	cancel(ErrStopping)
 	<-loop
 	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	go func() {
+		w.wg.Wait()
+		if w.Deps.Layers != nil {
+			w.Deps.Layers.Wait() // a spare being made is finished, not left half made
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -162,6 +162,11 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 	}
 	deps := w.Deps(st, l)
 	deps.RecordWithin = recordWithin
+	if deps.Layers != nil {
+		// This run's cache: a spare it makes for the next run on the
+		// base is finished before the run is let go.
+		defer deps.Layers.Wait()
+	}
 	lease, err := deps.Coord.Acquire(ctx, j.id, 0)
 	if err != nil {
 		return fmt.Errorf("local lease: %w", err)

@@ -272,8 +272,13 @@ func (c *LayerCache) publish(tmp string, l layer, info any) error {
 	return nil
 }
 
-// Wait waits for the background syncs of the layers this cache made.
-func (c *LayerCache) Wait() { c.syncs.Wait() }
+// Wait waits for what this cache does in the background: the syncs of
+// the layers it made, and its spares (those waiting to be made are made at
+// once, as WaitSpares does).
+func (c *LayerCache) Wait() {
+	c.syncs.Wait()
+	c.WaitSpares()
+}
 
 // syncLayer writes the file system holding l to disk and marks l synced.
 func syncLayer(l layer) error {
