@@ -289,8 +289,13 @@ func (w *Local) supervise(ctx context.Context, id string, lease coord.Lease, ho 
 		}
 	}()
 	defer lease.Release()
-	s := &supervisor.Supervisor{Deps: w.Deps, ID: id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true}
+	deps := w.Deps
+	deps.Store = newJournalAhead(deps.Store, id)
+	s := &supervisor.Supervisor{Deps: deps, ID: id, MaxParallel: max(w.Slots, 1), Handoff: ho, Lease: lease, InProcess: true}
 	err := s.Run(ctx)
+	if ja, ok := deps.Store.(*journalAhead); ok {
+		ja.drain() // what the supervisor's last write did not carry
+	}
 	if err != nil {
 		w.logError(ctx, "supervise", err, "run", id)
 	}
