@@ -92,3 +92,13 @@ type Store interface {
 	// Delete removes the run and everything stored for it. ErrNotFound.
 	Delete(ctx context.Context, id string) error
 }
+
+// JournaledStore is a Store that also journals events in the transaction
+// that writes the record (the SQL store): they land with the record or not
+// at all, in order, before a transition's state event; one commit instead
+// of one per event and one for the record.
+type JournaledStore interface {
+	Store
+	UpdateJournaled(ctx context.Context, id string, events []Event, fn func(r *Run) error) (*Run, error)
+	TransitionJournaled(ctx context.Context, id string, events []Event, from []State, to State, reason Reason, msg string, fn func(r *Run) error) (*Run, error)
+}

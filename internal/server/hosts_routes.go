@@ -184,7 +184,7 @@ var errStale = errors.New("stale")
 // land with the record or not at all (the result upload's).
 func (s *Server) write(ctx context.Context, id string, in RecordWrite, always bool) (*run.Run, error) {
 	st := s.o.Hosts.Home.Store
-	js, together := st.(journaledStore)
+	js, together := st.(run.JournaledStore)
 	events := in.Events
 	if !together || in.Record == nil {
 		if always || in.Record != nil {
@@ -207,7 +207,7 @@ func (s *Server) write(ctx context.Context, id string, in RecordWrite, always bo
 
 // writeRecord is write's write of the record, with events in its
 // transaction (js; none: events is empty).
-func (s *Server) writeRecord(ctx context.Context, id string, in RecordWrite, js journaledStore, events []run.Event) (*run.Run, error) {
+func (s *Server) writeRecord(ctx context.Context, id string, in RecordWrite, js run.JournaledStore, events []run.Event) (*run.Run, error) {
 	if in.Record == nil {
 		return nil, catalog.BadRequest.New(`the body needs "record"`)
 	}
@@ -267,14 +267,6 @@ func (s *Server) hostPut(w http.ResponseWriter, r *http.Request, host *Host) {
 	s.fenced(w, r, host, in.Token, func(ctx context.Context, id string) (any, error) {
 		return s.write(ctx, id, in, true)
 	})
-}
-
-// journaledStore is a run store that journals events in the transaction
-// that writes the record (the SQL store): one commit for a host's write
-// and the events it carries.
-type journaledStore interface {
-	UpdateJournaled(ctx context.Context, id string, events []run.Event, fn func(r *run.Run) error) (*run.Run, error)
-	TransitionJournaled(ctx context.Context, id string, events []run.Event, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error)
 }
 
 // journal appends the events a host's write carries to run id's journal,

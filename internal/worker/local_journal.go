@@ -9,13 +9,6 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 )
 
-// journaledStore is a run store that journals events in the transaction
-// that writes the record (the SQL store).
-type journaledStore interface {
-	UpdateJournaled(ctx context.Context, id string, events []run.Event, fn func(r *run.Run) error) (*run.Run, error)
-	TransitionJournaled(ctx context.Context, id string, events []run.Event, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error)
-}
-
 // journalAhead is the run store of one run's supervisor in the server's
 // own worker. The journal's events of the run are not each a transaction
 // of their own on the way to its agent's start ("sandbox started",
@@ -27,7 +20,7 @@ type journaledStore interface {
 // sends what waits first. drain sends what is left.
 type journalAhead struct {
 	run.Store
-	js    journaledStore
+	js    run.JournaledStore
 	id    string
 	batch time.Duration // 0: journalBatch
 
@@ -41,7 +34,7 @@ type journalAhead struct {
 // newJournalAhead returns st for the supervisor of run id: st itself when
 // it cannot journal events with a write.
 func newJournalAhead(st run.Store, id string) run.Store {
-	js, ok := st.(journaledStore)
+	js, ok := st.(run.JournaledStore)
 	if !ok {
 		return st
 	}

@@ -42,7 +42,7 @@ func (s *Store) WithEventHook(h EventHook) *Store {
 	return &c
 }
 
-var _ run.Store = (*Store)(nil)
+var _ run.JournaledStore = (*Store)(nil)
 
 // Open opens the database at url (see sqldb.Connect), brings its schema
 // up to date, and returns the store on it; Close closes the database.
