@@ -244,6 +244,23 @@ func TestGatewayMaxConcurrentSharedAcrossRuns(t *testing.T) {
 	e := newEnv(t)
 	var inFlight, peak atomic.Int32
 	var mu sync.Mutex
+	var ids []string
+	// allStarted: every run's agent has started (its first request is
+	// on its way to the gateway).
+	allStarted := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ids) < 3 {
+			return false
+		}
+		for _, id := range ids {
+			if !fileExists(filepath.Join(e.home, "runs", id, "workspace", "started")) {
+				return false
+			}
+		}
+		return true
+	}
+	var first sync.Once
 	slow := func(modelserver.Turn) modelserver.Reply {
 		n := inFlight.Add(1)
 		mu.Lock()
@@ -251,18 +268,30 @@ func TestGatewayMaxConcurrentSharedAcrossRuns(t *testing.T) {
 			peak.Store(n)
 		}
 		mu.Unlock()
-		time.Sleep(150 * time.Millisecond)
+		hold := 150 * time.Millisecond
+		first.Do(func() {
+			// The first request holds the one slot until every run's
+			// agent has started, and a while more: the others' requests
+			// wait for it, however the runs' starts fall on a busy
+			// machine.
+			for deadline := time.Now().Add(60 * time.Second); !allStarted() && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			hold = 300 * time.Millisecond
+		})
+		time.Sleep(hold)
 		inFlight.Add(-1)
 		return modelserver.Reply{Text: "ok"}
 	}
 	srv := e.scriptedServer(slow, "max_concurrent = 1\n")
-	agent := chatCurl("a.json", true) + ` > code.txt; ` + chatCurl("b.json", false) + ` >> code.txt`
-	var ids []string
+	agent := `touch started; ` + chatCurl("a.json", true) + ` > code.txt; ` + chatCurl("b.json", false) + ` >> code.txt`
 	for i := range 3 {
 		d, res := e.submitJSON([]string{"SCRIPTED_KEY=" + realKey}, "--sandbox", "host", "--model-server", "scripted",
 			"--agent-cmd", agent, fmt.Sprintf("run %d", i))
 		must(t, res, 0)
+		mu.Lock()
 		ids = append(ids, d.ID)
+		mu.Unlock()
 	}
 	for _, id := range ids {
 		r := e.waitFor(id, "the end", func(r *run.Run) bool { return r.State.Terminal() })
