@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -20,15 +19,12 @@ import (
 // sends what waits first. drain sends what is left.
 type journalAhead struct {
 	run.Store
-	js    run.JournaledStore
-	id    string
-	batch time.Duration // 0: journalBatch
+	js run.JournaledStore
+	id string
 
 	// sendMu orders what is written: the events waiting, then a write.
 	sendMu  sync.Mutex
-	mu      sync.Mutex
-	queued  []run.Event
-	sending bool // a sender is on its way to them
+	journal eventQueue
 }
 
 // newJournalAhead returns st for the supervisor of run id: st itself when
@@ -50,31 +46,15 @@ func (s *journalAhead) AppendEvent(ctx context.Context, id string, e run.Event) 
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	s.mu.Lock()
-	s.queued = append(s.queued, e)
-	start := !s.sending
-	s.sending = true
-	s.mu.Unlock()
-	if start {
-		time.AfterFunc(cmp.Or(s.batch, journalBatch), s.drain)
-	}
+	s.journal.add(e, s.drain)
 	return e, nil
-}
-
-// take takes the events waiting (sendMu held).
-func (s *journalAhead) take() []run.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	evs := s.queued
-	s.queued, s.sending = nil, false
-	return evs
 }
 
 // drain journals the events waiting, each in a transaction of its own.
 func (s *journalAhead) drain() {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	s.send(s.take())
+	s.send(s.journal.take())
 }
 
 // send journals events on their own (sendMu held); the journal is best
@@ -95,7 +75,7 @@ func (s *journalAhead) write(id string, w func(events []run.Event) (*run.Run, er
 	defer s.sendMu.Unlock()
 	var events []run.Event
 	if id == s.id {
-		events = s.take()
+		events = s.journal.take()
 	}
 	r, err := w(events)
 	if err != nil {

@@ -50,7 +50,7 @@ func TestJournalAheadRidesOnWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := newJournalAhead(base, r.ID).(*journalAhead)
-		st.batch = time.Hour // sent only by a write, a read or drain
+		st.journal.batch = time.Hour // sent only by a write, a read or drain
 		ev := func(m string) {
 			if _, err := st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSandbox, m, nil)); err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestJournalAheadRidesOnWrites(t *testing.T) {
 		if got := journalOf(t, st, r.ID); !slices.Equal(got, want) {
 			t.Fatalf("read through it: %v, want %v", got, want)
 		}
-		st.batch = 10 * time.Millisecond
+		st.journal.batch = 10 * time.Millisecond
 		ev("six")
 		want = append(want, "sandbox six")
 		for deadline := time.Now().Add(10 * time.Second); !slices.Equal(journalOf(t, base, r.ID), want); time.Sleep(5 * time.Millisecond) {

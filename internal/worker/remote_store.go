@@ -14,7 +14,6 @@ package worker
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,20 +68,15 @@ type remoteStore struct {
 	// every later read and write waits for it, and fails with it.
 	ahead    chan struct{}
 	aheadErr error
-	// queued are the journal's events AppendEvent took and the server
-	// has not been sent yet; sending says whether a sender goroutine is
-	// on its way to them.
-	queued  []run.Event
-	sending bool
+	// journal are the events AppendEvent took and the server has not
+	// been sent yet.
+	journal eventQueue
 
 	// sendMu orders what goes to the server: the events queued go out,
 	// in order, before any write of the record that follows them.
 	sendMu sync.Mutex
 	// log tells what the journal could not send.
 	log *slog.Logger
-	// batch is how long the journal's events wait for a write of the
-	// record to carry them before they go on their own (0: journalBatch).
-	batch time.Duration
 }
 
 // journalBatch: a step the supervisor journals is often followed at once
@@ -341,13 +335,7 @@ func (s *remoteStore) write(ctx context.Context, id string, t *server.Transition
 }
 
 // takeQueued takes the events not sent yet (sendMu held).
-func (s *remoteStore) takeQueued() []run.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	events := s.queued
-	s.queued = nil
-	return events
-}
+func (s *remoteStore) takeQueued() []run.Event { return s.journal.take() }
 
 // writeLocked is write with sendMu held. events, the ones not sent yet,
 // ride on the write's first try (a PUT): the server journals them before
@@ -512,18 +500,7 @@ func (s *remoteStore) AppendEvent(ctx context.Context, id string, e run.Event) (
 	// agent starts while "attempt started" is on its way). A write of
 	// the record carries what is queued (or sends it first), and the
 	// host sends the rest before it releases the run (drain).
-	s.mu.Lock()
-	s.queued = append(s.queued, e)
-	start := !s.sending
-	s.sending = true
-	s.mu.Unlock()
-	if start {
-		time.AfterFunc(cmp.Or(s.batch, journalBatch), func() {
-			s.sendMu.Lock()
-			defer s.sendMu.Unlock()
-			s.sendQueued()
-		})
-	}
+	s.journal.add(e, s.drain)
 	return e, nil
 }
 
@@ -536,15 +513,10 @@ const eventTimeout = 10 * time.Second
 // (sendMu held).
 func (s *remoteStore) sendQueued() {
 	for {
-		s.mu.Lock()
-		if len(s.queued) == 0 {
-			s.sending = false
-			s.mu.Unlock()
+		e, ok := s.journal.next()
+		if !ok {
 			return
 		}
-		e := s.queued[0]
-		s.queued = s.queued[1:]
-		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
 		err := s.call(ctx, func(ctx context.Context) error {
 			_, err := s.c.Post(ctx, s.path("events"), server.AppendRequest{Token: s.j.token, Event: e})
@@ -563,9 +535,7 @@ func (s *remoteStore) sendFirst(events []run.Event) {
 	if len(events) == 0 {
 		return
 	}
-	s.mu.Lock()
-	s.queued = append(events, s.queued...)
-	s.mu.Unlock()
+	s.journal.putBack(events)
 	s.sendQueued()
 }
 

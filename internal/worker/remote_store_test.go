@@ -209,7 +209,7 @@ func TestJournalDoesNotWait(t *testing.T) {
 func TestWriteCarriesTheJournal(t *testing.T) {
 	ctx := context.Background()
 	h, st := newRoutesStore(t)
-	st.batch = time.Hour // no sender of their own before the write
+	st.journal.batch = time.Hour // no sender of their own before the write
 	claimed := h.rec
 	st.prime(st.local(&claimed))
 	for _, m := range []string{"sandbox started", "also"} {
@@ -240,7 +240,7 @@ func TestWriteCarriesTheJournal(t *testing.T) {
 func TestFirstMoveGoesAhead(t *testing.T) {
 	ctx := context.Background()
 	h, st := newRoutesStore(t)
-	st.batch = time.Hour // the journal goes with the writes and drain
+	st.journal.batch = time.Hour // the journal goes with the writes and drain
 	h.holdPut, h.putGot = make(chan struct{}), make(chan struct{}, 4)
 	var once sync.Once
 	release := func() { once.Do(func() { close(h.holdPut) }) }
