@@ -104,7 +104,11 @@ func between(s, a, z string) string {
 // benchEnv is newEnv for benchmarks, with a repository of n files.
 func benchEnv(b *testing.B, n int) *env {
 	root := b.TempDir()
-	e := &env{bin: testsupport.Agentrun(b), root: root, home: filepath.Join(root, "data")}
+	e := &env{t: b, bin: testsupport.Agentrun(b), root: root, home: filepath.Join(root, "data")}
+	// As newEnv's: the last run's supervisor may still be finishing (a
+	// spare workspace, its last events) when the benchmark ends; the temp
+	// dir goes once every one has let go.
+	b.Cleanup(e.stopAll)
 	e.vars = []string{"AGENTRUN_HOME=" + e.home, "XDG_CONFIG_HOME=" + filepath.Join(root, "config"),
 		"HOME=" + root, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8",
 		"GIT_AUTHOR_NAME=B", "GIT_AUTHOR_EMAIL=b@example.com", "GIT_COMMITTER_NAME=B", "GIT_COMMITTER_EMAIL=b@example.com"}
