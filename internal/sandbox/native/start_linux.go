@@ -279,7 +279,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 					w.discard()
 					return nil, err
 				}
-				return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, mk)
+				return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, w.cgroups, mk)
 			}
 		}
 	}
@@ -310,19 +310,19 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 		cmd.Wait()
 		close(done)
 	}()
-	return b.configure(ctx, spec, c, lim, cmd, done, cfgW, stR, mk)
+	return b.configure(ctx, spec, c, lim, cmd, done, cfgW, stR, nil, mk)
 }
 
 // configure sends a started init (cmd, done once it was waited for, its
 // config channel cfgW and status pipe stR) its config, puts it in its
-// cgroups, and waits until it is ready. On error nothing is left running.
-func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, cmd *exec.Cmd, done chan struct{}, cfgW, stR *os.File, mk marks) (_ *proc, err error) {
+// cgroups (those it joined ahead, if joined is not nil), and waits until
+// it is ready. On error nothing is left running.
+func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, cmd *exec.Cmd, done chan struct{}, cfgW, stR *os.File, joined <-chan joinedCgroups, mk marks) (_ *proc, err error) {
 	// The config goes at once: the init builds the root while the
 	// cgroups are made, and starts nothing before goLine says it is in
-	// them.
+	// them, with their limits.
 	cfgErr := sendConfig(cfgW, c)
-	sweepCgroups()
-	cg, cgEnforced := setupCgroups(cgroupName(spec.RunID), lim)
+	cg, cgEnforced := joinCgroups(spec.RunID, cmd.Process.Pid, lim, joined)
 	p := &proc{cmd: cmd, done: done, cg: cg}
 	defer func() {
 		if err != nil {
@@ -330,7 +330,6 @@ func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, l
 			cg.remove()
 		}
 	}()
-	cg.add(cmd.Process.Pid, cgEnforced)
 	mk.add("host-cgroups")
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.

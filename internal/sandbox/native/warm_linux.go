@@ -32,6 +32,8 @@ type warm struct {
 	stR   *os.File
 	marks marks
 	owner context.Context
+	// cgroups gets the cgroups it joined (joinAhead), once.
+	cgroups chan joinedCgroups
 }
 
 // ahead is the process's init started ahead, if any: at most one, for
@@ -130,10 +132,13 @@ func startWarm(exe string) (_ *warm, err error) {
 		w.cmd.Wait()
 		close(w.done)
 	}()
+	w.cgroups = make(chan joinedCgroups, 1)
+	go func(pid int) { w.cgroups <- joinAhead(pid) }(w.cmd.Process.Pid)
 	return w, nil
 }
 
-// discard ends an init started ahead that no Start took.
+// discard ends an init started ahead that no Start took, and removes
+// the cgroups it joined.
 func (w *warm) discard() {
 	w.cfgW.Close()
 	w.stR.Close()
@@ -141,6 +146,7 @@ func (w *warm) discard() {
 		w.cmd.Process.Kill()
 	}
 	<-w.done
+	(<-w.cgroups).cg.remove()
 }
 
 // takeWarm hands over the process's init started ahead, if it is still

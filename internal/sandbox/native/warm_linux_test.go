@@ -2,11 +2,14 @@ package native_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -164,5 +167,104 @@ func TestStartWithoutTheInitThatDied(t *testing.T) {
 	}
 	if res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"true"}}, nil, nil); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %v %+v", err, res)
+	}
+}
+
+// aheadCgroups waits until pid, an init started ahead, is in the cgroups
+// it joins while it waits (none where this user may make none: the test
+// is skipped, as the cold start's leak test is).
+func aheadCgroups(t *testing.T, pid int) []string {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if dirs := cgroupDirsOf(t, pid); len(dirs) > 0 {
+			return dirs
+		}
+	}
+	t.Skipf("no cgroup was made for the init started ahead here (uid %d)", os.Getuid())
+	return nil
+}
+
+// An init started ahead joins its cgroups while it waits (joining costs
+// an RCU grace period: it is off the start's path); the Start that takes
+// it names them after its run where the hierarchy allows (v1), writes
+// the sandbox's limits into them, and removes them with the sandbox.
+func TestStartedAheadJoinsItsCgroupsAhead(t *testing.T) {
+	b := requireNative(t)
+	pid := prewarmed(context.Background(), t, b)
+	ahead := aheadCgroups(t, pid)
+	for _, d := range ahead {
+		if !strings.Contains(filepath.Base(d), "agentrun-ahead-") {
+			t.Errorf("cgroup %s joined ahead is not named as one", d)
+		}
+	}
+	spec := newSpec(t)
+	spec.Limits = sandbox.Limits{MemoryBytes: 100 << 20, Pids: 100, CPUs: 0.5}
+	sb, err := b.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	if !tookWarm(sb) {
+		t.Fatal("Start did not take the init started ahead")
+	}
+	dirs := cgroupDirsOf(t, pid)
+	if len(dirs) != len(ahead) {
+		t.Fatalf("the init is in cgroups %v, was in %v", dirs, ahead)
+	}
+	want := map[string]string{"memory.limit_in_bytes": strconv.Itoa(100 << 20), "memory.max": strconv.Itoa(100 << 20),
+		"pids.max": "100", "cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000"}
+	read := 0
+	for _, d := range dirs {
+		if strings.HasPrefix(d, "/sys/fs/cgroup/unified/") || !strings.HasPrefix(d, "/sys/fs/cgroup/") {
+			continue // v2: keeps the name it was made with
+		}
+		if !strings.Contains(filepath.Base(d), "agentrun-"+spec.RunID+"-") {
+			t.Errorf("cgroup %s is not named after run %s", d, spec.RunID)
+		}
+		for f, v := range want {
+			if got, err := os.ReadFile(filepath.Join(d, f)); err == nil {
+				read++
+				if strings.TrimSpace(string(got)) != v {
+					t.Errorf("%s/%s = %q, want %s", d, f, got, v)
+				}
+			}
+		}
+	}
+	for k, v := range sb.Enforced() {
+		if (k == "memory" || k == "pids" || k == "cpu") && v != "enforced" {
+			t.Errorf("%s: %s", k, v)
+		}
+	}
+	if read == 0 {
+		t.Fatalf("no limit read back from %v", dirs)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range append(dirs, ahead...) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left after Destroy: %v", d, err)
+		}
+	}
+}
+
+// The cgroups an init started ahead joined go with it when no Start
+// takes it.
+func TestInitStartedAheadLeavesNoCgroups(t *testing.T) {
+	b := requireNative(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	pid := prewarmed(ctx, t, b)
+	dirs := aheadCgroups(t, pid)
+	cancel()
+	waitExited(t, pid, "the init started ahead outlived its context")
+	for _, d := range dirs {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cgroup %s left by the init started ahead", d)
+			}
+		}
 	}
 }
