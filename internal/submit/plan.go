@@ -159,7 +159,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		}
 	}
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)
-	b, info, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef)
+	b, info, sbWarnings, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef, sandbox.Limits(r.Sandbox.Limits))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,7 +169,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	r.Sandbox.Image = img.ID
-	warnings = append(warnings, sandboxWarnings(ctx, b, name, r)...)
+	warnings = append(warnings, sbWarnings...)
 	if repoErr != nil {
 		return nil, nil, repoErr
 	}
@@ -214,12 +214,13 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	return r, warnings, nil
 }
 
-// sandboxWarnings are what the backend called name will not do for r:
-// limits it cannot hold here, or no isolation at all.
-func sandboxWarnings(ctx context.Context, b sandbox.Backend, name string, r *run.Run) []string {
+// sandboxWarnings are what the backend called name will not do for a
+// run with limits lim: limits it cannot hold here, or no isolation at
+// all.
+func sandboxWarnings(ctx context.Context, b sandbox.Backend, name string, lim sandbox.Limits) []string {
 	var warnings []string
 	if lw, ok := b.(sandbox.LimitWarner); ok {
-		if w := lw.LimitWarnings(ctx, sandbox.Limits(r.Sandbox.Limits)); len(w) > 0 {
+		if w := lw.LimitWarnings(ctx, lim); len(w) > 0 {
 			warnings = append(warnings, name+" sandbox: not in force on this machine: "+strings.Join(w, "; "))
 		}
 	}
@@ -267,17 +268,23 @@ func readOnlyPaths(visible, named []string) ([]string, error) {
 // preflights it, while the repository is inspected (git processes) side
 // by side. A preflight failure is err; the repository's is repoErr, for
 // the caller to report after the backend's warnings.
-func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string) (b sandbox.Backend, info repoInfo, repoErr, err error) {
+func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, lim sandbox.Limits) (b sandbox.Backend, info repoInfo, warnings []string, repoErr, err error) {
 	backends := s.Backends
 	if name == "" {
-		return nil, info, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
+		return nil, info, nil, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
 	}
 	b, ok := backends[name]
 	if !ok {
-		return nil, info, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
+		return nil, info, nil, nil, catalog.UnknownSandbox.New("%q is not one of: %s", name, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
 	}
-	// The backend's preflight (which may probe the kernel) and the
-	// repository inspection (git processes) run side by side.
+	// The backend's preflight (which may probe the kernel), the
+	// repository inspection (git processes) and what the backend will
+	// not do for a run with lim (a native backend makes and removes
+	// cgroups to tell: 3-6 ms) run side by side; a preflight that fails
+	// still waits for the warnings, so nothing is left working behind.
+	warned := make(chan []string, 1)
+	go func(b sandbox.Backend) { warned <- sandboxWarnings(ctx, b, name, lim) }(b)
+	defer func() { warnings = <-warned }()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -292,11 +299,11 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string) (b
 	<-done
 	if preErr != nil {
 		if _, ok := catalog.As(preErr); ok {
-			return nil, info, nil, preErr
+			return nil, info, nil, nil, preErr
 		}
-		return nil, info, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
+		return nil, info, nil, nil, catalog.SandboxPreflight.Wrap(preErr, "%s: %v", name, preErr)
 	}
-	return b, info, repoErr, nil
+	return b, info, nil, repoErr, nil
 }
 
 func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {

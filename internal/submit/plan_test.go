@@ -2,10 +2,14 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/agent/provider/all"
@@ -127,5 +131,53 @@ func TestPlanInclude(t *testing.T) {
 	r, warnings, err := svc.Plan(ctx, req)
 	if err != nil || paths(r) != "" || len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "matched no git-ignored file") {
 		t.Fatalf("a pattern that matches nothing: %q %v %v", paths(r), warnings, err)
+	}
+}
+
+// warningBackend warns of one limit, after a while (as the native
+// backend does, making cgroups), and of no isolation; its preflight
+// fails when err is set. ended says whether the warnings were done.
+type warningBackend struct {
+	countingBackend
+	ended atomic.Bool
+	lim   sandbox.Limits
+}
+
+func (b *warningBackend) Isolation() sandbox.Isolation { return sandbox.Isolation{} }
+func (b *warningBackend) LimitWarnings(_ context.Context, lim sandbox.Limits) []string {
+	time.Sleep(50 * time.Millisecond)
+	b.lim = lim
+	b.ended.Store(true)
+	return []string{"memory: no cgroup here"}
+}
+
+// TestPlanSandboxWarnings: the backend's limit and isolation warnings,
+// worked out beside the repository's inspection, reach the plan's
+// warnings for the run's limits; a plan whose preflight fails returns
+// only once they are done (nothing left working behind it).
+func TestPlanSandboxWarnings(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	b := &warningBackend{}
+	svc := &Service{Backends: map[string]sandbox.Backend{"warn": b}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "warn", Limits: run.Limits{Pids: 77}}
+	_, warnings, err := svc.Plan(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"warn sandbox: not in force on this machine: memory: no cgroup here", f("sandbox") + " warn does not isolate: the agent runs as you, with your files and your network"}
+	if !slices.Equal(warnings, want) {
+		t.Fatalf("warnings %q, want %q", warnings, want)
+	}
+	if b.lim.Pids != 77 {
+		t.Fatalf("warned for limits %+v, not the run's", b.lim)
+	}
+	b.ended.Store(false)
+	b.err = errors.New("no sandbox here")
+	if _, _, err := svc.Plan(ctx, req); !catalog.Has(err, catalog.SandboxPreflight) {
+		t.Fatalf("preflight: %v", err)
+	}
+	if !b.ended.Load() {
+		t.Fatal("the plan returned before the sandbox's warnings were done")
 	}
 }
