@@ -265,9 +265,10 @@ func readOnlyPaths(visible, named []string) ([]string, error) {
 
 // backendAndRepo picks the sandbox backend (named, configured, or the
 // platform default; never one that isolates nothing unless named) and
-// preflights it, while the repository is inspected (git processes) side
-// by side. A preflight failure is err; the repository's is repoErr, for
-// the caller to report after the backend's warnings.
+// preflights it, while the repository is inspected (git processes) and
+// the backend's warnings for a run with lim are worked out, side by side.
+// A preflight failure is err; the repository's is repoErr, for the caller
+// to report after the backend's warnings.
 func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, lim sandbox.Limits) (b sandbox.Backend, info repoInfo, warnings []string, repoErr, err error) {
 	backends := s.Backends
 	if name == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,8 +101,7 @@ func findCgroups() (v1 map[string]string, v2 string) {
 		case "cgroup":
 			var ctrls []string
 			for _, o := range strings.Split(opts, ",") {
-				switch o {
-				case "memory", "pids", "cpu":
+				if slices.Contains(cgControllers, o) {
 					ctrls = append(ctrls, o)
 				}
 			}
@@ -396,7 +396,7 @@ func sweepCgroups() (removed []string) {
 		bases[d] = true
 	}
 	if v2 != "" {
-		for _, c := range []string{"memory", "pids", "cpu"} {
+		for _, c := range cgControllers {
 			bases[delegatedBase(v2, []string{c})] = true
 		}
 		bases[v2] = true
