@@ -58,10 +58,11 @@ type modeArg struct {
 }
 
 // modeArgsCommon are the calls that set a file's mode, on every
-// architecture; modeArgsArch adds the legacy ones of an architecture.
+// architecture, the commonest first; modeArgsArch adds the legacy ones of
+// an architecture.
 var modeArgsCommon = []modeArg{
-	{unix.SYS_FCHMOD, 1}, {unix.SYS_FCHMODAT, 2}, {unix.SYS_FCHMODAT2, 2},
-	{unix.SYS_OPENAT, 3}, {unix.SYS_MKNODAT, 2},
+	{unix.SYS_OPENAT, 3}, {unix.SYS_FCHMOD, 1}, {unix.SYS_FCHMODAT, 2}, {unix.SYS_FCHMODAT2, 2},
+	{unix.SYS_MKNODAT, 2},
 }
 
 // deniedIoctls inject input into a terminal.
@@ -88,21 +89,12 @@ func Program() ([]bpf.RawInstruction, error) {
 			bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
 		)
 	}
-	deny := func(nr uintptr, errno unix.Errno) {
-		p = append(p,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 1},
-			bpf.RetConstant{Val: retErrno | uint32(errno)},
-		)
-	}
-	for _, nr := range deniedCommon {
-		deny(nr, unix.EPERM)
-	}
-	for _, nr := range deniedArch {
-		deny(nr, unix.EPERM)
-	}
-	deny(unix.SYS_CLONE3, unix.ENOSYS)
-	// openat2's mode is in a struct a classic filter cannot read.
-	deny(unix.SYS_OPENAT2, unix.ENOSYS)
+	// The calls whose arguments are read come first, openat first of all.
+	// The kernel answers a call that the filter allows whatever its
+	// arguments from a cache (Linux 5.11), without running the filter;
+	// these run it on each call, and openat is among the commonest calls
+	// there are: each instruction before its check is paid on each open.
+	//
 	// No setuid or setgid files: they would keep their bit on the host.
 	for _, m := range append(slices.Clone(modeArgsCommon), modeArgsArch...) {
 		p = append(p,
@@ -132,7 +124,23 @@ func Program() ([]bpf.RawInstruction, error) {
 			bpf.RetConstant{Val: retErrno | uint32(unix.EPERM)},
 		)
 	}
-	p = append(p, bpf.RetConstant{Val: retAllow}, bpf.RetConstant{Val: retAllow})
+	p = append(p, bpf.RetConstant{Val: retAllow})
+	deny := func(nr uintptr, errno unix.Errno) {
+		p = append(p,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(nr), SkipFalse: 1},
+			bpf.RetConstant{Val: retErrno | uint32(errno)},
+		)
+	}
+	for _, nr := range deniedCommon {
+		deny(nr, unix.EPERM)
+	}
+	for _, nr := range deniedArch {
+		deny(nr, unix.EPERM)
+	}
+	deny(unix.SYS_CLONE3, unix.ENOSYS)
+	// openat2's mode is in a struct a classic filter cannot read.
+	deny(unix.SYS_OPENAT2, unix.ENOSYS)
+	p = append(p, bpf.RetConstant{Val: retAllow})
 	return bpf.Assemble(p)
 }
 
