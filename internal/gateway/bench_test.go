@@ -135,3 +135,41 @@ func BenchmarkGatewayStreamThroughput(b *testing.B) {
 		b.Fatalf("the stream's usage was not metered: %+v", u)
 	}
 }
+
+// responsesStream is an OpenAI Responses event stream as the API sends it:
+// response.created and response.completed each echo the whole response,
+// with the request's instructions and tools (here 24 kB of them, as a
+// coding CLI sends), around a few deltas; only response.completed has
+// usage.
+func responsesStream() []byte {
+	echo := fmt.Sprintf(`"instructions":%q,"tools":[%s]`, strings.Repeat("You are a coding agent. Follow the usage notes. ", 250),
+		strings.TrimSuffix(strings.Repeat(`{"type":"function","name":"shell","description":"Runs a command; see its usage.","parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}}}},`, 60), ","))
+	var sb strings.Builder
+	event := func(typ, data string) { fmt.Fprintf(&sb, "event: %s\ndata: %s\n\n", typ, data) }
+	event("response.created", `{"type":"response.created","response":{"id":"resp_1","model":"gpt-5",`+echo+`,"usage":null}}`)
+	for range 20 {
+		event("response.output_text.delta", `{"type":"response.output_text.delta","delta":"token "}`)
+	}
+	event("response.completed", `{"type":"response.completed","response":{"id":"resp_1","model":"gpt-5",`+echo+
+		`,"usage":{"input_tokens":9000,"input_tokens_details":{"cached_tokens":8000},"output_tokens":120}}}`)
+	return []byte(sb.String())
+}
+
+// BenchmarkMeterResponsesStream: the CPU the meter spends on one streamed
+// Responses answer, read as a reverse proxy reads it (32 kB at a time).
+func BenchmarkMeterResponsesStream(b *testing.B) {
+	body := responsesStream()
+	buf := make([]byte, 32<<10)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		mb := &meteredBody{rc: io.NopCloser(strings.NewReader(string(body))), m: &meter{kind: KindResponses}, stream: true, done: func(*meter) {}}
+		for {
+			if _, err := mb.Read(buf); err != nil {
+				break
+			}
+		}
+		if mb.m.in != 9000 || mb.m.model != "gpt-5" {
+			b.Fatalf("metered %+v", mb.m)
+		}
+	}
+}

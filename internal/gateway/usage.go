@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"strings"
@@ -74,32 +75,66 @@ func (m *meter) tokens() Tokens {
 	return t
 }
 
+// usageEvent is what the meter reads of an object. The rest is skipped,
+// not kept: a Responses event echoes the whole request (instructions,
+// tools), tens of kB, and this is read as the stream passes.
+type usageEvent struct {
+	Type  string          `json:"type"`
+	Model string          `json:"model"`
+	Usage json.RawMessage `json:"usage"`
+	// Message is Anthropic's message_start's message, Response a
+	// Responses event's response: each holds the model and usage.
+	Message  *usageEvent `json:"message"`
+	Response *usageEvent `json:"response"`
+	// Gemini's names.
+	ModelVersion  string          `json:"modelVersion"`
+	UsageMetadata json.RawMessage `json:"usageMetadata"`
+}
+
+// within is the model and usage of an event that holds them in inner,
+// else of the event itself.
+func (e *usageEvent) within(inner *usageEvent) (string, json.RawMessage) {
+	usage := inner.Usage
+	if len(usage) == 0 {
+		usage = e.Usage
+	}
+	return cmp.Or(inner.Model, e.Model), usage
+}
+
 // object takes one JSON object: a whole response or one stream event.
 func (m *meter) object(b []byte) {
-	var o map[string]json.RawMessage
-	if json.Unmarshal(b, &o) != nil {
-		return
+	var e usageEvent
+	// A field of another type is skipped and the rest still read (the
+	// error names the first such field); bad JSON is not metered.
+	if err := json.Unmarshal(b, &e); err != nil {
+		if _, ok := err.(*json.UnmarshalTypeError); !ok {
+			return
+		}
 	}
+	model, usage := e.Model, e.Usage
 	switch m.kind {
 	case KindAnthropic:
-		if typ := str(o["type"]); typ == "message_start" {
-			_ = json.Unmarshal(o["message"], &o)
+		if e.Type == "message_start" {
+			if e.Message == nil {
+				return
+			}
+			model, usage = e.within(e.Message)
 		}
-		m.setModel(str(o["model"]))
+		m.setModel(model)
 		var u struct {
 			In         *int64 `json:"input_tokens"`
 			Out        *int64 `json:"output_tokens"`
 			CacheRead  *int64 `json:"cache_read_input_tokens"`
 			CacheWrite *int64 `json:"cache_creation_input_tokens"`
 		}
-		if json.Unmarshal(o["usage"], &u) == nil {
+		if json.Unmarshal(usage, &u) == nil {
 			m.set(&m.in, u.In)
 			m.set(&m.out, u.Out)
 			m.set(&m.cacheRead, u.CacheRead)
 			m.set(&m.cacheWrite, u.CacheWrite)
 		}
 	case KindChat:
-		m.setModel(str(o["model"]))
+		m.setModel(model)
 		var u struct {
 			In      *int64 `json:"prompt_tokens"`
 			Out     *int64 `json:"completion_tokens"`
@@ -107,19 +142,19 @@ func (m *meter) object(b []byte) {
 				Cached *int64 `json:"cached_tokens"`
 			} `json:"prompt_tokens_details"`
 		}
-		if raw := o["usage"]; len(raw) > 0 && string(raw) != "null" && json.Unmarshal(raw, &u) == nil {
+		if len(usage) > 0 && string(usage) != "null" && json.Unmarshal(usage, &u) == nil {
 			m.set(&m.in, u.In)
 			m.set(&m.out, u.Out)
 			m.set(&m.cacheRead, u.Details.Cached)
 		}
 	case KindResponses:
-		if typ := str(o["type"]); strings.HasPrefix(typ, "response.") {
-			if _, ok := o["response"]; !ok {
+		if strings.HasPrefix(e.Type, "response.") {
+			if e.Response == nil {
 				return
 			}
-			_ = json.Unmarshal(o["response"], &o)
+			model, usage = e.within(e.Response)
 		}
-		m.setModel(str(o["model"]))
+		m.setModel(model)
 		var u struct {
 			In      *int64 `json:"input_tokens"`
 			Out     *int64 `json:"output_tokens"`
@@ -127,20 +162,20 @@ func (m *meter) object(b []byte) {
 				Cached *int64 `json:"cached_tokens"`
 			} `json:"input_tokens_details"`
 		}
-		if raw := o["usage"]; len(raw) > 0 && string(raw) != "null" && json.Unmarshal(raw, &u) == nil {
+		if len(usage) > 0 && string(usage) != "null" && json.Unmarshal(usage, &u) == nil {
 			m.set(&m.in, u.In)
 			m.set(&m.out, u.Out)
 			m.set(&m.cacheRead, u.Details.Cached)
 		}
 	case KindGemini:
-		m.setModel(str(o["modelVersion"]))
+		m.setModel(e.ModelVersion)
 		var u struct {
 			In       *int64 `json:"promptTokenCount"`
 			Out      *int64 `json:"candidatesTokenCount"`
 			Thoughts *int64 `json:"thoughtsTokenCount"`
 			Cached   *int64 `json:"cachedContentTokenCount"`
 		}
-		if raw := o["usageMetadata"]; len(raw) > 0 && json.Unmarshal(raw, &u) == nil {
+		if raw := e.UsageMetadata; len(raw) > 0 && json.Unmarshal(raw, &u) == nil {
 			m.set(&m.in, u.In)
 			if u.Out != nil || u.Thoughts != nil {
 				var out int64
@@ -168,12 +203,6 @@ func (m *meter) setModel(s string) {
 	if s != "" {
 		m.model = strings.TrimPrefix(s, "models/")
 	}
-}
-
-func str(raw json.RawMessage) string {
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
 }
 
 // maxMeteredBody bounds what a non-streamed response keeps for metering
