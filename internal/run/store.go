@@ -93,6 +93,16 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// LazyJournal is a Store that also takes an event whose append need not
+// be durable when the call returns (a run's progress: its sandbox
+// started, an attempt ended): it is in the journal, in order, for every
+// reader at once, and made durable with the run's next state event or
+// soon after. A process that dies loses none of it; a crash of the
+// machine may lose such events of its last moments, never a state.
+type LazyJournal interface {
+	AppendEventLazy(ctx context.Context, id string, e Event) (Event, error)
+}
+
 // JournaledStore is a Store that also journals events in the transaction
 // that writes the record (the SQL store): they land with the record or not
 // at all, in order, before a transition's state event; one commit instead

@@ -532,11 +532,17 @@ func (s *Supervisor) clearSupervisor() {
 }
 
 // event journals e; the journal is best effort from here (a failing
-// journal must not kill the run).
+// journal must not kill the run). Where the store can, the run does not
+// wait for the append to be durable (run.LazyJournal): the next state
+// event's is.
 func (s *Supervisor) event(e run.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Store.AppendEvent(ctx, s.ID, e); err != nil {
+	appendEvent := s.Store.AppendEvent
+	if lj, ok := s.Store.(run.LazyJournal); ok {
+		appendEvent = lj.AppendEventLazy
+	}
+	if _, err := appendEvent(ctx, s.ID, e); err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: journal %s: %v\n", s.ID, e.Type, err)
 	}
 }

@@ -32,7 +32,11 @@ func Start(ctx context.Context, h Home, r *run.Run, o StartOptions) error {
 	if err := st.Create(ctx, r); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
-	_, _ = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
+	appendEvent := st.AppendEvent
+	if lj, ok := st.(run.LazyJournal); ok {
+		appendEvent = lj.AppendEventLazy // the run itself is durable: Create
+	}
+	_, _ = appendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
 		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
 	if h.Claimed {
 		return nil

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +11,9 @@ import (
 // writeFileAtomic replaces path with data: a temp file in the same
 // directory, fsync, rename over path, fsync the directory. A reader sees
 // the old content or the new, never a mix; after a crash, one of the two.
-func writeFileAtomic(path string, data []byte) error {
+// before, when not nil, must hold before the rename: what it returns
+// fails the write, and path is left as it was.
+func writeFileAtomic(path string, data []byte, before func() error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -27,11 +30,16 @@ func writeFileAtomic(path string, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
@@ -41,6 +49,35 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("%w: %w", errAfterRename, err)
 	}
 	return nil
+}
+
+// writeDurable creates path (which must not exist) with data and fsyncs
+// it, while the others run beside the fsync (more fsyncs); the first
+// error of all of them is returned.
+func writeDurable(path string, data []byte, others ...func() error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	errs := make(chan error, len(others))
+	for _, o := range others {
+		go func() { errs <- o() }()
+	}
+	err = syncFile(f)
+	if err != nil {
+		err = fmt.Errorf("fsync %s: %w", path, err)
+	}
+	for range others {
+		err = cmp.Or(err, <-errs)
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // errAfterRename marks a writeFileAtomic error that came after the rename:
@@ -54,7 +91,7 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncFile(d); err != nil {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil

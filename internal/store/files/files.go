@@ -25,6 +25,7 @@ type Store struct {
 	L layout.Layout
 
 	journal journalCache
+	lazy    lazySyncs
 }
 
 var _ run.Store = (*Store)(nil)
@@ -66,7 +67,7 @@ func (s *Store) Create(ctx context.Context, r *run.Run) error {
 	if _, err := os.Lstat(s.L.RunDir(r.ID)); err == nil {
 		return fmt.Errorf("create run %s: %w", r.ID, run.ErrExists)
 	}
-	seq, err := s.nextSeq(ctx)
+	seq, seqSynced, err := s.nextSeq(ctx)
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
@@ -83,7 +84,7 @@ func (s *Store) Create(ctx context.Context, r *run.Run) error {
 	if err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
-	if err := s.createDir(r.ID, data); err != nil {
+	if err := s.createDir(r.ID, data, seqSynced); err != nil {
 		return err
 	}
 	*r = c
@@ -91,8 +92,10 @@ func (s *Store) Create(ctx context.Context, r *run.Run) error {
 }
 
 // createDir builds the run directory under a scratch name and renames it
-// into place, so the run appears whole or not at all.
-func (s *Store) createDir(id string, data []byte) error {
+// into place, so the run appears whole or not at all. Before the rename,
+// the record, the scratch directory's entries and the submission counter
+// (seqSynced) are made durable, side by side; then the rename is.
+func (s *Store) createDir(id string, data []byte, seqSynced func() error) error {
 	tmp := filepath.Join(s.L.Runs(), tmpPrefix+id+"-"+randomSuffix())
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("create run %s: %w", id, err)
@@ -110,7 +113,8 @@ func (s *Store) createDir(id string, data []byte) error {
 		}
 		f.Close()
 	}
-	if err := writeFileAtomic(filepath.Join(tmp, filepath.Base(s.L.RunJSON(id))), data); err != nil {
+	// Nothing reads the scratch directory: run.json is written in place.
+	if err := writeDurable(filepath.Join(tmp, filepath.Base(s.L.RunJSON(id))), data, func() error { return syncDir(tmp) }, seqSynced); err != nil {
 		return fmt.Errorf("create run %s: %w", id, err)
 	}
 	if err := renameNoReplace(tmp, s.L.RunDir(id)); err != nil {

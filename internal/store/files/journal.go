@@ -35,7 +35,7 @@ func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 // appendEvent appends to the journal of a validated id under the journal's
 // flock: find the last Seq, write one line with O_APPEND, fsync.
 func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
-	tx, e, err := s.beginAppend(ctx, id, e)
+	tx, e, err := s.beginAppend(ctx, id, e, syncNow)
 	if err != nil {
 		return e, err
 	}
@@ -43,19 +43,103 @@ func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 	return e, nil
 }
 
-// journalAppend is an appended, fsynced event whose journal flock is still
-// held: end(true) keeps it, end(false) cuts the journal back to where it
-// was (a transition whose record could not be written), then unlocks.
+// AppendEventLazy appends e as AppendEvent does, except that it does not
+// wait for the line to be durable; see run.LazyJournal. Readers see it at
+// once, and a process that dies after the call loses nothing: the line is
+// in the kernel's hands. It is made durable by the fsync of the run's next
+// state event (which covers every line before it) or, where none comes,
+// within lazySync: only a crash of the machine in that window can lose it.
+func (s *Store) AppendEventLazy(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return e, err
+	}
+	if err := run.ValidateID(id); err != nil {
+		return e, err
+	}
+	tx, e, err := s.beginAppend(ctx, id, e, syncLater)
+	if err != nil {
+		return e, err
+	}
+	tx.end(true)
+	s.lazy.schedule(s.L.Events(id))
+	return e, nil
+}
+
+// lazySync bounds how long a lazily appended line waits for its fsync (a
+// variable for tests).
+var lazySync = time.Second
+
+// lazySyncs are the journals with a lazy line waiting for its fsync: one
+// timer per journal at a time.
+type lazySyncs struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+// schedule fsyncs the journal at path lazySync from now, unless that is
+// scheduled already.
+func (l *lazySyncs) schedule(path string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending[path] {
+		return
+	}
+	if l.pending == nil {
+		l.pending = make(map[string]bool)
+	}
+	l.pending[path] = true
+	time.AfterFunc(lazySync, func() {
+		l.mu.Lock()
+		delete(l.pending, path)
+		l.mu.Unlock()
+		if f, err := os.Open(path); err == nil {
+			_ = syncFile(f)
+			f.Close()
+		}
+	})
+}
+
+// syncFile is (*os.File).Sync; tests count and fail the store's fsyncs
+// through it.
+var syncFile = (*os.File).Sync
+
+// syncMode is when beginAppend's line is fsynced.
+type syncMode int
+
+const (
+	syncNow   syncMode = iota // before beginAppend returns
+	syncAsync                 // from a goroutine started at once: journalAppend.wait
+	syncLater                 // by a later fsync of the journal (AppendEventLazy)
+)
+
+// journalAppend is an appended event whose journal flock is still held:
+// end(true) keeps it, end(false) cuts the journal back to where it was (a
+// transition whose record could not be written), then unlocks. Its line
+// is fsynced unless it was appended with syncLater; with syncAsync, wait
+// says when and how the fsync ended.
 type journalAppend struct {
-	s    *Store
-	id   string
-	f    *os.File
-	prev int64 // journal size before the line
-	key  journalKey
-	seq  int64
+	s      *Store
+	id     string
+	f      *os.File
+	prev   int64 // journal size before the line
+	key    journalKey
+	seq    int64
+	synced chan error // syncAsync: the fsync's result, once
+	sync   error      // what synced said (once waited is set)
+	waited bool
+}
+
+// wait waits for the fsync of a syncAsync line and returns its error; nil
+// at once for the other modes.
+func (tx *journalAppend) wait() error {
+	if tx.synced != nil && !tx.waited {
+		tx.sync, tx.waited = <-tx.synced, true
+	}
+	return tx.sync
 }
 
 func (tx *journalAppend) end(keep bool) {
+	tx.wait() // the fsync is done with f before it is cut or closed
 	defer tx.f.Close()
 	if keep {
 		tx.s.journal.put(tx.id, tx.key, tx.seq)
@@ -63,13 +147,13 @@ func (tx *journalAppend) end(keep bool) {
 	}
 	tx.s.journal.forget(tx.id)
 	if err := tx.f.Truncate(tx.prev); err == nil {
-		_ = tx.f.Sync()
+		_ = syncFile(tx.f)
 	}
 }
 
-// beginAppend writes and fsyncs e as the journal's next line and returns
-// with the journal still locked; see journalAppend.
-func (s *Store) beginAppend(ctx context.Context, id string, e run.Event) (*journalAppend, run.Event, error) {
+// beginAppend writes e as the journal's next line, fsyncs it as mode says
+// and returns with the journal still locked; see journalAppend.
+func (s *Store) beginAppend(ctx context.Context, id string, e run.Event, mode syncMode) (*journalAppend, run.Event, error) {
 	if e.Type == "" {
 		return nil, e, fmt.Errorf("append event to run %s: event has no type", id)
 	}
@@ -120,12 +204,18 @@ func (s *Store) beginAppend(ctx context.Context, id string, e run.Event) (*journ
 		tx.end(false) // a short write leaves no fragment behind
 		return nil, e, fmt.Errorf("append event to run %s: %w", id, err)
 	}
-	if err := f.Sync(); err != nil {
-		tx.end(false)
-		return nil, e, fmt.Errorf("append event to run %s: fsync: %w", id, err)
-	}
 	key.size = fi.Size() + int64(len(line))
 	tx.key = key
+	switch mode {
+	case syncNow:
+		if err := syncFile(f); err != nil {
+			tx.end(false)
+			return nil, e, fmt.Errorf("append event to run %s: fsync: %w", id, err)
+		}
+	case syncAsync:
+		tx.synced = make(chan error, 1)
+		go func() { tx.synced <- syncFile(f) }()
+	}
 	return tx, e, nil
 }
 

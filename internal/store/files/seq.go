@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // nextSeq takes the next submission number from the counter file under its
@@ -14,15 +15,24 @@ import (
 // old one (it is never shorter) and fsynced. An empty or unreadable counter
 // (a lost or damaged file) restarts above the highest Seq of any stored run,
 // so order is never reused.
-func (s *Store) nextSeq(ctx context.Context) (int64, error) {
+//
+// The fsync runs from a goroutine, which holds the flock until it is done;
+// synced waits for it and returns its error: the caller makes nothing that
+// holds the number durable before it.
+func (s *Store) nextSeq(ctx context.Context) (seq int64, synced func() error, err error) {
 	f, err := lockFile(ctx, s.L.Seq(), os.O_RDWR)
 	if err != nil {
-		return 0, fmt.Errorf("seq counter: %w", err)
+		return 0, nil, fmt.Errorf("seq counter: %w", err)
 	}
-	defer f.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			f.Close()
+		}
+	}()
 	b, err := io.ReadAll(io.LimitReader(f, 64))
 	if err != nil {
-		return 0, fmt.Errorf("read seq counter: %w", err)
+		return 0, nil, fmt.Errorf("read seq counter: %w", err)
 	}
 	cur, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil || cur < 0 {
@@ -31,15 +41,23 @@ func (s *Store) nextSeq(ctx context.Context) (int64, error) {
 	next := cur + 1
 	out := []byte(strconv.FormatInt(next, 10) + "\n")
 	if _, err := f.WriteAt(out, 0); err != nil {
-		return 0, fmt.Errorf("write seq counter: %w", err)
+		return 0, nil, fmt.Errorf("write seq counter: %w", err)
 	}
 	if err := f.Truncate(int64(len(out))); err != nil {
-		return 0, fmt.Errorf("write seq counter: %w", err)
+		return 0, nil, fmt.Errorf("write seq counter: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		return 0, fmt.Errorf("fsync seq counter: %w", err)
-	}
-	return next, nil
+	done := make(chan error, 1)
+	closed = true
+	go func() {
+		defer f.Close()
+		done <- syncFile(f)
+	}()
+	return next, sync.OnceValue(func() error {
+		if err := <-done; err != nil {
+			return fmt.Errorf("fsync seq counter: %w", err)
+		}
+		return nil
+	}), nil
 }
 
 // maxStoredSeq is the highest Seq among the readable runs (0 for none).

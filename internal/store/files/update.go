@@ -16,7 +16,7 @@ import (
 // run.Store. ID, Seq and CreatedAt are kept from the stored record whatever
 // fn does to them; Version and UpdatedAt are set by the store.
 func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
-	return s.modify(ctx, id, func(r *run.Run, _ time.Time) (func(bool), error) { return nil, fn(r) })
+	return s.modify(ctx, id, func(r *run.Run, _ time.Time) (*journalAppend, error) { return nil, fn(r) })
 }
 
 // Transition is the compare-and-set of a run's state; see run.Store.
@@ -35,16 +35,18 @@ func (s *Store) Transition(ctx context.Context, id string, from []run.State, to 
 // the record in the same write of run.json; see run.Store. fn runs
 // before the state event is journaled.
 //
-// The journal and the record agree: the state event is appended (and
-// fsynced) first, under the journal's flock, which is held until run.json
-// is written; when that write fails (a full disk), the journal is cut back
-// to where it was, so a transition the record does not have is never
+// The journal and the record agree: the state event is appended first,
+// under the journal's flock, which is held until run.json is written, and
+// run.json is renamed into place only once the event is fsynced (the two
+// fsyncs, the journal's and the new record's, run side by side); when
+// the write fails (a full disk) or the fsync does, the journal is cut
+// back to where it was, so a transition the record does not have is never
 // journaled and a command that retries it appends nothing.
 func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State, to run.State, reason run.Reason, msg string, fn func(r *run.Run) error) (*run.Run, error) {
 	if !to.Valid() {
 		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
 	}
-	return s.modify(ctx, id, func(r *run.Run, now time.Time) (func(bool), error) {
+	return s.modify(ctx, id, func(r *run.Run, now time.Time) (*journalAppend, error) {
 		if !slices.Contains(from, r.State) {
 			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
 		}
@@ -56,18 +58,20 @@ func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State,
 			r.StartedAt = started
 		}
 		e := run.Event{Time: now, Type: run.EventState, State: to, Reason: reason, Message: msg}
-		tx, _, err := s.beginAppend(ctx, id, e)
+		tx, _, err := s.beginAppend(ctx, id, e, syncAsync)
 		if err != nil {
 			return nil, fmt.Errorf("transition run %s: %w", id, err)
 		}
 		r.Move(prev, to, reason, msg, now)
-		return tx.end, nil
+		return tx, nil
 	})
 }
 
 // modify is the locked read-modify-write behind Update and Transition. A
-// done function that fn returns is told whether run.json was written.
-func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) (done func(written bool), err error)) (*run.Run, error) {
+// journal append that fn returns (its state event) must be fsynced before
+// run.json is replaced; it is ended, kept or cut back, as run.json was
+// written or not.
+func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) (*journalAppend, error)) (*run.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -88,13 +92,20 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 	}
 	seq, created, version := next.Seq, next.CreatedAt, next.Version
 	now := time.Now().UTC()
-	done, err := fn(next, now)
+	tx, err := fn(next, now)
 	if err != nil {
 		return nil, err
 	}
 	written := false
-	if done != nil {
-		defer func() { done(written) }()
+	var journaled func() error
+	if tx != nil {
+		defer func() { tx.end(written) }()
+		journaled = func() error {
+			if err := tx.wait(); err != nil {
+				return fmt.Errorf("journal the state event: fsync: %w", err)
+			}
+			return nil
+		}
 	}
 	next.ID, next.Seq, next.CreatedAt = id, seq, created
 	next.Version = version + 1
@@ -103,7 +114,7 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 	if err != nil {
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
-	if err := writeFileAtomic(s.L.RunJSON(id), data); err != nil {
+	if err := writeFileAtomic(s.L.RunJSON(id), data, journaled); err != nil {
 		written = errors.Is(err, errAfterRename)
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
