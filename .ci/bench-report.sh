@@ -54,6 +54,26 @@ bench gateway ./internal/gateway 'BenchmarkGatewayAddedLatency$|BenchmarkGateway
 bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
 bench profiles-slow ./internal/e2e 'BenchmarkProfileVsBare/(gemini|qwen|opencode)$' 3x
 bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
+# The same one-file runs with their data (the runs, the repository, the
+# bare CLI's HOME) on a journaled ext4, as on a developer's disk: there
+# each fsync is a journal commit, where /tmp here may be a file system
+# without a journal, and tmpfs has none to wait for. A loop-mounted image
+# (root, mkfs.ext4 and a loop device; the rows are left out without).
+ext4=""
+if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && truncate -s 4G "$out/ext4.img" &&
+	mkfs.ext4 -q -F "$out/ext4.img" && mkdir -p "$out/ext4" && mount -o loop "$out/ext4.img" "$out/ext4"; then
+	ext4=$out/ext4
+	trap 'umount "$ext4" 2>/dev/null; rm -rf "$out"' EXIT
+	(
+		export TMPDIR=$ext4
+		bench e2e-ext4 ./internal/e2e 'BenchmarkSubmitWait/native/1file$' 10x
+		bench profiles-ext4 ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
+	)
+else
+	log "no journaled ext4 to mount (root, mkfs.ext4, a loop device): its rows are left out"
+	: >"$out/e2e-ext4"
+	: >"$out/profiles-ext4"
+fi
 if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
 	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
 else
@@ -98,6 +118,7 @@ printf '%-46s %10s %-4s %-26s %10s  %6s  %s\n' "what" "agentrun" "" "reference" 
 row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && starts "$out/agentrun" version)" "/bin/true" "$truestart" 0 info
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
+row "run fixed cost, native, on a journaled ext4" "$(metric e2e-ext4 '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 0 info
 loop=$(metric loop TwoTurnAttempt 'ms/run(median)')
 row "built-in 2-turn run, host" "$(metric e2e '^BenchmarkBuiltinSubmitWait/host' 'ms/run(median)')" "the loop alone" "$loop" 0 info
 row "built-in 2-turn run, native" "$(metric e2e '^BenchmarkBuiltinSubmitWait/native' 'ms/run(median)')" "the loop alone" "$loop" 0 info
@@ -145,5 +166,8 @@ row "gateway: streaming throughput" "$(metric gateway 'GatewayStreamThroughput' 
 for cli in claude:profiles codex:profiles gemini:profiles-slow qwen:profiles-slow opencode:profiles-slow; do
 	f=${cli#*:} cli=${cli%%:*}
 	row "$cli: a one-file task through agentrun" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-bare(median)')" 1.1 ratio
+done
+for cli in claude codex; do
+	row "$cli: the same, on a journaled ext4" "$(metric profiles-ext4 "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare" "$(metric profiles-ext4 "^BenchmarkProfileVsBare/$cli-" 'ms-bare(median)')" 1.1 ratio
 done
 echo "(rows without a figure were not measured here: see the log above)"
