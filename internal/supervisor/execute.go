@@ -531,18 +531,22 @@ func (s *Supervisor) clearSupervisor() {
 	})
 }
 
+// appendProgress is how st journals a run's progress: without waiting
+// for it to be durable where st can (run.LazyJournal), the next state
+// event's fsync covering it.
+func appendProgress(st run.Store) func(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	if lj, ok := st.(run.LazyJournal); ok {
+		return lj.AppendEventLazy
+	}
+	return st.AppendEvent
+}
+
 // event journals e; the journal is best effort from here (a failing
-// journal must not kill the run). Where the store can, the run does not
-// wait for the append to be durable (run.LazyJournal): the next state
-// event's is.
+// journal must not kill the run), as progress (appendProgress).
 func (s *Supervisor) event(e run.Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	appendEvent := s.Store.AppendEvent
-	if lj, ok := s.Store.(run.LazyJournal); ok {
-		appendEvent = lj.AppendEventLazy
-	}
-	if _, err := appendEvent(ctx, s.ID, e); err != nil {
+	if _, err := appendProgress(s.Store)(ctx, s.ID, e); err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: journal %s: %v\n", s.ID, e.Type, err)
 	}
 }

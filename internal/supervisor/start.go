@@ -32,11 +32,8 @@ func Start(ctx context.Context, h Home, r *run.Run, o StartOptions) error {
 	if err := st.Create(ctx, r); err != nil {
 		return fmt.Errorf("create run: %w", err)
 	}
-	appendEvent := st.AppendEvent
-	if lj, ok := st.(run.LazyJournal); ok {
-		appendEvent = lj.AppendEventLazy // the run itself is durable: Create
-	}
-	_, _ = appendEvent(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
+	// The run itself is durable (Create): this event is progress.
+	_, _ = appendProgress(st)(ctx, r.ID, run.NewEvent(run.EventSubmitted, "submitted", map[string]any{
 		"base": r.Base, "agent": r.Agent.Name, "sandbox": r.Sandbox.Backend, "dirty": r.Dirty}))
 	if h.Claimed {
 		return nil

@@ -3,7 +3,6 @@ package seccomp
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // benchChildEnv makes the test binary a child that times opens (see
@@ -55,15 +56,8 @@ func TestBenchChild(t *testing.T) {
 func BenchmarkOpenat(b *testing.B) {
 	for _, mode := range []string{"none", "filter"} {
 		b.Run(mode, func(b *testing.B) {
-			cmd := exec.Command(os.Args[0], "-test.run", "^TestBenchChild$", "-test.count", "1")
-			cmd.Env = append(os.Environ(), benchChildEnv+"="+mode, fmt.Sprintf("%s_N=%d", benchChildEnv, b.N))
-			b.ResetTimer()
-			out, err := cmd.CombinedOutput()
-			b.StopTimer()
-			if err != nil {
-				b.Fatalf("%v\n%s", err, out)
-			}
-			for line := range strings.SplitSeq(string(out), "\n") {
+			out := testsupport.RunHelpers(b, "TestBenchChild", 1, []string{benchChildEnv + "=" + mode, fmt.Sprintf("%s_N=%d", benchChildEnv, b.N)}, nil)
+			for line := range strings.SplitSeq(out, "\n") {
 				if v, ok := strings.CutPrefix(line, "ns-per-open "); ok {
 					ns, _ := strconv.ParseFloat(v, 64)
 					b.ReportMetric(ns, "ns/open")

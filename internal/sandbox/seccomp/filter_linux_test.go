@@ -26,7 +26,8 @@ func seccompData(arch, nr uint32, args ...uint64) []byte {
 	return b
 }
 
-func newFilterVM(t testing.TB) *bpf.VM {
+// program is the filter's instructions.
+func program(t testing.TB) []bpf.Instruction {
 	t.Helper()
 	raw, err := Program()
 	if err != nil {
@@ -36,7 +37,12 @@ func newFilterVM(t testing.TB) *bpf.VM {
 	if !ok {
 		t.Fatal("filter does not disassemble")
 	}
-	vm, err := bpf.NewVM(ins)
+	return ins
+}
+
+func newFilterVM(t testing.TB) *bpf.VM {
+	t.Helper()
+	vm, err := bpf.NewVM(program(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +144,7 @@ func FuzzSeccompFilter(f *testing.F) {
 // others from its cache), so those calls must meet their checks early.
 func steps(t *testing.T, data []byte) int {
 	t.Helper()
-	raw, err := Program()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins, ok := bpf.Disassemble(raw)
-	if !ok {
-		t.Fatal("filter does not disassemble")
-	}
+	ins := program(t)
 	var a uint32 // the accumulator
 	for pc, n := 0, 1; pc < len(ins); pc, n = pc+1, n+1 {
 		switch in := ins[pc].(type) {

@@ -74,10 +74,7 @@ func writeDurable(path string, data []byte, others ...func() error) error {
 	for range others {
 		err = cmp.Or(err, <-errs)
 	}
-	if err != nil {
-		return err
-	}
-	return f.Close()
+	return err
 }
 
 // errAfterRename marks a writeFileAtomic error that came after the rename:

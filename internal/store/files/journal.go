@@ -23,19 +23,19 @@ import (
 
 // AppendEvent appends e to the run's journal; see run.Store.
 func (s *Store) AppendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
+	return s.appendEvent(ctx, id, e, syncNow)
+}
+
+// appendEvent appends to the journal under the journal's flock: find the
+// last Seq, write one line with O_APPEND, fsync as mode says.
+func (s *Store) appendEvent(ctx context.Context, id string, e run.Event, mode syncMode) (run.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return e, err
 	}
 	if err := run.ValidateID(id); err != nil {
 		return e, err
 	}
-	return s.appendEvent(ctx, id, e)
-}
-
-// appendEvent appends to the journal of a validated id under the journal's
-// flock: find the last Seq, write one line with O_APPEND, fsync.
-func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Event, error) {
-	tx, e, err := s.beginAppend(ctx, id, e, syncNow)
+	tx, e, err := s.beginAppend(ctx, id, e, mode)
 	if err != nil {
 		return e, err
 	}
@@ -50,19 +50,11 @@ func (s *Store) appendEvent(ctx context.Context, id string, e run.Event) (run.Ev
 // state event (which covers every line before it) or, where none comes,
 // within lazySync: only a crash of the machine in that window can lose it.
 func (s *Store) AppendEventLazy(ctx context.Context, id string, e run.Event) (run.Event, error) {
-	if err := ctx.Err(); err != nil {
-		return e, err
+	e, err := s.appendEvent(ctx, id, e, syncLater)
+	if err == nil {
+		s.lazy.schedule(s.L.Events(id))
 	}
-	if err := run.ValidateID(id); err != nil {
-		return e, err
-	}
-	tx, e, err := s.beginAppend(ctx, id, e, syncLater)
-	if err != nil {
-		return e, err
-	}
-	tx.end(true)
-	s.lazy.schedule(s.L.Events(id))
-	return e, nil
+	return e, err
 }
 
 // lazySync bounds how long a lazily appended line waits for its fsync (a
