@@ -105,7 +105,7 @@ func (s *Supervisor) execute(parent context.Context) error {
 	}
 
 	var rs resources
-	s.release = rs.stop
+	s.release, s.settle = rs.stop, rs.settle
 	defer s.releaseResources()
 	p, err := s.prepare(ctx, r, &rs)
 	if err != nil {
@@ -141,6 +141,11 @@ type resource interface {
 	Stop(ctx context.Context)
 }
 
+// settler is a resource whose Stop leaves part of its letting go for
+// later (a sandbox's teardown, once nothing runs in it): settle does that
+// part.
+type settler interface{ settle(ctx context.Context) }
+
 // resources are the resource steps the run started, in order.
 type resources struct{ started []resource }
 
@@ -159,6 +164,19 @@ func (rs *resources) stop() {
 	defer cancel()
 	for i := len(rs.started) - 1; i >= 0; i-- {
 		rs.started[i].Stop(ctx)
+	}
+}
+
+// settle finishes what the steps' Stop left for later, in the order
+// stop went. It is Supervisor.settle: it runs after stop, once the run
+// has ended (or cannot go on), before the supervisor lets the run go.
+func (rs *resources) settle() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := len(rs.started) - 1; i >= 0; i-- {
+		if st, ok := rs.started[i].(settler); ok {
+			st.settle(ctx)
+		}
 	}
 }
 

@@ -207,6 +207,10 @@ type Supervisor struct {
 	// running.
 	release     func()
 	releaseOnce sync.Once
+	// settle finishes what release left for later (the sandbox's
+	// teardown, once nothing runs in it): Run returns after it, so a
+	// supervisor gone has left nothing of the run behind.
+	settle func()
 
 	// pending are record changes for the next state change (record.go).
 	pendingMu sync.Mutex
@@ -228,6 +232,10 @@ func (s *Supervisor) Run(ctx context.Context) (err error) {
 			fmt.Fprintf(os.Stderr, "panic: %v\n%s", p, debug.Stack())
 			s.finish(run.StateFailed, run.ReasonInternal, msg)
 			err = errors.New(msg)
+		}
+		s.releaseResources()
+		if s.settle != nil {
+			s.settle()
 		}
 		s.clearSupervisor()
 	}()

@@ -25,10 +25,15 @@ const stopGrace = 50 * time.Millisecond
 // and the model gateway bridged from GatewaySocket, then waits for Ready:
 // it returns once the sandbox runs on a complete workspace, and journals
 // "sandbox started" with what the sandbox enforces. A backend that did not
-// bridge the gateway it was given is an error. Stop destroys the sandbox
-// (every process in it, and what the backend made; never the workspace)
-// and journals "sandbox stopped"; it is safe twice and before Start, and
-// runs after a Start that failed half way.
+// bridge the gateway it was given is an error. Stop ends every process in
+// the sandbox (the backend's Stop) and journals "sandbox stopped"; it is
+// safe twice and before Start, and runs after a Start that failed half
+// way. settle destroys the stopped sandbox (what the backend made; never
+// the workspace) once the run has ended: what the backend tears down
+// then (for the native sandbox, pid 1's exit, whose unmount of the
+// overlays syncs the file system under them, with all the agent wrote)
+// no longer holds up the export and the run's end, nor makes their
+// fsyncs wait behind it.
 type sandboxStep struct {
 	// Record (the run record) gives the sandbox settings (backend, limits, paths).
 	Record *run.Run
@@ -53,9 +58,10 @@ type sandboxStep struct {
 	ReadOnly []string
 	Event    func(run.Event)
 
-	sb       sandbox.Sandbox
-	enforced map[string]string
-	stopped  bool
+	sb        sandbox.Sandbox
+	enforced  map[string]string
+	stopped   bool
+	destroyed bool
 }
 
 // Start implements resource.
@@ -132,12 +138,23 @@ func (s *sandboxStep) Stop(ctx context.Context) {
 	// returns only after killing them): what is left is the backend's
 	// own, so the grace for a polite stop is short.
 	sctx, cancel := context.WithTimeout(ctx, stopGrace)
-	err := s.sb.Destroy(sctx)
+	err := s.sb.Stop(sctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "supervise %s: destroy sandbox: %v\n", s.Record.ID, err)
+		fmt.Fprintf(os.Stderr, "supervise %s: stop sandbox: %v\n", s.Record.ID, err)
 	}
 	s.Event(run.NewEvent(run.EventSandbox, "sandbox stopped", nil))
+}
+
+// settle implements settler: it destroys the stopped sandbox.
+func (s *sandboxStep) settle(ctx context.Context) {
+	if s.sb == nil || !s.stopped || s.destroyed {
+		return
+	}
+	s.destroyed = true
+	if err := s.sb.Destroy(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "supervise %s: destroy sandbox: %v\n", s.Record.ID, err)
+	}
 }
 
 // Sandbox is the running sandbox (nil before Start).

@@ -34,8 +34,8 @@ func sh(t *testing.T, sb sandbox.Sandbox, cmd string) (string, error) {
 // TestSandboxStep: Start starts the host sandbox on the workspace once it
 // is complete, journals what it enforces and how long the workspace and
 // the start took; processes inside work in the workspace with the
-// sandbox's HOME. Stop destroys it once (one "sandbox stopped"), leaving
-// the workspace as it is.
+// sandbox's HOME. Stop ends it once (one "sandbox stopped"), leaving
+// the workspace as it is; settle then destroys it, once.
 func TestSandboxStep(t *testing.T) {
 	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
 	r, l := stepRun(t, repo, base)
@@ -78,14 +78,16 @@ func TestSandboxStep(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws.Dir(), "made.txt")); err != nil || string(b) != "made\n" {
 		t.Fatalf("the workspace after Stop: %q %v", b, err)
 	}
+	s.settle(ctx)
+	s.settle(ctx)
 	if ents, _ := os.ReadDir(l.SandboxState(r.ID)); len(ents) > 0 {
 		t.Fatalf("sandbox state left: %v", ents)
 	}
 }
 
 // TestSandboxStepWorkspaceFailed: when the workspace could not be made,
-// Start fails with its error and journals no start; Stop still destroys
-// the sandbox that Start had started.
+// Start fails with its error and journals no start; Stop still stops the
+// sandbox that Start had started, and settle destroys it.
 func TestSandboxStepWorkspaceFailed(t *testing.T) {
 	r, l := stepRun(t, t.TempDir(), "")
 	if err := os.MkdirAll(l.Workspace(r.ID), 0o755); err != nil {
@@ -104,6 +106,10 @@ func TestSandboxStepWorkspaceFailed(t *testing.T) {
 	s.Stop(context.Background())
 	if evs := j.of(run.EventSandbox); len(evs) != 1 || evs[0].Message != "sandbox stopped" {
 		t.Fatalf("events %+v", j.evs)
+	}
+	s.settle(context.Background())
+	if ents, _ := os.ReadDir(l.SandboxState(r.ID)); len(ents) > 0 {
+		t.Fatalf("sandbox state left: %v", ents)
 	}
 }
 

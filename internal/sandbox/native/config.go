@@ -81,6 +81,10 @@ type status struct {
 	Step     string            `json:"step,omitempty"`
 	Enforced map[string]string `json:"enforced,omitempty"`
 	Marks    marks             `json:"marks,omitempty"`
+	// Stopped is a serve-mode init's second line: every process of the
+	// sandbox has ended and been reaped; pid 1 waits to be killed (see
+	// quiesce).
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // mark is when a step of a sandbox's start ended, in nanoseconds of

@@ -125,10 +125,14 @@
 // cpu, disk_tmpfs, disk.
 //
 // Stop is SIGTERM to pid 1, the runner (it ends its commands' groups
-// with each call's kill grace); the pid namespace is killed when the
-// runner is done, after 3 s, or when the caller's context
-// ends, whichever comes first. Calls still in flight then fail at once
-// with runner.ErrClosed.
+// with each call's kill grace, then kills and reaps whatever else is left
+// in its pid namespace, and says so on its status pipe); Stop returns
+// when pid 1 has said so, and kills the pid namespace if that takes
+// more than 3 s or the caller's context ends. Calls still in flight then
+// fail at once with runner.ErrClosed. A stopped pid 1 waits for Destroy
+// to kill it: its exit tears the namespaces down, and unmounting the
+// overlays then syncs the file system under them, which the caller's
+// reads of the workspace between Stop and Destroy need not wait for.
 //
 // Contract: the sandbox dies with its supervisor (the init has
 // Pdeathsig SIGKILL; when pid 1 dies the kernel kills the whole pid

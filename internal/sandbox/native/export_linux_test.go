@@ -18,3 +18,7 @@ func WarmPid() int {
 	}
 	return ahead.w.cmd.Process.Pid
 }
+
+// StoppedByInit is closed once sb's pid 1 has said that nothing else runs
+// in the sandbox (see quiesce).
+func StoppedByInit(sb sandbox.Sandbox) <-chan struct{} { return sb.(*sbox).p.stopped }

@@ -149,13 +149,26 @@ func initMain() int {
 }
 
 // statusLine is how the init tells the host how its setup went: one JSON
-// line on the status descriptor, which is closed after it.
+// line on the status descriptor, which is closed after it. In serve mode
+// the descriptor stays open once the runner is ready (reportReady), for a
+// second line when the sandbox has stopped (reportStopped).
 type statusLine struct{ f *os.File }
 
 func (l statusLine) report(s status) {
+	l.reportReady(s)
+	l.f.Close()
+}
+
+// reportReady writes s and keeps the descriptor open.
+func (l statusLine) reportReady(s status) {
 	b, _ := json.Marshal(s)
 	l.f.Write(append(b, '\n'))
-	l.f.Close()
+}
+
+// reportStopped tells the host that no process of the sandbox runs any
+// more but pid 1, which waits to be killed, and closes the descriptor.
+func (l statusLine) reportStopped() {
+	l.report(status{OK: true, Stopped: true})
 }
 
 // fail reports that step failed and returns the init's exit code.

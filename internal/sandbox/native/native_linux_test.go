@@ -380,6 +380,60 @@ func TestStopEndsCallsAtOnce(t *testing.T) {
 	}
 }
 
+// TestStopKillsWhatLeftItsGroup: Stop returns on pid 1's word that
+// nothing else runs, before the namespaces are torn down, and the word
+// holds. A process that left the command's group and session (so that
+// the runner's end of the command missed it) is killed and reaped by
+// pid 1 first: pid 1 says so, and nothing writes into the workspace
+// after Stop returned, while pid 1 waits for Destroy.
+func TestStopKillsWhatLeftItsGroup(t *testing.T) {
+	b := requireNative(t)
+	spec := newSpec(t)
+	sb := start(t, b, spec)
+	tick := filepath.Join(spec.Workspace, "tick")
+	// (The command waits until the process has left its group: the
+	// runner ends the group when the command returns.)
+	run(t, sb, "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /workspace/tick.new; mv /workspace/tick.new /workspace/tick; done' </dev/null >/dev/null 2>&1 &"+
+		" while [ ! -e /workspace/tick ]; do sleep 0.01; done")
+	read := func() string {
+		b, _ := os.ReadFile(tick)
+		return string(b)
+	}
+	// Alive after its command ended: it escaped the group.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if a := read(); a != "" {
+			time.Sleep(50 * time.Millisecond)
+			if read() != a {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process that left its group is not running after its command ended")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-native.StoppedByInit(sb):
+	case <-time.After(5 * time.Second):
+		t.Fatal("pid 1 never said that nothing else runs: what left its group was not killed and reaped by it")
+	}
+	after := read()
+	time.Sleep(200 * time.Millisecond)
+	if now := read(); now != after {
+		t.Fatalf("the workspace changed after Stop returned: tick %q, then %q", after, now)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(spec.StateDir); !os.IsNotExist(err) {
+		t.Fatalf("state dir after Destroy: %v", err)
+	}
+}
+
 func TestPreflightErrorsAreCatalogErrors(t *testing.T) {
 	for name, exe := range map[string]string{
 		"missing binary":  filepath.Join(t.TempDir(), "nope"),

@@ -67,7 +67,7 @@ func serve(c *config, fds *serveFiles, sigs <-chan os.Signal, st statusLine, enf
 	opts.Ready = func() {
 		ready = true
 		mk.add("init-serving")
-		st.report(status{OK: true, Enforced: enforced, Marks: mk})
+		st.reportReady(status{OK: true, Enforced: enforced, Marks: mk})
 	}
 	done := make(chan error, 1)
 	go func() { done <- runner.Serve(ctx, ln, opts) }()
@@ -78,12 +78,55 @@ func serve(c *config, fds *serveFiles, sigs <-chan os.Signal, st statusLine, enf
 		case err := <-done:
 			switch {
 			case err == nil:
+				if err := quiesce(); err != nil {
+					// The host waits for this process's exit instead,
+					// which kills and reaps whatever is left.
+					fmt.Fprintln(os.Stderr, "agentrun "+entryName+" serve: stop:", err)
+					return 0
+				}
+				st.reportStopped()
+				// Nothing runs here any more. Exiting would tear the
+				// namespaces down now (see quiesce): the host kills this
+				// process when it destroys the sandbox, after what it
+				// does first with the workspace.
+				for range sigs {
+				}
 				return 0
 			case !ready:
 				return st.fail("serve", err)
 			}
 			fmt.Fprintln(os.Stderr, "agentrun "+entryName+" serve:", err)
 			return 1
+		}
+	}
+}
+
+// quiesce ends every process left in the sandbox and reaps it, before
+// pid 1 exits. The runner has ended its commands' groups; what is left
+// (a daemon that left its group, an orphan's children) gets SIGKILL here
+// rather than in the kernel's teardown of the pid namespace: kill(-1)
+// from pid 1 reaches every process of its namespace but itself (they run
+// as its user, and none has a capability to refuse it), and a fork racing
+// it fails, the forking process having SIGKILL pending. Once wait4 finds
+// no child left, nothing of the sandbox runs: the host may read the
+// workspace, and pid 1 waits for the host to kill it (Destroy), whose
+// exit then tears the namespaces down. Unmounting the overlays syncs the
+// file system of their upper layers, milliseconds on a journaled one,
+// which the run's export and end need not wait for, nor have their
+// fsyncs wait behind. A process that does not die keeps this waiting:
+// the host kills pid 1 after its grace, as before.
+func quiesce() error {
+	if err := unix.Kill(-1, unix.SIGKILL); err != nil && err != unix.ESRCH {
+		return fmt.Errorf("kill what is left: %w", err)
+	}
+	for {
+		_, err := unix.Wait4(-1, nil, unix.WALL, nil)
+		switch err {
+		case nil, unix.EINTR:
+		case unix.ECHILD:
+			return nil
+		default:
+			return fmt.Errorf("reap what is left: %w", err)
 		}
 	}
 }

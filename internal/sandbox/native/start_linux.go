@@ -41,8 +41,11 @@ const (
 
 // proc is one started init (pid 1 of a sandbox).
 type proc struct {
-	cmd      *exec.Cmd
-	done     chan struct{}
+	cmd  *exec.Cmd
+	done chan struct{}
+	// stopped is closed when a serving init says that nothing but
+	// itself runs any more; it then waits to be killed (see quiesce).
+	stopped  chan struct{}
 	cg       *cgroups
 	enforced map[string]string
 	disk     *diskwatch.Watch // nil in probe mode
@@ -323,13 +326,20 @@ func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, l
 	// them, with their limits.
 	cfgErr := sendConfig(cfgW, c)
 	cg, cgEnforced := joinCgroups(spec.RunID, cmd.Process.Pid, lim, joined)
-	p := &proc{cmd: cmd, done: done, cg: cg}
+	p := &proc{cmd: cmd, done: done, cg: cg, stopped: make(chan struct{})}
+	sp, spErr := newStatusPipe(stR)
 	defer func() {
 		if err != nil {
 			p.kill()
 			cg.remove()
 		}
+		if sp != nil && (err != nil || c.Mode != modeServe) {
+			sp.f.Close()
+		}
 	}()
+	if spErr != nil {
+		return nil, spErr
+	}
 	mk.add("host-cgroups")
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.
@@ -343,18 +353,21 @@ func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, l
 		// pipe) said why on its status pipe first; that is the error.
 		cfgW.Close()
 		var se *setupError
-		if _, err := awaitReady(ctx, stR); errors.As(err, &se) {
+		if _, err := awaitReady(ctx, sp.r); errors.As(err, &se) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("send the sandbox config: %w", sendErr)
 	}
 	cfgW.Close()
 
-	st, err := awaitReady(ctx, stR)
+	st, err := awaitReady(ctx, sp.r)
 	if err != nil {
 		return nil, err
 	}
 	mk.add("host-ready")
+	if c.Mode == modeServe {
+		go sp.awaitStopped(p.stopped)
+	}
 	p.marks = append(mk, st.Marks...)
 	p.enforced = enforcedBy(c, cgEnforced, st.Enforced)
 	if c.Mode != modeProbe {
@@ -418,16 +431,52 @@ func sendConfig(w io.Writer, c *config) <-chan error {
 	return errc
 }
 
+// statusPipe reads an init's status lines (see statusLine) from a
+// descriptor of its own: a serve-mode init's second line comes when its
+// sandbox stops, long after the caller has closed its end.
+type statusPipe struct {
+	f *os.File
+	r *bufio.Reader
+}
+
+func newStatusPipe(stR *os.File) (*statusPipe, error) {
+	rc, err := stR.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	// Through Control, not Fd, which would make the pipe blocking.
+	if cerr := rc.Control(func(f uintptr) { fd, err = unix.FcntlInt(f, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return nil, cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status pipe: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "status")
+	return &statusPipe{f: f, r: bufio.NewReader(io.LimitReader(f, 2*maxConfigLen))}, nil
+}
+
+// awaitStopped closes stopped if the init's next line says the sandbox
+// stopped (status.Stopped); an init that exits without it says nothing.
+func (sp *statusPipe) awaitStopped(stopped chan<- struct{}) {
+	defer sp.f.Close()
+	line, err := sp.r.ReadBytes('\n')
+	var st status
+	if err == nil && json.Unmarshal(line, &st) == nil && st.Stopped {
+		close(stopped)
+	}
+}
+
 // awaitReady reads the init's status line from r: the init is ready when
 // it says OK. A failed step is a *setupError.
-func awaitReady(ctx context.Context, r io.Reader) (status, error) {
+func awaitReady(ctx context.Context, r *bufio.Reader) (status, error) {
 	type answer struct {
 		st  status
 		err error
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		line, err := bufio.NewReader(io.LimitReader(r, maxConfigLen)).ReadBytes('\n')
+		line, err := r.ReadBytes('\n')
 		if err != nil && len(line) == 0 {
 			ch <- answer{err: errors.New("the sandbox init exited before it was ready")}
 			return
@@ -615,10 +664,14 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox
 	p.marks = append(append(mk[:1:1], p.marks...), mk[1])
 	// Past the disk bound: kill, and fail the calls in flight at once.
 	go p.disk.Run(func() { p.kill(); cl.Close() })
-	// Pid 1 is the runner: once it has exited (a Stop, a crash, a kill)
-	// nothing serves the socket any more, and no other runner will.
+	// Pid 1 is the runner: once it has stopped or exited (a Stop, a
+	// SIGTERM from inside, a crash, a kill) nothing serves the socket any
+	// more, and no other runner will.
 	go func() {
-		<-p.done
+		select {
+		case <-p.done:
+		case <-p.stopped:
+		}
 		cl.Close()
 	}()
 	return s, nil
@@ -659,23 +712,29 @@ func (s *sbox) Enforced() map[string]string {
 	return m
 }
 
-// Stop asks the runner to end (SIGTERM: it kills its commands), then
-// kills the pid namespace after a grace period or when ctx ends. Calls
-// still waiting on the runner then fail at once with runner.ErrClosed
-// instead of redialling a socket nothing serves any more.
+// Stop asks the runner to end (SIGTERM: it kills its commands, then
+// every process left, see quiesce), then kills the pid namespace after a
+// grace period or when ctx ends. It returns once no process of the
+// sandbox runs: when pid 1 says so (it then waits for Destroy to kill
+// it) or has exited. Calls still waiting on the runner then fail at once
+// with runner.ErrClosed instead of redialling a socket nothing serves
+// any more.
 func (s *sbox) Stop(ctx context.Context) error {
 	select {
 	case <-s.p.done:
+	case <-s.p.stopped:
 	default:
 		s.p.cmd.Process.Signal(unix.SIGTERM)
 		t := time.NewTimer(stopGrace)
 		select {
 		case <-s.p.done:
+		case <-s.p.stopped:
 		case <-t.C:
+			s.p.kill()
 		case <-ctx.Done():
+			s.p.kill()
 		}
 		t.Stop()
-		s.p.kill()
 	}
 	if s.client != nil {
 		s.client.Close()
@@ -687,6 +746,9 @@ func (s *sbox) Stop(ctx context.Context) error {
 // the state dir.
 func (s *sbox) Destroy(ctx context.Context) error {
 	s.Stop(ctx)
+	// Stopped, pid 1 waits to be killed; its exit tears the namespaces
+	// down, before its cgroups can go.
+	s.p.kill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.destroyed {
