@@ -54,6 +54,10 @@ bench gateway ./internal/gateway 'BenchmarkGatewayAddedLatency$|BenchmarkGateway
 bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
 bench profiles-slow ./internal/e2e 'BenchmarkProfileVsBare/(gemini|qwen|opencode)$' 3x
 bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
+# A one-file run on a disk that holds 256 MiB of another program's
+# unwritten data, beside the same run with nothing left to write: a run
+# must not wait for the disk to write what is not its own.
+bench e2e-dirty ./internal/e2e 'BenchmarkSubmitWaitDirtyDisk$' 10x
 # The same one-file runs with their data (the runs, the repository, the
 # bare CLI's HOME) on a journaled ext4, as on a developer's disk: there
 # each fsync is a journal commit, where /tmp here may be a file system
@@ -68,11 +72,13 @@ if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && truncate -s 4G "$out
 		export TMPDIR=$ext4
 		bench e2e-ext4 ./internal/e2e 'BenchmarkSubmitWait/native/1file$' 10x
 		bench profiles-ext4 ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
+		bench e2e-dirty-ext4 ./internal/e2e 'BenchmarkSubmitWaitDirtyDisk$' 10x
 	)
 else
 	log "no journaled ext4 to mount (root, mkfs.ext4, a loop device): its rows are left out"
 	: >"$out/e2e-ext4"
 	: >"$out/profiles-ext4"
+	: >"$out/e2e-dirty-ext4"
 fi
 if [ -n "${AGENTRUN_DOCKER_TEST_HOST:-}" ]; then
 	bench docker ./internal/sandbox/docker 'BenchmarkStartFirstExec|BenchmarkExec' 20x
@@ -119,6 +125,10 @@ row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && s
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
 row "run fixed cost, native, on a journaled ext4" "$(metric e2e-ext4 '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 0 info
+for f in "e2e-dirty:native run, 256 MiB unwritten by others" "e2e-dirty-ext4:the same, on a journaled ext4"; do
+	row "${f#*:}" "$(metric "${f%%:*}" 'SubmitWaitDirtyDisk' 'ms-run-dirty-disk(median)')" \
+		"nothing unwritten" "$(metric "${f%%:*}" 'SubmitWaitDirtyDisk' 'ms-run-clean-disk(median)')" 1.3 ratio
+done
 loop=$(metric loop TwoTurnAttempt 'ms/run(median)')
 row "built-in 2-turn run, host" "$(metric e2e '^BenchmarkBuiltinSubmitWait/host' 'ms/run(median)')" "the loop alone" "$loop" 0 info
 row "built-in 2-turn run, native" "$(metric e2e '^BenchmarkBuiltinSubmitWait/native' 'ms/run(median)')" "the loop alone" "$loop" 0 info
