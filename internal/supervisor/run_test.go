@@ -72,6 +72,73 @@ func TestRunInProcess(t *testing.T) {
 	}
 }
 
+// orderedBackend is the host backend whose sandboxes note the run's
+// state in the store when they are stopped and when they are destroyed.
+type orderedBackend struct {
+	sandbox.Backend
+	st *files.Store
+	id string
+
+	mu    sync.Mutex
+	calls []string // "stop <state>", "destroy <state>"
+}
+
+func (b *orderedBackend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := b.Backend.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &orderedSandbox{Sandbox: sb, b: b}, nil
+}
+
+func (b *orderedBackend) note(what string) {
+	r, err := b.st.Get(context.Background(), b.id)
+	state := "?"
+	if err == nil {
+		state = string(r.State)
+	}
+	b.mu.Lock()
+	b.calls = append(b.calls, what+" "+state)
+	b.mu.Unlock()
+}
+
+type orderedSandbox struct {
+	sandbox.Sandbox
+	b *orderedBackend
+}
+
+func (s *orderedSandbox) Stop(ctx context.Context) error {
+	s.b.note("stop")
+	return s.Sandbox.Stop(ctx)
+}
+
+func (s *orderedSandbox) Destroy(ctx context.Context) error {
+	s.b.note("destroy")
+	return s.Sandbox.Destroy(ctx)
+}
+
+// TestRunStopsThenDestroysAfterTheEnd: the sandbox is stopped before the
+// export (nothing runs in it while the workspace is read) and destroyed
+// only once the run's end is stored (its teardown, a file system's sync
+// for the native sandbox, holds up neither), once, before Run returns.
+func TestRunStopsThenDestroysAfterTheEnd(t *testing.T) {
+	s, st := inProcess(t, "echo hi > hi.txt", nil)
+	b := &orderedBackend{Backend: host.New(), st: st, id: s.ID}
+	s.Backends = map[string]sandbox.Backend{"host": b}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	calls := strings.Join(b.calls, ", ")
+	b.mu.Unlock()
+	if want := "stop running, destroy succeeded"; calls != want {
+		t.Fatalf("sandbox calls: %s, want %s", calls, want)
+	}
+	if ents, _ := os.ReadDir(s.Layout.SandboxState(s.ID)); len(ents) > 0 {
+		t.Fatalf("sandbox state left after Run: %v", ents)
+	}
+}
+
 func TestRunInProcessCancelRequested(t *testing.T) {
 	s, st := inProcess(t, "sleep 60", nil)
 	ctx := context.Background()
