@@ -155,12 +155,16 @@ func (rs *resources) start(ctx context.Context, step resource) error {
 	return step.Start(ctx)
 }
 
+// letGoWithin bounds the stop of the run's resource steps, and again
+// what their Stop left for later (settle).
+const letGoWithin = 30 * time.Second
+
 // stop stops the started steps in reverse order: the sandbox first (so
 // nothing runs any more), the servers it reached next, the workspace
 // last. It is Supervisor.release: it runs once, before the run's end
 // state is stored and before the export scans the workspace.
 func (rs *resources) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), letGoWithin)
 	defer cancel()
 	for i := len(rs.started) - 1; i >= 0; i-- {
 		rs.started[i].Stop(ctx)
@@ -171,7 +175,7 @@ func (rs *resources) stop() {
 // stop went. It is Supervisor.settle: it runs after stop, once the run
 // has ended (or cannot go on), before the supervisor lets the run go.
 func (rs *resources) settle() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), letGoWithin)
 	defer cancel()
 	for i := len(rs.started) - 1; i >= 0; i-- {
 		if st, ok := rs.started[i].(settler); ok {
