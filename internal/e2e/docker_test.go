@@ -143,6 +143,9 @@ func TestDockerSubmitExportsBranchAndPatch(t *testing.T) {
 	if len(r.Attempts) != 1 || len(r.Attempts[0].Checks) != 2 || !r.Attempts[0].Checks[0].Passed {
 		t.Fatalf("attempts %+v", r.Attempts)
 	}
+	// The container goes once the run has ended, before its supervisor
+	// exits (the sandbox is destroyed after the end is stored).
+	e.released(d.ID)
 	if c := containersOf(t, d.ID); len(c) != 0 {
 		t.Fatalf("the run's container is left: %v", c)
 	}
@@ -238,6 +241,7 @@ func TestDockerKill9ReconcileSweepsAndResumes(t *testing.T) {
 	for _, f := range []string{"partial.txt", "done.txt"} {
 		testsupport.Git(t, e.repo, "cat-file", "-e", r.Commit+":"+f)
 	}
+	e.released(d.ID) // (as in TestDockerSubmitExportsBranchAndPatch)
 	if c := containersOf(t, d.ID); len(c) != 0 {
 		t.Fatalf("containers left after the resumed run: %v", c)
 	}
