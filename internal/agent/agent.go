@@ -8,6 +8,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"slices"
 
@@ -53,6 +55,9 @@ type AttemptInput struct {
 	// ContinueSession asks a profile that keeps sessions to continue the
 	// run's session (a previous attempt ran the agent).
 	ContinueSession bool
+	// HomeTemplates is a host directory where profiles keep their CLI's
+	// warm HOME (external.WarmHome); "" for none.
+	HomeTemplates string
 }
 
 // Gateway is the model gateway as an attempt reaches it.
@@ -158,4 +163,13 @@ func (c Catalog) Names() []string {
 	}
 	slices.Sort(n)
 	return n
+}
+
+// NewSessionID is a random (version 4) UUID: an agent CLI's session id.
+func NewSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

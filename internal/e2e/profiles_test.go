@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,4 +86,128 @@ func TestProfilesEndToEnd(t *testing.T) {
 			assertNoKeyOnDisk(t, e)
 		})
 	}
+}
+
+// The first codex run warms codex's HOME up (codex once more, before the
+// attempt, with no task and no model) and keeps it as a template; the
+// next run's HOME starts from a copy of it, and its second attempt still
+// continues its own first attempt's session. The template holds nothing
+// of either run: no task, no placeholder, no key, no profile config, none
+// of codex's per-process files; the warm-up reached no model.
+func TestProfileWarmHome(t *testing.T) {
+	bin := agenttest.CLI(t, "codex", "codex")
+	e := newEnv(t)
+	if sandboxes(t, e)[0] != "native" {
+		return // (requireCaps failed or skipped the test)
+	}
+	pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
+	var wrote atomic.Int32 // files the second run's attempts wrote
+	scripts := []modelserver.Script{modelserver.ShellWriteFile("hello.txt", "hi\n"), func(turn modelserver.Turn) modelserver.Reply {
+		name := ""
+		switch {
+		case turn.ToolResults == 0 && wrote.Load() == 0:
+			name = "first.txt"
+		case strings.Contains(turn.LastUser, "checks failed") && wrote.Load() == 1:
+			name = "second.txt"
+		}
+		if name != "" {
+			if r := modelserver.ShellWriteFile(name, "x\n")(modelserver.Turn{Tools: turn.Tools}); len(r.Calls) > 0 {
+				wrote.Add(1)
+				return r
+			}
+		}
+		return modelserver.Reply{Text: "finished this attempt"}
+	}}
+	var ids []string
+	var servers []*modelserver.Server
+	for i, args := range [][]string{{"--attempts", "1"}, {"--attempts", "2", "--check", "second=test -f second.txt"}} {
+		srv := e.scriptedServer(scripts[i], "")
+		d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, append([]string{"--agent", "codex", "--model", "test-model",
+			"--model-server", "scripted", "--timeout", "3m", "--wait", "Write the files"}, args...)...)
+		if res.code != 0 {
+			log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+			t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nsupervisor:\n%s", res.code, res.stdout, res.stderr, log, e.supervisorLog(d.ID))
+		}
+		ids, servers = append(ids, d.ID), append(servers, srv)
+		if r := e.get(d.ID); r.Usage == nil || int(r.Usage.Requests) != len(srv.ModelRequests("")) {
+			t.Fatalf("run %d: usage %+v, the server saw %d requests", i+1, r.Usage, len(srv.ModelRequests("")))
+		}
+		for _, q := range srv.Requests() {
+			if strings.Contains(string(q.Body), "Reply with OK.") {
+				t.Fatalf("run %d: the warm-up reached the model server", i+1)
+			}
+		}
+	}
+	for i, want := range []string{"warmed", "template"} {
+		if got := homeEvents(t, e, ids[i]); !slices.Equal(got, []string{want}) {
+			t.Fatalf("run %d: home events %v, want [%s]", i+1, got, want)
+		}
+	}
+	// The second run's second attempt continued its first attempt's
+	// session (not the warm-up's, also in its HOME).
+	if r := e.get(ids[1]); len(r.Attempts) != 2 || !r.Attempts[1].SessionContinued || wrote.Load() != 2 {
+		t.Fatalf("attempts %+v, files written %d", r.Attempts, wrote.Load())
+	}
+	var second []byte
+	for _, q := range servers[1].ModelRequests(modelserver.Responses) {
+		if strings.Contains(string(q.Body), "checks failed") {
+			second = q.Body
+			break
+		}
+	}
+	if second == nil || !strings.Contains(string(second), "first.txt") {
+		t.Fatal("the second attempt did not continue the first one's conversation")
+	}
+	tpls, _ := filepath.Glob(filepath.Join(e.home, "cache", "agent-homes", "codex-*"))
+	if len(tpls) != 1 {
+		t.Fatalf("templates %v", tpls)
+	}
+	tpl := tpls[0]
+	for _, p := range []string{".codex/tmp", ".codex/shell_snapshots", ".codex/config.toml", "tmp"} {
+		if _, err := os.Lstat(filepath.Join(tpl, p)); err == nil {
+			t.Errorf("the template keeps %s", p)
+		}
+	}
+	// codex makes its installation id on its first run in a HOME: both
+	// runs have the warm-up's.
+	want, err := os.ReadFile(filepath.Join(tpl, ".codex", "installation_id"))
+	if err != nil || len(want) == 0 {
+		t.Fatalf("template's installation id: %v", err)
+	}
+	for _, id := range ids {
+		if got, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "home", ".codex", "installation_id")); string(got) != string(want) {
+			t.Fatalf("run %s: installation id %q, the template's %q", id, got, want)
+		}
+	}
+	_ = filepath.Walk(tpl, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, s := range []string{"Write the files", "agentrun-gateway-", realKey} {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s holds %q", p, s)
+			}
+		}
+		return nil
+	})
+	assertNoKeyOnDisk(t, e)
+}
+
+// homeEvents are the kinds of a run's home events, in order.
+func homeEvents(t *testing.T, e *env, id string) []string {
+	t.Helper()
+	evs, err := e.store().Events(t.Context(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range evs {
+		if ev.Type == run.EventHome {
+			var d struct{ Kind string }
+			_ = json.Unmarshal(ev.Data, &d)
+			kinds = append(kinds, d.Kind)
+		}
+	}
+	return kinds
 }

@@ -23,6 +23,7 @@
 //	  capacity/                     model servers' shared request slots
 //	  cache/layers/                 overlay workspaces' lower layers, one per base commit (workspace.LayerCache)
 //	  cache/layers-probe-ok         the native sandbox mounted an overlay here in this boot
+//	  cache/agent-homes/<profile>-<key>/  an agent CLI's warm HOME, copied into each run's (external.WarmHome)
 //
 // The supervisor.lock, queue and slot files are the flock coordinator's
 // (coord/flock); run.json, events.jsonl, run.lock and seq the files
@@ -100,6 +101,9 @@ func (l Layout) LayerCache() string { return filepath.Join(l.Cache(), "layers") 
 // submitted on (a file of the base's tree, the size of its checkout), so
 // that the next submit on one asks git less.
 func (l Layout) CommitCache() string { return filepath.Join(l.Cache(), "commits") }
+
+// AgentHomes is the directory of the agent CLIs' warm HOMEs.
+func (l Layout) AgentHomes() string { return filepath.Join(l.Cache(), "agent-homes") }
 
 // Capacity is the directory of the model servers' shared request slots.
 func (l Layout) Capacity() string { return filepath.Join(l.Home, "capacity") }

@@ -25,6 +25,7 @@ const (
 	EventVerdict   = "verdict"    // a reviewer's verdict (Data: run.Verdict)
 	EventSetup     = "setup"      // the setup layer: started, cached, done (Data: key, duration, ...)
 	EventGateway   = "gateway"    // the model gateway: started, capacity waits, budget, refused requests, upstream errors (Data: kind, ...)
+	EventHome      = "home"       // the agent's HOME: its CLI warmed it up, or it started from that warm HOME (Data: kind, key, duration)
 )
 
 // Event is one line of the journal.

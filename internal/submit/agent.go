@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"net/url"
@@ -70,7 +69,7 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 		spec.Model = p.DefaultModel
 	}
 	if p.Sessions && p.SessionIDs {
-		spec.Session = newUUID()
+		spec.Session = agent.NewSessionID()
 	}
 	var def *run.RouteSpec
 	if p.Upstream != "" {
@@ -312,15 +311,6 @@ func LookPath(name, path string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
-}
-
-// newUUID is a random (version 4) UUID, for an agent CLI's session id.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // HandoffNames are the variables a run's supervisor needs the values of:

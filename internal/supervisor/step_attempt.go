@@ -134,6 +134,7 @@ func (a *attemptStep) Run(ctx context.Context) (attemptResult, error) {
 		Dir: dir, RunDir: l.RunDir(r.ID), Output: logf,
 		Gateway: a.Gateway.access(sb.GatewayAddr()), Home: sb.HomeDir(), HostHome: l.SandboxHome(r.ID),
 		ContinueSession: continueSession(r, len(r.Attempts)+1, n),
+		HomeTemplates:   l.AgentHomes(),
 		Event: func(e run.Event) {
 			if e.Attempt == 0 {
 				e.Attempt = n

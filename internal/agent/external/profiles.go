@@ -12,6 +12,9 @@ type Profile struct {
 	agent.Info
 	// Launch builds the command, environment and HOME files of one attempt.
 	Launch func(LaunchInput) Launch
+	// Warm, when set, starts each run's HOME from the CLI's warm HOME
+	// (WarmHome).
+	Warm *WarmHome
 }
 
 // profiles is the table of built-in agent profiles, one file each.
