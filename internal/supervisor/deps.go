@@ -40,6 +40,11 @@ type Deps struct {
 	// warning for the user; gw is the run's model gateway on the host
 	// (nil: none).
 	NewAgent func(r *run.Run, getenv func(string) string, warn func(string), gw *agent.Gateway) (agent.Agent, error)
+	// PrepareHome fills a new run's HOME (hostHome, on the host) while
+	// its sandbox starts, from what its agent keeps of a HOME it has run
+	// in (templates: the layout's AgentHomes), and says what it did for
+	// the journal (nil: nothing). Nil: HOME starts as the agent finds it.
+	PrepareHome func(r *run.Run, hostHome, templates string) *run.Event
 	// Capacity shares model servers' request slots among every run on
 	// the machine.
 	Capacity gateway.Capacity

@@ -196,6 +196,9 @@ type prepared struct {
 	// ident is the author for the export, read from the repository's
 	// configuration while the agent works (nil: the run names one).
 	ident <-chan [2]string
+	// home says how HOME was filled while the sandbox started (nil: it
+	// was not, or that was said already).
+	home <-chan *run.Event
 }
 
 // prepare starts the resource steps (preparing): the workspace, the
@@ -206,6 +209,7 @@ type prepared struct {
 // once it is complete. Whatever happens, rs stops what was started.
 func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*prepared, error) {
 	l := s.Layout
+	home := s.prepareHome(r)
 	backend := s.Backends[r.Sandbox.Backend]
 	ws := &workspaceStep{Provider: s.Workspaces, Cached: s.CachedCopy, Overlay: s.Overlay, Record: r, Dir: l.Workspace(r.ID), StateDir: l.WorkspaceState(r.ID),
 		Removed: l.WorkspaceRemoved(r.ID), ProbeDir: l.Cache(), Event: s.event}
@@ -232,7 +236,29 @@ func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*p
 	}
 	gw.announce(sb.Sandbox().GatewayAddr())
 	return &prepared{run: r, ws: ws.Workspace(), resumed: ws.Resumed(), sb: sb.Sandbox(), enforced: sb.Enforced(),
-		gw: gw, ident: authorIdentity(ctx, r)}, nil
+		gw: gw, ident: authorIdentity(ctx, r), home: home}, nil
+}
+
+// prepareHome fills a new run's HOME (Deps.PrepareHome) while the
+// resources start; the first attempt waits for it (homeReady).
+func (s *Supervisor) prepareHome(r *run.Run) <-chan *run.Event {
+	if s.PrepareHome == nil || len(r.Attempts) > 0 {
+		return nil
+	}
+	ch := make(chan *run.Event, 1)
+	go func() { ch <- s.PrepareHome(r, s.Layout.SandboxHome(r.ID), s.Layout.AgentHomes()) }()
+	return ch
+}
+
+// homeReady waits for prepareHome and journals what it did.
+func (s *Supervisor) homeReady(p *prepared) {
+	if p.home == nil {
+		return
+	}
+	if ev := <-p.home; ev != nil {
+		s.event(*ev)
+	}
+	p.home = nil
 }
 
 // errBudget ends an attempt whose model budget is spent.
@@ -294,6 +320,7 @@ func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n
 		step.Abandon()
 		return nextNothing, "", s.casFailed(ctx, err)
 	}
+	s.homeReady(p)
 	actx, stopAttempt := context.WithCancelCause(ctx)
 	// Past the budget the gateway answers the agent with an error; an
 	// agent that does not end on its own is stopped after a grace.

@@ -412,3 +412,46 @@ func TestAttemptFilesWhileRunningIsRecorded(t *testing.T) {
 		t.Errorf("prompt: %q %v", b, err)
 	}
 }
+
+// TestRunPreparesHomeBeforeTheFirstAttempt: Deps.PrepareHome fills a new
+// run's HOME while its resources start; the first attempt waits for it,
+// and what it did is journaled before the attempt starts.
+func TestRunPreparesHomeBeforeTheFirstAttempt(t *testing.T) {
+	s, st := inProcess(t, `cat "$HOME/prepared" > seen.txt`, []run.CheckSpec{{Name: "seen", Command: "grep -q yes seen.txt"}})
+	var calls atomic.Int32
+	s.PrepareHome = func(r *run.Run, hostHome, templates string) *run.Event {
+		calls.Add(1)
+		if hostHome != s.Layout.SandboxHome(r.ID) || templates != s.Layout.AgentHomes() || len(r.Attempts) != 0 {
+			t.Errorf("PrepareHome(%s, %s, %d attempts)", hostHome, templates, len(r.Attempts))
+		}
+		time.Sleep(100 * time.Millisecond) // longer than the resources take
+		if err := os.MkdirAll(hostHome, 0o700); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(filepath.Join(hostHome, "prepared"), []byte("yes\n"), 0o600); err != nil {
+			t.Error(err)
+		}
+		ev := run.NewEvent(run.EventHome, "HOME prepared", map[string]any{"kind": "template"})
+		return &ev
+	}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Get(context.Background(), s.ID)
+	if r.State != run.StateSucceeded || len(r.Attempts) != 1 || calls.Load() != 1 {
+		t.Fatalf("%s %s, %d attempts, %d calls", r.State, r.Message, len(r.Attempts), calls.Load())
+	}
+	evs, err := st.Events(context.Background(), s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, e := range evs {
+		if e.Type == run.EventHome || e.Type == run.EventAttempt {
+			order = append(order, e.Type)
+		}
+	}
+	if strings.Join(order, " ") != "home attempt" {
+		t.Fatalf("events %v", order)
+	}
+}

@@ -166,6 +166,7 @@ func supervisorDeps(st run.Store, co coord.Coordinator, l layout.Layout) supervi
 		Export:      workspace.Export,
 		Backends:    backends,
 		NewAgent:    NewAgent,
+		PrepareHome: external.PrepareHome,
 		StartEgress: startEgress,
 		Capacity:    gateway.FlockCapacity{Dir: l.Capacity()},
 	}

@@ -137,6 +137,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 		return nil, err
 	}
 	if in.HostHome != "" {
+		recoverHome(in.HostHome)
 		a.warmHome(ctx, in)
 		if err := writeFiles(in.HostHome, l.Files); err != nil {
 			return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -60,6 +59,37 @@ const (
 	templateMaxFiles = 20000
 )
 
+// PrepareHome fills the HOME of new run r (hostHome, on the host) from
+// its profile's template in templates, if there is one: the supervisor
+// calls it while the run's sandbox starts, before anything runs in it.
+// It says what it did, for the journal (nil: nothing, e.g. no template
+// yet: the first attempt then warms the CLI up, warmHome).
+func PrepareHome(r *run.Run, hostHome, templates string) *run.Event {
+	p, ok := Lookup(r.Agent.Name)
+	if !ok {
+		return nil
+	}
+	return prepareHome(p, r, hostHome, templates)
+}
+
+func prepareHome(p Profile, r *run.Run, hostHome, templates string) *run.Event {
+	if p.Warm == nil || templates == "" || len(r.Attempts) > 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(hostHome, homeTmp), 0o700); err != nil {
+		return nil
+	}
+	recoverHome(hostHome)
+	if !freshHome(hostHome) {
+		return nil
+	}
+	key, err := templateKey(p, r.Agent.Binary, sandboxOf(r))
+	if err != nil {
+		return nil
+	}
+	return applyTemplate(p.Name, hostHome, templates, key)
+}
+
 // warmHome starts an attempt's HOME from its CLI's template, or makes the
 // template by a warm-up in this sandbox. It only ever fills a HOME that
 // holds nothing but the supervisor's empty tmp (the first attempt of a new
@@ -71,45 +101,83 @@ func (a *Agent) warmHome(ctx context.Context, in agent.AttemptInput) {
 		in.N != 1 || in.Resumed || in.ContinueSession || !freshHome(in.HostHome) {
 		return
 	}
-	var where string // the sandbox's userland: its backend and image
-	if in.Run != nil {
-		where = in.Run.Sandbox.Backend + " " + in.Run.Sandbox.Image
-	}
-	key, err := templateKey(*p, a.spec.Binary, where)
+	key, err := templateKey(*p, a.spec.Binary, sandboxOf(in.Run))
 	if err != nil {
 		return
 	}
-	event := func(kind, msg string, took time.Duration) {
-		if in.Event != nil {
-			in.Event(run.NewEvent(run.EventHome, msg, map[string]any{"kind": kind, "key": key, "duration": took.String()}))
+	journal := func(ev *run.Event) {
+		if ev != nil && in.Event != nil {
+			in.Event(*ev)
 		}
+	}
+	if ev := applyTemplate(p.Name, in.HostHome, in.HomeTemplates, key); ev != nil {
+		journal(ev)
+		return
 	}
 	t0 := time.Now()
-	tpl := filepath.Join(in.HomeTemplates, key)
-	if _, err := os.Stat(tpl); !errors.Is(err, fs.ErrNotExist) {
-		if err = copyTree(tpl, in.HostHome, nil); err != nil {
-			// (a template removed meanwhile, for a newer install of the CLI)
-			emptyHome(in.HostHome)
-			event("failed", fmt.Sprintf("HOME starts empty: copying %s's warm HOME: %v", p.Name, err), time.Since(t0))
-			return
-		}
-		event("template", fmt.Sprintf("HOME starts from %s's warm HOME", p.Name), time.Since(t0))
-		return
-	}
+	markHome(in.HostHome)
 	files, err := a.warmUp(ctx, in)
+	took := time.Since(t0)
 	if err != nil {
 		emptyHome(in.HostHome)
-		event("failed", fmt.Sprintf("HOME starts empty: warming %s up: %v", p.Name, err), time.Since(t0))
+		journal(homeEvent("failed", key, fmt.Sprintf("HOME starts empty: warming %s up: %v", p.Name, err), took))
 		return
 	}
-	took := time.Since(t0)
+	unmarkHome(in.HostHome)
 	// The profile's files are written anew for every attempt.
 	leave := slices.Concat(p.Warm.Volatile, slices.Collect(maps.Keys(files)))
 	if err := saveTemplate(in.HostHome, in.HomeTemplates, key, p.Name, leave); err != nil {
-		event("warmed", fmt.Sprintf("%s warmed its HOME up in %s (not kept: %v)", p.Name, took.Round(time.Millisecond), err), took)
+		journal(homeEvent("warmed", key, fmt.Sprintf("%s warmed its HOME up in %s (not kept: %v)", p.Name, took.Round(time.Millisecond), err), took))
 		return
 	}
-	event("warmed", fmt.Sprintf("%s warmed its HOME up in %s; later runs start from it", p.Name, took.Round(time.Millisecond)), took)
+	journal(homeEvent("warmed", key, fmt.Sprintf("%s warmed its HOME up in %s; later runs start from it", p.Name, took.Round(time.Millisecond)), took))
+}
+
+// applyTemplate copies the template key of profile name from templates
+// into the fresh HOME hostHome; nil when there is none.
+func applyTemplate(name, hostHome, templates, key string) *run.Event {
+	tpl := filepath.Join(templates, key)
+	if _, err := os.Stat(tpl); err != nil {
+		return nil
+	}
+	t0 := time.Now()
+	markHome(hostHome)
+	if err := copyTree(tpl, hostHome, nil); err != nil {
+		// (a template removed meanwhile, for a newer install of the CLI)
+		emptyHome(hostHome)
+		return homeEvent("failed", key, fmt.Sprintf("HOME starts empty: copying %s's warm HOME: %v", name, err), time.Since(t0))
+	}
+	unmarkHome(hostHome)
+	return homeEvent("template", key, fmt.Sprintf("HOME starts from %s's warm HOME", name), time.Since(t0))
+}
+
+func homeEvent(kind, key, msg string, took time.Duration) *run.Event {
+	ev := run.NewEvent(run.EventHome, msg, map[string]any{"kind": kind, "key": key, "duration": took.String()})
+	return &ev
+}
+
+// sandboxOf is the userland r's sandbox gives the CLI: its backend and
+// image ("" without a run).
+func sandboxOf(r *run.Run) string {
+	if r == nil {
+		return ""
+	}
+	return strings.TrimSpace(r.Sandbox.Backend + " " + r.Sandbox.Image)
+}
+
+// The mark, a file beside HOME, says that HOME is being filled (a copy, a
+// warm-up): one a killed supervisor left says that HOME is half filled,
+// and recoverHome empties it before any attempt.
+func markPath(hostHome string) string { return filepath.Clean(hostHome) + ".filling" }
+func markHome(hostHome string)        { _ = os.WriteFile(markPath(hostHome), nil, 0o600) }
+func unmarkHome(hostHome string)      { _ = os.Remove(markPath(hostHome)) }
+
+// recoverHome empties a HOME left half filled.
+func recoverHome(hostHome string) {
+	if _, err := os.Lstat(markPath(hostHome)); err == nil {
+		emptyHome(hostHome)
+		unmarkHome(hostHome)
+	}
 }
 
 // warmUp runs the profile's CLI once in the sandbox, in HOME, with no
@@ -200,8 +268,10 @@ func freshHome(dir string) bool {
 }
 
 // emptyHome takes a HOME back to what freshHome accepts (after a copy or a
-// warm-up that did not finish). Removing never follows a link.
+// warm-up that did not finish), and drops its mark. Removing never
+// follows a link.
 func emptyHome(dir string) {
+	defer unmarkHome(dir)
 	for _, d := range []string{dir, filepath.Join(dir, homeTmp)} {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {

@@ -249,11 +249,11 @@ func TestCopyTreeKeepsLinksAsLinks(t *testing.T) {
 func TestTemplateKey(t *testing.T) {
 	bin := fakeCLI(t, t.TempDir(), "/dev/null")
 	p := *fakeProfile()
-	k1, err := templateKey(p, bin, "native ")
+	k1, err := templateKey(p, bin, "native")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := templateKey(p, bin, "native "); k != k1 || !strings.HasPrefix(k1, "fake-") {
+	if k, _ := templateKey(p, bin, "native"); k != k1 || !strings.HasPrefix(k1, "fake-") {
 		t.Fatalf("keys %s %s", k, k1)
 	}
 	if k, _ := templateKey(p, bin, "docker sha256:1"); k == k1 {
@@ -265,10 +265,10 @@ func TestTemplateKey(t *testing.T) {
 		l.Files[".fake/more"] = "x"
 		return l
 	}
-	if k, _ := templateKey(q, bin, "native "); k == k1 {
+	if k, _ := templateKey(q, bin, "native"); k == k1 {
 		t.Fatal("another profile config, the same template")
 	}
-	if _, err := templateKey(p, bin+"-missing", "native "); err == nil {
+	if _, err := templateKey(p, bin+"-missing", "native"); err == nil {
 		t.Fatal("a missing CLI has a key")
 	}
 }
@@ -302,5 +302,70 @@ func TestWarmHomeFailedCopy(t *testing.T) {
 	}
 	if got := readString(t, filepath.Join(home, ".fake", "state")); got == "from the template\n" {
 		t.Fatal("the half copy stayed in HOME")
+	}
+}
+
+// The supervisor fills a new run's HOME from the template before the
+// attempt (while the sandbox starts); the attempt then finds it filled.
+func TestPrepareHome(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "starts.log")
+	bin := fakeCLI(t, dir, log)
+	tpls := filepath.Join(dir, "agent-homes")
+	_, home1, _ := warmAttempt(t, bin, tpls, nil) // makes the template
+	state := readString(t, filepath.Join(home1, ".fake", "state"))
+	r := &run.Run{Agent: run.AgentSpec{Name: "fake", Binary: bin}}
+	if ev := prepareHome(*fakeProfile(), &run.Run{Agent: r.Agent, Attempts: []run.Attempt{{N: 1}}}, filepath.Join(dir, "h0"), tpls); ev != nil {
+		t.Fatalf("a run with attempts: %+v", ev)
+	}
+	var prepared string
+	ws, home, kinds := warmAttempt(t, bin, tpls, func(home string) {
+		ev := prepareHome(*fakeProfile(), r, home, tpls)
+		if ev == nil || ev.Type != run.EventHome || !strings.Contains(string(ev.Data), `"template"`) {
+			t.Fatalf("event %+v", ev)
+		}
+		prepared = readString(t, filepath.Join(home, ".fake", "state"))
+	})
+	if prepared != state || readString(t, filepath.Join(ws, "state-seen")) != state {
+		t.Fatal("the attempt did not start from the prepared HOME")
+	}
+	if len(kinds) != 0 {
+		t.Fatalf("the attempt filled HOME again: %v", kinds)
+	}
+	if n := strings.Count(readString(t, log), "/"+warmUpRoute); n != 1 {
+		t.Fatalf("%d warm-ups", n)
+	}
+	if _, err := os.Lstat(markPath(home)); err == nil {
+		t.Fatal("the mark stayed")
+	}
+}
+
+// A HOME a killed supervisor left half filled (its mark beside it) is
+// emptied before the next attempt, whichever it is.
+func TestHalfFilledHomeIsEmptied(t *testing.T) {
+	dir := t.TempDir()
+	bin := fakeCLI(t, dir, filepath.Join(dir, "starts.log"))
+	sb, ws := startHost(t)
+	home := filepath.Join(filepath.Dir(ws), "home")
+	if err := os.MkdirAll(filepath.Join(home, ".fake"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".fake", "state"), []byte("half\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	markHome(home)
+	a := &Agent{spec: run.AgentSpec{Name: "fake", Binary: bin}, profile: fakeProfile()}
+	var out syncBuf
+	o, err := a.Attempt(context.Background(), agent.AttemptInput{N: 2, Resumed: true, Prompt: "task", Runner: sb.Runner(), WorkDir: sb.WorkDir(),
+		Output: &out, Home: home, HostHome: home, HomeTemplates: filepath.Join(dir, "agent-homes"),
+		Gateway: &agent.Gateway{URL: "http://127.0.0.1:9", Key: "k", Routes: []string{"openai"}}})
+	if err != nil || o.Reason != run.ReasonCompleted {
+		t.Fatalf("attempt: %v %+v\n%s", err, o, out.String())
+	}
+	if got := readString(t, filepath.Join(ws, "state-seen")); got == "half\n" {
+		t.Fatal("the attempt ran on the half-filled HOME")
+	}
+	if _, err := os.Lstat(markPath(home)); err == nil {
+		t.Fatal("the mark stayed")
 	}
 }
