@@ -12,6 +12,7 @@
 //	  runs/<id>/ws-state/           workspace bookkeeping (outside the tree; an overlay's work directory)
 //	  runs/<id>/workspace-removed   when agentrun gc removed the workspace (and HOME)
 //	  runs/<id>/home/               HOME inside the sandbox
+//	  runs/<id>/home.filling        HOME is being filled from a warm HOME (external.WarmHome)
 //	  runs/<id>/sandbox/            sandbox backend state (sockets)
 //	  runs/<id>/attempts/<n>/agent.log, prompt.txt, transcript.jsonl
 //	  runs/<id>/attempts/<n>/checks/<name>.log
