@@ -24,7 +24,7 @@
 //	  capacity/                     model servers' shared request slots
 //	  cache/layers/                 overlay workspaces' lower layers, one per base commit (workspace.LayerCache)
 //	  cache/layers-probe-ok         the native sandbox mounted an overlay here in this boot
-//	  cache/agent-homes/<profile>-<key>/  an agent CLI's warm HOME, copied into each run's (external.WarmHome)
+//	  cache/agent-homes/<profile>-<sandbox>-<install>/  an agent CLI's warm HOME, copied into each run's (external.WarmHome)
 //
 // The supervisor.lock, queue and slot files are the flock coordinator's
 // (coord/flock); run.json, events.jsonl, run.lock and seq the files

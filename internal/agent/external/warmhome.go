@@ -126,7 +126,7 @@ func (a *Agent) warmHome(ctx context.Context, in agent.AttemptInput) {
 	unmarkHome(in.HostHome)
 	// The profile's files are written anew for every attempt.
 	leave := slices.Concat(p.Warm.Volatile, slices.Collect(maps.Keys(files)))
-	if err := saveTemplate(in.HostHome, in.HomeTemplates, key, p.Name, leave); err != nil {
+	if err := saveTemplate(in.HostHome, in.HomeTemplates, key, leave); err != nil {
 		journal(homeEvent("warmed", key, fmt.Sprintf("%s warmed its HOME up in %s (not kept: %v)", p.Name, took.Round(time.Millisecond), err), took))
 		return
 	}
@@ -247,8 +247,13 @@ func templateKey(p Profile, binary, where string) (string, error) {
 	for _, n := range slices.Sorted(maps.Keys(l.Files)) {
 		fmt.Fprintf(h, "file %s\x00%s\x00", n, l.Files[n])
 	}
-	return p.Name + "-" + hex.EncodeToString(h.Sum(nil))[:16], nil
+	w := sha256.Sum256([]byte(where))
+	return p.Name + "-" + hex.EncodeToString(w[:4]) + "-" + hex.EncodeToString(h.Sum(nil))[:16], nil
 }
+
+// templateKind is what the templates of one profile in one kind of
+// sandbox share: their key up to its last part (the CLI's install).
+func templateKind(key string) string { return key[:strings.LastIndex(key, "-")+1] }
 
 // freshHome says whether dir holds nothing but an empty tmp.
 func freshHome(dir string) bool {
@@ -284,10 +289,11 @@ func emptyHome(dir string) {
 }
 
 // saveTemplate keeps HOME (less tmp and the volatile paths) as the
-// template key, for profile name, in dir: copied aside, then renamed into
-// place, so a template is whole or absent. Another run that made the
-// same one first wins. Older templates of the profile are removed.
-func saveTemplate(home, dir, key, name string, volatile []string) error {
+// template key in dir: copied aside, then renamed into place, so a
+// template is whole or absent. Another run that made the same one first
+// wins. The profile's older templates for the same kind of sandbox go,
+// and what a killed supervisor left aside.
+func saveTemplate(home, dir, key string, volatile []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -308,9 +314,15 @@ func saveTemplate(home, dir, key, name string, volatile []string) error {
 		}
 		return err
 	}
+	kind := templateKind(key)
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.Name() != key && strings.HasPrefix(e.Name(), name+"-") {
+		old := e.Name() != key && strings.HasPrefix(e.Name(), kind)
+		if strings.HasPrefix(e.Name(), ".new-"+kind) {
+			fi, err := e.Info()
+			old = err == nil && time.Since(fi.ModTime()) > 2*warmUpWithin
+		}
+		if old {
 			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
@@ -270,6 +271,44 @@ func TestTemplateKey(t *testing.T) {
 	}
 	if _, err := templateKey(p, bin+"-missing", "native"); err == nil {
 		t.Fatal("a missing CLI has a key")
+	}
+}
+
+// Saving a template removes the profile's older ones for the same kind
+// of sandbox, and what a killed supervisor left aside long ago; not the
+// templates of another sandbox or profile, nor a copy under way.
+func TestSaveTemplatePrunes(t *testing.T) {
+	home, dir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "state"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := "fake-aaaaaaaa-1111111111111111"
+	keep := []string{"fake-bbbbbbbb-2222222222222222", "other-aaaaaaaa-3333333333333333", ".new-fake-aaaaaaaa-4444444444444444-1"}
+	gone := []string{"fake-aaaaaaaa-5555555555555555", ".new-fake-aaaaaaaa-6666666666666666-2"}
+	for _, n := range append(slices.Clone(keep), gone...) {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, gone[1]), long, long); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveTemplate(home, dir, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range append(keep, key) {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s went", n)
+		}
+	}
+	for _, n := range gone {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			t.Errorf("%s stayed", n)
+		}
+	}
+	if readString(t, filepath.Join(dir, key, "state")) != "x" {
+		t.Fatal("the template is not HOME")
 	}
 }
 
