@@ -49,9 +49,10 @@ bench claims ./internal/server 'BenchmarkHostClaims' 1000x
 # installed agent CLI through agentrun (native sandbox, --network none,
 # the gateway in between) beside the same CLI run bare, interleaved.
 bench gateway ./internal/gateway 'BenchmarkGatewayAddedLatency$|BenchmarkGatewayStreamThroughput$' 2048x
-# (7 rounds of the CLIs that take 1-2 s, whose ratio the fixed cost moves
-# most; 3 of the slower ones)
-bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
+# (11 rounds of the CLIs that take 0.2-0.4 s, whose ratio the fixed cost
+# and the machine's load move most, the first of them codex's warm-up; 3
+# of the slower ones)
+bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 11x
 bench profiles-slow ./internal/e2e 'BenchmarkProfileVsBare/(gemini|qwen|opencode)$' 3x
 bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
 # A one-file run on a disk that holds 256 MiB of another program's
@@ -71,7 +72,7 @@ if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && truncate -s 4G "$out
 	(
 		export TMPDIR=$ext4
 		bench e2e-ext4 ./internal/e2e 'BenchmarkSubmitWait/native/1file$' 10x
-		bench profiles-ext4 ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 7x
+		bench profiles-ext4 ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 11x
 		bench e2e-dirty-ext4 ./internal/e2e 'BenchmarkSubmitWaitDirtyDisk$' 10x
 	)
 else
