@@ -36,18 +36,32 @@ type tidying struct {
 }
 
 // packCount is how many packs repo's objects hold (an index each).
-func packCount(repo string) int {
+func packCount(repo string) int { return len(packs(repo)) }
+
+// packs are the names of the packs repo's objects hold (an index each).
+func packs(repo string) map[string]bool {
 	ents, err := os.ReadDir(filepath.Join(repo, "objects", "pack"))
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	m := map[string]bool{}
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), "pack-") && strings.HasSuffix(e.Name(), ".idx") {
-			n++
+			m[e.Name()] = true
 		}
 	}
-	return n
+	return m
+}
+
+// mergedAny says whether a pack of before is gone from repo.
+func mergedAny(repo string, before map[string]bool) bool {
+	now := packs(repo)
+	for name := range before {
+		if !now[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // tidy has repo's packs rolled up in the background once an import left
@@ -61,7 +75,9 @@ func packCount(repo string) int {
 // pack that went away). A pack an import adds meanwhile is seen by the
 // roll-up's last look, under the lock its import's tidy takes: the
 // roll-up goes on until the project is within its limit, or a roll-up
-// merges nothing more.
+// merges none of the packs it started with (the packs imports added
+// meanwhile do not count: they made the project no smaller, while the
+// roll-up may well have merged).
 func (p *Projects) tidy(repo string) {
 	limit := p.PackLimit
 	if limit == 0 {
@@ -87,13 +103,13 @@ func (p *Projects) tidy(repo string) {
 		ctx, cancel := context.WithTimeout(t.ctx, tidyTimeout)
 		defer cancel()
 		for {
-			before := packCount(repo)
+			before := packs(repo)
 			err := p.RollUp(ctx, repo)
 			if err != nil && ctx.Err() == nil && p.Log != nil {
 				p.Log.Warn("rolling up a project's packs", "repo", repo, "error", err.Error())
 			}
 			t.mu.Lock()
-			if n := packCount(repo); err != nil || n <= limit || n >= before {
+			if err != nil || packCount(repo) <= limit || !mergedAny(repo, before) {
 				delete(t.running, repo)
 				t.mu.Unlock()
 				return
