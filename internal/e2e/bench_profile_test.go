@@ -67,7 +67,7 @@ func BenchmarkProfileVsBare(b *testing.B) {
 				home, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "tmp")
 				for n, d := range []*[]time.Duration{&bare, &warm} {
 					repo := filepath.Join(dir, fmt.Sprintf("repo%d", n))
-					*d = append(*d, runBare(b, p.name, p.script(repo), real, pathEnv, home, repo, tmp, fmt.Sprintf("5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2%d", n)))
+					*d = append(*d, runBare(b, prof, p.script(repo), real, pathEnv, home, repo, tmp, fmt.Sprintf("5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2%d", n)))
 				}
 				// Through agentrun.
 				t0 := time.Now()
@@ -104,9 +104,8 @@ func BenchmarkProfileVsBare(b *testing.B) {
 // runBare runs the profile's own launch of the CLI at real in repo (a new
 // checkout) with HOME home and TMPDIR tmp, against a scripted model server
 // of its own, and says how long it took.
-func runBare(b *testing.B, name string, script modelserver.Script, real, pathEnv, home, repo, tmp, session string) time.Duration {
+func runBare(b *testing.B, prof external.Profile, script modelserver.Script, real, pathEnv, home, repo, tmp, session string) time.Duration {
 	b.Helper()
-	prof, _ := external.Lookup(name)
 	for _, d := range []string{home, repo, tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			b.Fatal(err)
@@ -132,7 +131,7 @@ func runBare(b *testing.B, name string, script modelserver.Script, real, pathEnv
 	out, err := cmd.CombinedOutput()
 	d := time.Since(t0)
 	if err != nil || !fileExists(filepath.Join(repo, "hello.txt")) {
-		b.Fatalf("bare %s: %v\n%s", name, err, out)
+		b.Fatalf("bare %s: %v\n%s", prof.Name, err, out)
 	}
 	return d
 }

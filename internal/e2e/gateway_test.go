@@ -385,25 +385,11 @@ func TestProfileSessionContinuesAcrossAttempts(t *testing.T) {
 		return // (the scripted tool call names the native sandbox's /workspace)
 	}
 	const dir = "/workspace"
-	var srv *modelserver.Server
 	var wrote atomic.Int32 // files written so far
-	script := func(turn modelserver.Turn) modelserver.Reply {
-		name := ""
-		switch {
-		case turn.ToolResults == 0 && wrote.Load() == 0:
-			name = "first.txt"
-		case strings.Contains(turn.LastUser, "checks failed") && wrote.Load() == 1:
-			name = "second.txt"
-		}
-		if name != "" {
-			if c, ok := modelserver.WriteCall(turn.Tools, dir, name, "x\n"); ok {
-				wrote.Add(1)
-				return modelserver.Reply{Text: "writing " + name, Calls: []modelserver.Call{c}}
-			}
-		}
-		return modelserver.Reply{Text: "finished this attempt"}
-	}
-	srv = e.scriptedServer(script, "")
+	srv := e.scriptedServer(twoAttempts(&wrote, func(turn modelserver.Turn, name string) (modelserver.Reply, bool) {
+		c, ok := modelserver.WriteCall(turn.Tools, dir, name, "x\n")
+		return modelserver.Reply{Text: "writing " + name, Calls: []modelserver.Call{c}}, ok
+	}), "")
 	d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
 		"--agent", "claude", "--model", "test-model", "--model-server", "scripted", "--attempts", "2",
 		"--check", "second=test -f second.txt", "--wait", "Write first.txt")
@@ -432,6 +418,29 @@ func TestProfileSessionContinuesAcrossAttempts(t *testing.T) {
 	}
 	if a1.Usage == nil || a2.Usage == nil || a1.Usage.Requests+a2.Usage.Requests != r.Usage.Requests {
 		t.Fatalf("attempt usage %+v %+v run %+v", a1.Usage, a2.Usage, r.Usage)
+	}
+}
+
+// twoAttempts scripts a run whose first attempt writes first.txt and
+// whose check then fails: the second attempt, told so, writes second.txt.
+// write is the agent's tool call that writes a file (ok: the agent has
+// such a tool); wrote counts the files the script had written.
+func twoAttempts(wrote *atomic.Int32, write func(turn modelserver.Turn, name string) (modelserver.Reply, bool)) modelserver.Script {
+	return func(turn modelserver.Turn) modelserver.Reply {
+		name := ""
+		switch {
+		case turn.ToolResults == 0 && wrote.Load() == 0:
+			name = "first.txt"
+		case strings.Contains(turn.LastUser, "checks failed") && wrote.Load() == 1:
+			name = "second.txt"
+		}
+		if name != "" {
+			if r, ok := write(turn, name); ok {
+				wrote.Add(1)
+				return r
+			}
+		}
+		return modelserver.Reply{Text: "finished this attempt"}
 	}
 }
 

@@ -102,22 +102,10 @@ func TestProfileWarmHome(t *testing.T) {
 	}
 	pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
 	var wrote atomic.Int32 // files the second run's attempts wrote
-	scripts := []modelserver.Script{modelserver.ShellWriteFile("hello.txt", "hi\n"), func(turn modelserver.Turn) modelserver.Reply {
-		name := ""
-		switch {
-		case turn.ToolResults == 0 && wrote.Load() == 0:
-			name = "first.txt"
-		case strings.Contains(turn.LastUser, "checks failed") && wrote.Load() == 1:
-			name = "second.txt"
-		}
-		if name != "" {
-			if r := modelserver.ShellWriteFile(name, "x\n")(modelserver.Turn{Tools: turn.Tools}); len(r.Calls) > 0 {
-				wrote.Add(1)
-				return r
-			}
-		}
-		return modelserver.Reply{Text: "finished this attempt"}
-	}}
+	scripts := []modelserver.Script{modelserver.ShellWriteFile("hello.txt", "hi\n"), twoAttempts(&wrote, func(turn modelserver.Turn, name string) (modelserver.Reply, bool) {
+		r := modelserver.ShellWriteFile(name, "x\n")(modelserver.Turn{Tools: turn.Tools})
+		return r, len(r.Calls) > 0
+	})}
 	var ids []string
 	var servers []*modelserver.Server
 	for i, args := range [][]string{{"--attempts", "1"}, {"--attempts", "2", "--check", "second=test -f second.txt"}} {

@@ -53,9 +53,8 @@ func packs(repo string) map[string]bool {
 	return m
 }
 
-// mergedAny says whether a pack of before is gone from repo.
-func mergedAny(repo string, before map[string]bool) bool {
-	now := packs(repo)
+// mergedAny says whether a pack of before is gone from now.
+func mergedAny(now, before map[string]bool) bool {
 	for name := range before {
 		if !now[name] {
 			return true
@@ -109,7 +108,7 @@ func (p *Projects) tidy(repo string) {
 				p.Log.Warn("rolling up a project's packs", "repo", repo, "error", err.Error())
 			}
 			t.mu.Lock()
-			if err != nil || packCount(repo) <= limit || !mergedAny(repo, before) {
+			if now := packs(repo); err != nil || len(now) <= limit || !mergedAny(now, before) {
 				delete(t.running, repo)
 				t.mu.Unlock()
 				return
