@@ -182,6 +182,9 @@ for cli in claude:profiles codex:profiles gemini:profiles-slow qwen:profiles-slo
 	row "$cli: a one-file task through agentrun" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-bare-warm-home(median)')" 1.1 ratio
 	row "$cli: the same, beside bare in a fresh HOME" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare, fresh HOME" "$(metric "$f" "^BenchmarkProfileVsBare/$cli-" 'ms-bare(median)')" 0 info
 done
+# codex on PATH is a Node launcher: agentrun runs the native program it
+# would run. Beside that program run bare (in a used HOME): the fixed cost.
+row "codex: the same, beside its native program bare" "$(metric profiles '^BenchmarkProfileVsBare/codex-' 'ms-agentrun(median)')" "codex program bare" "$(metric profiles '^BenchmarkProfileVsBare/codex-' 'ms-bare-program-warm-home(median)')" 0 info
 for cli in claude codex; do
 	row "$cli: the same, on a journaled ext4" "$(metric profiles-ext4 "^BenchmarkProfileVsBare/$cli-" 'ms-agentrun(median)')" "$cli bare" "$(metric profiles-ext4 "^BenchmarkProfileVsBare/$cli-" 'ms-bare-warm-home(median)')" 1.1 ratio
 done

@@ -136,6 +136,9 @@ type Info struct {
 	// SessionIDs: the CLI starts a session with an id agentrun chooses;
 	// otherwise it continues its latest one.
 	SessionIDs bool
+	// Native, when set, says where the CLI's npm launcher finds the
+	// program it runs: a run starts that program directly.
+	Native *Native
 	// Doc is one line for --help.
 	Doc string
 }

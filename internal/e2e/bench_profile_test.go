@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,10 @@ import (
 // (target: agentrun ≤ 1.1 × bare): a run's sandbox starts from an empty
 // HOME, or from a profile's warm HOME (external.WarmHome), the first run
 // of the benchmark making it. ratio-fresh-home is agentrun to the first.
+// Where the CLI on PATH is an npm launcher that only runs a native
+// program (agent.Native: codex), agentrun runs that program itself; the
+// program also runs bare a third time in the same HOME
+// (ms-bare-program-warm-home), and ratio-program is agentrun to it.
 func BenchmarkProfileVsBare(b *testing.B) {
 	for _, p := range []struct {
 		name   string
@@ -51,7 +57,8 @@ func BenchmarkProfileVsBare(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var bare, warm, wrapped, inside []time.Duration
+			prog, progEnv, native := prof.Native.Resolve(real, runtime.GOOS, runtime.GOARCH)
+			var bare, warm, progWarm, wrapped, inside []time.Duration
 			st, err := files.Open(e.home)
 			if err != nil {
 				b.Fatal(err)
@@ -65,9 +72,17 @@ func BenchmarkProfileVsBare(b *testing.B) {
 				// (codex: its SQLite databases and skills) done.
 				dir := filepath.Join(e.root, fmt.Sprintf("bare%d", i))
 				home, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "tmp")
-				for n, d := range []*[]time.Duration{&bare, &warm} {
+				runs := []*[]time.Duration{&bare, &warm}
+				if native {
+					runs = append(runs, &progWarm)
+				}
+				for n, d := range runs {
 					repo := filepath.Join(dir, fmt.Sprintf("repo%d", n))
-					*d = append(*d, runBare(b, prof, p.script(repo), real, pathEnv, home, repo, tmp, fmt.Sprintf("5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2%d", n)))
+					bin, env := real, []string(nil)
+					if d == &progWarm {
+						bin, env = prog, progEnv
+					}
+					*d = append(*d, runBare(b, prof, p.script(repo), bin, pathEnv, home, repo, tmp, fmt.Sprintf("5c1c8a52-2b3e-4c4f-9d6e-7f8a9b0c1d2%d", n), env))
 				}
 				// Through agentrun.
 				t0 := time.Now()
@@ -92,6 +107,11 @@ func BenchmarkProfileVsBare(b *testing.B) {
 			b.ReportMetric(mw, "ms-agentrun(median)")
 			b.ReportMetric(mw/mh, "ratio")
 			b.ReportMetric(mw/mb, "ratio-fresh-home")
+			if native {
+				mp := median(progWarm)
+				b.ReportMetric(mp, "ms-bare-program-warm-home(median)")
+				b.ReportMetric(mw/mp, "ratio-program")
+			}
 			if len(inside) > 0 {
 				// The CLI's own time inside the sandbox: the rest of the
 				// difference is agentrun's fixed cost per run.
@@ -102,9 +122,9 @@ func BenchmarkProfileVsBare(b *testing.B) {
 }
 
 // runBare runs the profile's own launch of the CLI at real in repo (a new
-// checkout) with HOME home and TMPDIR tmp, against a scripted model server
-// of its own, and says how long it took.
-func runBare(b *testing.B, prof external.Profile, script modelserver.Script, real, pathEnv, home, repo, tmp, session string) time.Duration {
+// checkout) with HOME home, TMPDIR tmp and env added, against a scripted
+// model server of its own, and says how long it took.
+func runBare(b *testing.B, prof external.Profile, script modelserver.Script, real, pathEnv, home, repo, tmp, session string, env []string) time.Duration {
 	b.Helper()
 	for _, d := range []string{home, repo, tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -125,7 +145,7 @@ func runBare(b *testing.B, prof external.Profile, script modelserver.Script, rea
 	}
 	cmd := exec.Command("sh", "-c", l.Command)
 	cmd.Dir = repo
-	cmd.Env = append([]string{pathEnv, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + tmp}, l.Env...)
+	cmd.Env = slices.Concat([]string{pathEnv, "HOME=" + home, "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" + tmp}, env, l.Env)
 	cmd.Stdin = strings.NewReader("Write hello.txt")
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()

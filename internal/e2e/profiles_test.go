@@ -65,6 +65,18 @@ func TestProfilesEndToEnd(t *testing.T) {
 			if !strings.HasPrefix(r.Agent.Binary, agenttest.Root()) || len(r.Sandbox.ReadOnlyPaths) == 0 {
 				t.Fatalf("binary %s visible %v", r.Agent.Binary, r.Sandbox.ReadOnlyPaths)
 			}
+			// codex's npm launcher (a Node script) only runs its native
+			// program: the run ran that program, from the launcher's
+			// package, which the sandbox shows.
+			launcher, _ := filepath.EvalSymlinks(bin)
+			if p.name == "codex" {
+				if r.Agent.Launcher != launcher || !strings.HasSuffix(r.Agent.Binary, "/vendor/x86_64-unknown-linux-musl/bin/codex") ||
+					!strings.HasPrefix(r.Agent.Binary, filepath.Dir(filepath.Dir(launcher))+"/") {
+					t.Fatalf("codex: binary %s, launcher %s (on PATH: %s)", r.Agent.Binary, r.Agent.Launcher, launcher)
+				}
+			} else if r.Agent.Launcher != "" || r.Agent.Binary != launcher {
+				t.Fatalf("%s: binary %s, launcher %q (on PATH: %s)", p.name, r.Agent.Binary, r.Agent.Launcher, launcher)
+			}
 			if r.Usage == nil || r.Usage.Requests == 0 || r.Usage.PromptTokens == 0 || r.Usage.CompletionTokens == 0 {
 				t.Fatalf("usage %+v", r.Usage)
 			}

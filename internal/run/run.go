@@ -154,8 +154,11 @@ type AgentSpec struct {
 	Hosts   []string `json:"hosts,omitempty"`   // hosts the agent needs (egress allowlist)
 
 	// Binary is the agent CLI's path on the submitting user's PATH (a
-	// profile), made visible read-only inside the sandbox.
-	Binary string `json:"binary,omitempty"`
+	// profile), made visible read-only inside the sandbox. Where the CLI
+	// on PATH is an npm launcher that only runs a native program
+	// (agent.Native), Binary is that program and Launcher the launcher.
+	Binary   string `json:"binary,omitempty"`
+	Launcher string `json:"launcher,omitempty"`
 	// Session is the agent CLI's own session id, continued by later
 	// attempts and by resume (profiles that keep sessions).
 	Session string `json:"session,omitempty"`

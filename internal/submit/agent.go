@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,10 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 		return spec, nil, nil, err
 	}
 	spec = run.AgentSpec{Name: p.Name, Binary: bin, Hosts: p.Hosts, Model: req.Models.Model}
+	if prog, _, ok := p.Native.Resolve(bin, runtime.GOOS, runtime.GOARCH); ok {
+		// The program the launcher would run, in its package (visible).
+		spec.Binary, spec.Launcher = prog, bin
+	}
 	if spec.Model == "" {
 		spec.Model = p.DefaultModel
 	}
@@ -231,7 +236,7 @@ func findCLI(p agent.Info, path string) (string, []string, error) {
 			visible = append(visible, p)
 		}
 	}
-	if root := packageRoot(real); root != "" {
+	if root := agent.PackageRoot(real); root != "" {
 		add(root)
 	} else {
 		add(real)
@@ -240,23 +245,6 @@ func findCLI(p agent.Info, path string) (string, []string, error) {
 		add(interp)
 	}
 	return real, visible, nil
-}
-
-// packageRoot is the node_modules package directory that holds file
-// (node_modules/NAME or node_modules/@SCOPE/NAME), or "".
-func packageRoot(file string) string {
-	dir := filepath.Dir(file)
-	for dir != "/" && dir != "." {
-		parent := filepath.Dir(dir)
-		if filepath.Base(parent) == "node_modules" {
-			return dir
-		}
-		if strings.HasPrefix(filepath.Base(parent), "@") && filepath.Base(filepath.Dir(parent)) == "node_modules" {
-			return dir
-		}
-		dir = parent
-	}
-	return ""
 }
 
 // interpreter is the real path of the program a script's #! line runs

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -198,5 +199,66 @@ func TestWriteFilesNeverFollowsLinks(t *testing.T) {
 	}
 	if err := writeFiles(home, map[string]string{"../escape": "x"}); err == nil {
 		t.Fatal("a path leaving HOME was accepted")
+	}
+}
+
+// A profile whose CLI on PATH is an npm launcher runs the native program
+// submit recorded (agent.Native), with the launcher's variables; once
+// that program is gone (the CLI reinstalled otherwise), the launcher; and
+// a run recorded before (no launcher) runs what it recorded.
+func TestAttemptRunsTheNativeProgram(t *testing.T) {
+	prefix, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(prefix, "lib", "node_modules", "@acme", "cli")
+	launcher := filepath.Join(root, "bin", "cli.js")
+	program := filepath.Join(root, "node_modules", "@acme", "cli-native", "vendor", "target", "bin", "cli")
+	for path, content := range map[string]string{
+		launcher: "#!/bin/sh\necho launcher \"$CLI_ROOT\" > ran.txt\n",
+		program:  "#!/bin/sh\necho native \"$CLI_ROOT\" \"$CLI_BY_NPM\" > ran.txt\n",
+		filepath.Join(root, "node_modules", "@acme", "cli-native", "package.json"): "{}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &Profile{Info: agent.Info{Name: "fake", Protocol: "openai", Native: &agent.Native{
+		Launcher: "bin/cli.js",
+		Targets:  map[string]agent.NativeTarget{runtime.GOOS + "/" + runtime.GOARCH: {Package: "@acme/cli-native", Target: "target"}},
+		Program:  "bin/cli", RootEnv: "CLI_ROOT", ManagedEnv: "CLI_BY_NPM",
+	}}, Launch: func(in LaunchInput) Launch { return Launch{Command: shellQuote(in.Binary)} }}
+	ran := func(spec run.AgentSpec) string {
+		t.Helper()
+		sb, ws := startHost(t)
+		a := &Agent{spec: spec, profile: p}
+		var out syncBuf
+		o, err := a.Attempt(context.Background(), agent.AttemptInput{N: 1, Prompt: "task", Runner: sb.Runner(), WorkDir: sb.WorkDir(),
+			Output: &out, Gateway: &agent.Gateway{URL: "http://127.0.0.1:9", Key: "k", Routes: []string{"openai"}}})
+		if err != nil || o.Reason != run.ReasonCompleted {
+			t.Fatalf("%+v %v\n%s", o, err, out.String())
+		}
+		b, _ := os.ReadFile(filepath.Join(ws, "ran.txt"))
+		return strings.TrimSpace(string(b))
+	}
+	// What submit records.
+	prog, _, ok := p.Native.Resolve(launcher, runtime.GOOS, runtime.GOARCH)
+	if !ok || prog != program {
+		t.Fatalf("Resolve = %q, %v", prog, ok)
+	}
+	if got, want := ran(run.AgentSpec{Name: "fake", Binary: program, Launcher: launcher}), "native "+root+" 1"; got != want {
+		t.Fatalf("ran %q, want %q", got, want)
+	}
+	if got := ran(run.AgentSpec{Name: "fake", Binary: launcher}); got != "launcher" {
+		t.Fatalf("a run without a launcher recorded ran %q", got)
+	}
+	if err := os.Remove(program); err != nil {
+		t.Fatal(err)
+	}
+	if got := ran(run.AgentSpec{Name: "fake", Binary: program, Launcher: launcher}); got != "launcher" {
+		t.Fatalf("with the program gone, ran %q", got)
 	}
 }

@@ -44,11 +44,30 @@ var codexProfile = Profile{Info: agent.Info{
 	},
 	Sessions: true,
 	Doc:      "OpenAI Codex CLI, codex exec (OpenAI Responses)",
+	Native:   codexNative,
 }, Launch: codexLaunch,
 	// codex spends about 60 ms of a one-file run on its first run in a
 	// CODEX_HOME (its SQLite databases made and migrated, its system
 	// skills unpacked). Its tmp holds a process's own links and lock.
 	Warm: &WarmHome{Volatile: []string{".codex/tmp", ".codex/shell_snapshots"}},
+}
+
+// codexNative is what codex's npm launcher (bin/codex.js, 0.171) runs:
+// the Rust binary in the platform package that @openai/codex nests (an
+// optional dependency per platform), with CODEX_MANAGED_PACKAGE_ROOT and
+// CODEX_MANAGED_BY_NPM set. On Node 22 the launcher execs it; on older
+// Node it spawns it and stays as its parent.
+var codexNative = &agent.Native{
+	Launcher: "bin/codex.js",
+	Targets: map[string]agent.NativeTarget{
+		"linux/amd64":  {Package: "@openai/codex-linux-x64", Target: "x86_64-unknown-linux-musl"},
+		"linux/arm64":  {Package: "@openai/codex-linux-arm64", Target: "aarch64-unknown-linux-musl"},
+		"darwin/amd64": {Package: "@openai/codex-darwin-x64", Target: "x86_64-apple-darwin"},
+		"darwin/arm64": {Package: "@openai/codex-darwin-arm64", Target: "aarch64-apple-darwin"},
+	},
+	Program:    "bin/codex",
+	RootEnv:    "CODEX_MANAGED_PACKAGE_ROOT",
+	ManagedEnv: "CODEX_MANAGED_BY_NPM",
 }
 
 // codexLaunch builds the codex command line and its config.

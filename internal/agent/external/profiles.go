@@ -1,9 +1,12 @@
 package external
 
 import (
-	"github.com/agentrun/agentrun/internal/agent"
+	"runtime"
 	"slices"
 	"sort"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // Profile describes one external agent CLI: its data (agent.Info), plus
@@ -15,6 +18,21 @@ type Profile struct {
 	// Warm, when set, starts each run's HOME from the CLI's warm HOME
 	// (WarmHome).
 	Warm *WarmHome
+}
+
+// program is what a run of spec starts: the CLI as submit recorded it, or,
+// where submit recorded the native program of the CLI's npm launcher
+// (agent.Native), that program with the variables the launcher sets. If
+// the launcher no longer runs it (the CLI was reinstalled since), the
+// program it runs now, or the launcher itself.
+func (p *Profile) program(spec run.AgentSpec) (string, []string) {
+	if spec.Launcher == "" {
+		return spec.Binary, nil
+	}
+	if prog, env, ok := p.Native.Resolve(spec.Launcher, runtime.GOOS, runtime.GOARCH); ok {
+		return prog, env
+	}
+	return spec.Launcher, nil
 }
 
 // profiles is the table of built-in agent profiles, one file each.

@@ -83,7 +83,7 @@ func prepareHome(p Profile, r *run.Run, hostHome, templates string) *run.Event {
 	if !freshHome(hostHome) {
 		return nil
 	}
-	key, err := templateKey(p, r.Agent.Binary, sandboxOf(r))
+	key, err := templateKey(p, r.Agent, sandboxOf(r))
 	if err != nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (a *Agent) warmHome(ctx context.Context, in agent.AttemptInput) {
 		in.N != 1 || in.Resumed || in.ContinueSession || !freshHome(in.HostHome) {
 		return
 	}
-	key, err := templateKey(*p, a.spec.Binary, sandboxOf(in.Run))
+	key, err := templateKey(*p, a.spec, sandboxOf(in.Run))
 	if err != nil {
 		return
 	}
@@ -186,7 +186,9 @@ func recoverHome(hostHome string) {
 // files it wrote.
 func (a *Agent) warmUp(ctx context.Context, in agent.AttemptInput) (map[string]string, error) {
 	p := a.profile
-	l := p.Launch(warmUpInput(a.spec.Binary, strings.TrimRight(in.Gateway.URL, "/"), a.spec.Model, p.DefaultModel, in.Home))
+	bin, env := p.program(a.spec)
+	l := p.Launch(warmUpInput(bin, strings.TrimRight(in.Gateway.URL, "/"), a.spec.Model, p.DefaultModel, in.Home))
+	l.Env = append(env, l.Env...)
 	if err := writeFiles(in.HostHome, l.Files); err != nil {
 		return nil, err
 	}
@@ -222,12 +224,13 @@ func warmUpInput(binary, gatewayURL, model, defaultModel, home string) LaunchInp
 		Home: home, WorkDir: home, Session: agent.NewSessionID()}
 }
 
-// templateKey names the template of profile p's CLI at binary, in the
-// sandbox where: the CLI file as installed (a reinstall or an update
-// replaces it: a new inode and change time), what the profile gives a
-// warm-up (its config) and the sandbox's backend and image, so that a
-// change of any makes a new one.
-func templateKey(p Profile, binary, where string) (string, error) {
+// templateKey names the template of profile p's CLI (as spec runs it:
+// Profile.program), in the sandbox where: the CLI file as installed (a
+// reinstall or an update replaces it: a new inode and change time), what
+// the profile gives a warm-up (its config) and the sandbox's backend and
+// image, so that a change of any makes a new one.
+func templateKey(p Profile, spec run.AgentSpec, where string) (string, error) {
+	binary, env := p.program(spec)
 	real, err := filepath.EvalSymlinks(binary)
 	if err != nil {
 		return "", err
@@ -241,7 +244,7 @@ func templateKey(p Profile, binary, where string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00%d.%d\x00%d.%d\x00%s\x00%s\x00", p.Name, real, st.Ino, st.Size,
 		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, where, l.Command)
-	for _, e := range slices.Sorted(slices.Values(l.Env)) {
+	for _, e := range slices.Sorted(slices.Values(append(env, l.Env...))) {
 		fmt.Fprintf(h, "env %s\x00", e)
 	}
 	for _, n := range slices.Sorted(maps.Keys(l.Files)) {

@@ -250,14 +250,14 @@ func TestCopyTreeKeepsLinksAsLinks(t *testing.T) {
 func TestTemplateKey(t *testing.T) {
 	bin := fakeCLI(t, t.TempDir(), "/dev/null")
 	p := *fakeProfile()
-	k1, err := templateKey(p, bin, "native")
+	k1, err := templateKey(p, run.AgentSpec{Binary: bin}, "native")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, _ := templateKey(p, bin, "native"); k != k1 || !strings.HasPrefix(k1, "fake-") {
+	if k, _ := templateKey(p, run.AgentSpec{Binary: bin}, "native"); k != k1 || !strings.HasPrefix(k1, "fake-") {
 		t.Fatalf("keys %s %s", k, k1)
 	}
-	if k, _ := templateKey(p, bin, "docker sha256:1"); k == k1 {
+	if k, _ := templateKey(p, run.AgentSpec{Binary: bin}, "docker sha256:1"); k == k1 {
 		t.Fatal("another sandbox, the same template")
 	}
 	q := p
@@ -266,10 +266,10 @@ func TestTemplateKey(t *testing.T) {
 		l.Files[".fake/more"] = "x"
 		return l
 	}
-	if k, _ := templateKey(q, bin, "native"); k == k1 {
+	if k, _ := templateKey(q, run.AgentSpec{Binary: bin}, "native"); k == k1 {
 		t.Fatal("another profile config, the same template")
 	}
-	if _, err := templateKey(p, bin+"-missing", "native"); err == nil {
+	if _, err := templateKey(p, run.AgentSpec{Binary: bin + "-missing"}, "native"); err == nil {
 		t.Fatal("a missing CLI has a key")
 	}
 }
@@ -318,7 +318,7 @@ func TestWarmHomeFailedCopy(t *testing.T) {
 	dir := t.TempDir()
 	bin := fakeCLI(t, dir, filepath.Join(dir, "starts.log"))
 	tpls := filepath.Join(dir, "agent-homes")
-	key, err := templateKey(*fakeProfile(), bin, "")
+	key, err := templateKey(*fakeProfile(), run.AgentSpec{Binary: bin}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
