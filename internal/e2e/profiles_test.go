@@ -100,29 +100,109 @@ func TestProfilesEndToEnd(t *testing.T) {
 	}
 }
 
-// The first codex run warms codex's HOME up (codex once more, before the
-// attempt, with no task and no model) and keeps it as a template; the
-// next run's HOME starts from a copy of it, and its second attempt still
-// continues its own first attempt's session. The template holds nothing
-// of either run: no task, no placeholder, no key, no profile config, none
-// of codex's per-process files; the warm-up reached no model.
+// The first run of a profile with a warm HOME (codex, claude) warms the
+// CLI's HOME up (the CLI once more, before the attempt, with no task and
+// no model) and keeps it as a template; the next run's HOME starts from a
+// copy of it, and its second attempt still continues its own first
+// attempt's session. The template holds nothing of either run: no task,
+// no placeholder, no key, no profile config, none of the CLI's
+// per-process files or sessions; the warm-up reached no model.
 func TestProfileWarmHome(t *testing.T) {
-	bin := agenttest.CLI(t, "codex", "codex")
-	e := newEnv(t)
-	if sandboxes(t, e)[0] != "native" {
-		return // (requireCaps failed or skipped the test)
+	for _, p := range []struct {
+		name  string
+		proto modelserver.Protocol
+		write func(turn modelserver.Turn, name string) (modelserver.Reply, bool)
+		// volatile are what the template must not keep; id is a file
+		// the CLI makes on its first run in a HOME, and idOf its value
+		// there.
+		volatile []string
+		id       string
+		idOf     func(b []byte) string
+	}{
+		{"codex", modelserver.Responses, func(turn modelserver.Turn, name string) (modelserver.Reply, bool) {
+			r := modelserver.ShellWriteFile(name, "x\n")(modelserver.Turn{Tools: turn.Tools})
+			return r, len(r.Calls) > 0
+		}, []string{".codex/tmp", ".codex/shell_snapshots", ".codex/config.toml", "tmp"},
+			".codex/installation_id", func(b []byte) string { return string(b) }},
+		{"claude", modelserver.Anthropic, func(turn modelserver.Turn, name string) (modelserver.Reply, bool) {
+			c, ok := modelserver.WriteCall(turn.Tools, "/workspace", name, "x\n")
+			return modelserver.Reply{Text: "writing " + name, Calls: []modelserver.Call{c}}, ok
+		}, []string{".claude/projects", ".claude/backups", "tmp"},
+			".claude.json", func(b []byte) string {
+				var c struct{ UserID string }
+				_ = json.Unmarshal(b, &c)
+				return c.UserID
+			}},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			bin := agenttest.CLI(t, p.name, p.name)
+			e := newEnv(t)
+			if sandboxes(t, e)[0] != "native" {
+				return // (requireCaps failed or skipped the test)
+			}
+			ids, second := warmHomeRuns(t, e, bin, p.name, p.proto, p.write)
+			if second == nil || !strings.Contains(string(second), "first.txt") {
+				t.Fatal("the second attempt did not continue the first one's conversation")
+			}
+			tpls, _ := filepath.Glob(filepath.Join(e.home, "cache", "agent-homes", p.name+"-*"))
+			if len(tpls) != 1 {
+				t.Fatalf("templates %v", tpls)
+			}
+			tpl := tpls[0]
+			for _, v := range p.volatile {
+				if _, err := os.Lstat(filepath.Join(tpl, v)); err == nil {
+					t.Errorf("the template keeps %s", v)
+				}
+			}
+			// The CLI makes its id on its first run in a HOME: both runs
+			// have the warm-up's.
+			b, err := os.ReadFile(filepath.Join(tpl, p.id))
+			want := p.idOf(b)
+			if err != nil || want == "" {
+				t.Fatalf("template's %s: %q %v", p.id, b, err)
+			}
+			for _, id := range ids {
+				if b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "home", p.id)); p.idOf(b) != want {
+					t.Fatalf("run %s: id %q, the template's %q", id, p.idOf(b), want)
+				}
+			}
+			_ = filepath.Walk(tpl, func(path string, fi os.FileInfo, err error) error {
+				if err != nil || !fi.Mode().IsRegular() {
+					return nil
+				}
+				b, _ := os.ReadFile(path)
+				for _, s := range []string{"Write the files", "agentrun-gateway-", realKey} {
+					if strings.Contains(string(b), s) {
+						t.Errorf("%s holds %q", path, s)
+					}
+				}
+				return nil
+			})
+			assertNoKeyOnDisk(t, e)
+		})
 	}
+}
+
+// warmHomeRuns submits two runs of profile name: one attempt, then two
+// (the first one's check fails). The first says its HOME was warmed, the
+// second that it came from the template; the second's second attempt
+// continued its first attempt's session (it returns that attempt's first
+// request, nil if none), and no request reached the model from a warm-up.
+func warmHomeRuns(t *testing.T, e *env, bin, name string, proto modelserver.Protocol, write func(modelserver.Turn, string) (modelserver.Reply, bool)) (ids []string, second []byte) {
+	t.Helper()
 	pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
 	var wrote atomic.Int32 // files the second run's attempts wrote
-	scripts := []modelserver.Script{modelserver.ShellWriteFile("hello.txt", "hi\n"), twoAttempts(&wrote, func(turn modelserver.Turn, name string) (modelserver.Reply, bool) {
-		r := modelserver.ShellWriteFile(name, "x\n")(modelserver.Turn{Tools: turn.Tools})
-		return r, len(r.Calls) > 0
-	})}
-	var ids []string
+	scripts := []modelserver.Script{func(turn modelserver.Turn) modelserver.Reply {
+		if r, ok := write(turn, "hello.txt"); ok && turn.ToolResults == 0 {
+			return r
+		}
+		return modelserver.Reply{Text: "done"}
+	}, twoAttempts(&wrote, write)}
 	var servers []*modelserver.Server
 	for i, args := range [][]string{{"--attempts", "1"}, {"--attempts", "2", "--check", "second=test -f second.txt"}} {
 		srv := e.scriptedServer(scripts[i], "")
-		d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, append([]string{"--agent", "codex", "--model", "test-model",
+		d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, append([]string{"--agent", name, "--model", "test-model",
 			"--model-server", "scripted", "--timeout", "3m", "--wait", "Write the files"}, args...)...)
 		if res.code != 0 {
 			log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
@@ -143,55 +223,15 @@ func TestProfileWarmHome(t *testing.T) {
 			t.Fatalf("run %d: home events %v, want [%s]", i+1, got, want)
 		}
 	}
-	// The second run's second attempt continued its first attempt's
-	// session (not the warm-up's, also in its HOME).
 	if r := e.get(ids[1]); len(r.Attempts) != 2 || !r.Attempts[1].SessionContinued || wrote.Load() != 2 {
 		t.Fatalf("attempts %+v, files written %d", r.Attempts, wrote.Load())
 	}
-	var second []byte
-	for _, q := range servers[1].ModelRequests(modelserver.Responses) {
+	for _, q := range servers[1].ModelRequests(proto) {
 		if strings.Contains(string(q.Body), "checks failed") {
-			second = q.Body
-			break
+			return ids, q.Body
 		}
 	}
-	if second == nil || !strings.Contains(string(second), "first.txt") {
-		t.Fatal("the second attempt did not continue the first one's conversation")
-	}
-	tpls, _ := filepath.Glob(filepath.Join(e.home, "cache", "agent-homes", "codex-*"))
-	if len(tpls) != 1 {
-		t.Fatalf("templates %v", tpls)
-	}
-	tpl := tpls[0]
-	for _, p := range []string{".codex/tmp", ".codex/shell_snapshots", ".codex/config.toml", "tmp"} {
-		if _, err := os.Lstat(filepath.Join(tpl, p)); err == nil {
-			t.Errorf("the template keeps %s", p)
-		}
-	}
-	// codex makes its installation id on its first run in a HOME: both
-	// runs have the warm-up's.
-	want, err := os.ReadFile(filepath.Join(tpl, ".codex", "installation_id"))
-	if err != nil || len(want) == 0 {
-		t.Fatalf("template's installation id: %v", err)
-	}
-	for _, id := range ids {
-		if got, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "home", ".codex", "installation_id")); string(got) != string(want) {
-			t.Fatalf("run %s: installation id %q, the template's %q", id, got, want)
-		}
-	}
-	_ = filepath.Walk(tpl, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		for _, s := range []string{"Write the files", "agentrun-gateway-", realKey} {
-			if strings.Contains(string(b), s) {
-				t.Errorf("%s holds %q", p, s)
-			}
-		}
-		return nil
-	})
-	assertNoKeyOnDisk(t, e)
+	return ids, nil
 }
 
 // homeEvents are the kinds of a run's home events, in order.
