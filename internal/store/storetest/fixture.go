@@ -39,8 +39,9 @@ func FullRun(id string) *run.Run {
 			Name: "builtin", Command: "claude -p", Env: []string{"ANTHROPIC_API_KEY"},
 			Hosts: []string{"api.anthropic.com"}, Model: "m-1", Provider: "anthropic",
 			BaseURL: "http://127.0.0.1:1234/v1", MaxTurns: 40, ContextWindow: 32768,
-			Temperature: ptr(0.25), Binary: "/opt/cli/lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe",
-			Session: "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c",
+			Temperature: ptr(0.25), Binary: "/opt/cli/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+			Launcher: "/opt/cli/lib/node_modules/@openai/codex/bin/codex.js",
+			Session:  "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c",
 		},
 		Gateway: &run.GatewaySpec{
 			Routes: []run.RouteSpec{{Name: "anthropic", URL: "http://127.0.0.1:1234", Server: "lmstudio", MaxConcurrent: 4,
