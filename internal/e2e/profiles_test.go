@@ -36,11 +36,9 @@ func TestProfilesEndToEnd(t *testing.T) {
 	}
 	for _, p := range profiles {
 		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			bin := agenttest.CLI(t, p.name, p.binary)
-			e := newEnv(t)
-			if sandboxes(t, e)[0] != "native" {
-				return // (requireCaps failed or skipped the test)
+			bin, e, ok := profileEnv(t, p.name, p.binary)
+			if !ok {
+				return
 			}
 			srv := e.scriptedServer(p.script, "")
 			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
@@ -135,11 +133,9 @@ func TestProfileWarmHome(t *testing.T) {
 			}},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			bin := agenttest.CLI(t, p.name, p.name)
-			e := newEnv(t)
-			if sandboxes(t, e)[0] != "native" {
-				return // (requireCaps failed or skipped the test)
+			bin, e, ok := profileEnv(t, p.name, p.name)
+			if !ok {
+				return
 			}
 			ids, second := warmHomeRuns(t, e, bin, p.name, p.proto, p.write)
 			if second == nil || !strings.Contains(string(second), "first.txt") {
@@ -232,6 +228,17 @@ func warmHomeRuns(t *testing.T, e *env, bin, name string, proto modelserver.Prot
 		}
 	}
 	return ids, nil
+}
+
+// profileEnv starts a parallel subtest of profile name's real CLI (binary):
+// the CLI's path and a new environment; ok false where the native sandbox
+// is not there (requireCaps failed or skipped the test).
+func profileEnv(t *testing.T, name, binary string) (bin string, e *env, ok bool) {
+	t.Helper()
+	t.Parallel()
+	bin = agenttest.CLI(t, name, binary)
+	e = newEnv(t)
+	return bin, e, sandboxes(t, e)[0] == "native"
 }
 
 // homeEvents are the kinds of a run's home events, in order.
