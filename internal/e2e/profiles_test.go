@@ -258,3 +258,38 @@ func homeEvents(t *testing.T, e *env, id string) []string {
 	}
 	return kinds
 }
+
+// codex runs in the docker sandbox, in the test image (busybox, no
+// Node.js): the run starts the native program of codex's npm launcher,
+// which needs nothing of the image, and reaches the model through the
+// gateway bridged into the container, with --network none.
+func TestProfileInContainer(t *testing.T) {
+	bin := agenttest.CLI(t, "codex", "codex")
+	e := newEnv(t)
+	content := "hello from the model\n"
+	srv := e.scriptedServer(modelserver.ShellWriteFile("hello.txt", content), "")
+	d, res := e.submitDocker([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
+		"--agent", "codex", "--model", "test-model", "--model-server", "scripted", "--attempts", "1", "--timeout", "3m",
+		"--check", "hello=test \"$(cat hello.txt)\" = 'hello from the model' && ! grep -rqsE '"+keyPattern+"' /proc/[0-9]*/environ \"$HOME\" /tmp .",
+		"--wait", "Write hello.txt")
+	if res.code != 0 {
+		log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+		t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nsupervisor:\n%s", res.code, res.stdout, res.stderr, log, e.supervisorLog(d.ID))
+	}
+	r := e.get(d.ID)
+	if r.Sandbox.Backend != "docker" || r.Sandbox.Network != "none" || r.Agent.Launcher == "" {
+		t.Fatalf("sandbox %+v agent %+v", r.Sandbox, r.Agent)
+	}
+	if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != strings.TrimSpace(content) {
+		t.Fatalf("hello.txt = %q", got)
+	}
+	if len(srv.ModelRequests(modelserver.Responses)) == 0 || r.Usage == nil || int(r.Usage.Requests) != len(srv.ModelRequests("")) {
+		t.Fatalf("usage %+v, the server saw %d requests", r.Usage, len(srv.ModelRequests("")))
+	}
+	for _, q := range srv.Requests() {
+		if q.Key != realKey {
+			t.Fatalf("%s %s reached the model server with key %q", q.Method, q.Path, q.Key)
+		}
+	}
+	assertNoKeyOnDisk(t, e)
+}
