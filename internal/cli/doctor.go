@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -404,6 +405,11 @@ func checkAgentCLI(ctx context.Context, p agent.Info, path string) doctorCheck {
 		c.Fix = "if it misbehaves: npm install -g " + strings.TrimPrefix(p.Install, "npm install -g ") + "@" + p.Tested
 	default:
 		c.Status, c.Detail = "ok", "found, the version agentrun was tested with"
+	}
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		if prog, _, ok := p.Native.Resolve(real, runtime.GOOS, runtime.GOARCH); ok {
+			c.Detail += "; runs start the native program its npm launcher runs, " + prog
+		}
 	}
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -17,11 +18,15 @@ func TestDoctor(t *testing.T) {
 	h := newTestHome(t)
 	h.executable = testsupport.Agentrun(t)
 	bin := t.TempDir()
-	// Fake CLIs: one at the tested version, one at another.
-	for name, out := range map[string]string{"claude": "2.1.332 (Claude Code)", "codex": "codex-cli 0.1.0"} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	// Fake CLIs: one at the tested version, one at another, installed as
+	// npm installs it: a launcher on PATH, its native program nested in
+	// its package.
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho '2.1.332 (Claude Code)'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	launcher, program := fakeNativeCLI(t, "codex", "#!/bin/sh\necho 'codex-cli 0.1.0'\n")
+	if err := os.Symlink(launcher, filepath.Join(bin, "codex")); err != nil {
+		t.Fatal(err)
 	}
 	models := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/models" {
@@ -68,6 +73,9 @@ func TestDoctor(t *testing.T) {
 		!strings.Contains(got["agent.codex"].Fix, "@0.171.0") || got["model_server.gone"].Fix == "" {
 		t.Errorf("details: %+v %+v %+v", got["model_server.local"], got["agent.codex"], got["model_server.gone"])
 	}
+	if program != "" && !strings.HasSuffix(got["agent.codex"].Detail, "its npm launcher runs, "+program) {
+		t.Errorf("agent.codex: %+v, want the native program %s", got["agent.codex"], program)
+	}
 	if len(got["sandbox.host"].Enforced) == 0 {
 		t.Errorf("no enforced list for the host backend: %+v", got["sandbox.host"])
 	}
@@ -91,4 +99,36 @@ func TestDoctor(t *testing.T) {
 	if _, err := os.Stat("relative"); err == nil {
 		t.Fatal("doctor created the relative data directory")
 	}
+}
+
+// fakeNativeCLI installs profile name's CLI as npm does under a new
+// prefix: its launcher (a script printing launcher) in its package and,
+// where the profile's agent.Native names one for this platform, the
+// native program it runs, nested in it. It returns both real paths
+// (program "" where there is none).
+func fakeNativeCLI(t *testing.T, name, launcher string) (string, string) {
+	t.Helper()
+	prefix, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := testDeps.Agents.Lookup(name)
+	root := filepath.Join(prefix, "lib", "node_modules", "@openai", name)
+	files := map[string]string{filepath.Join(root, p.Native.Launcher): launcher}
+	program := ""
+	if tgt, ok := p.Native.Targets[runtime.GOOS+"/"+runtime.GOARCH]; ok {
+		pkg := filepath.Join(root, "node_modules", tgt.Package)
+		program = filepath.Join(pkg, "vendor", tgt.Target, p.Native.Program)
+		files[filepath.Join(pkg, "package.json")] = "{}\n"
+		files[program] = "#!/bin/sh\nexit 0\n"
+	}
+	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(root, p.Native.Launcher), program
 }
