@@ -55,14 +55,11 @@ func (a *Agent) Launch(in agent.AttemptInput) (Launch, error) {
 	if in.Gateway == nil || !slices.Contains(in.Gateway.Routes, p.Protocol) {
 		return Launch{}, fmt.Errorf("%s: the run's model gateway has no %s route", p.Name, p.Protocol)
 	}
-	bin, env := p.program(a.spec)
-	l := p.Launch(LaunchInput{
-		Binary: bin, BaseURL: strings.TrimRight(in.Gateway.URL, "/") + "/" + p.Protocol, Key: in.Gateway.Key,
+	return p.launch(a.spec, LaunchInput{
+		BaseURL: strings.TrimRight(in.Gateway.URL, "/") + "/" + p.Protocol, Key: in.Gateway.Key,
 		Model: cmp.Or(a.spec.Model, p.DefaultModel), Home: in.Home, WorkDir: in.WorkDir,
 		Session: a.spec.Session, Resume: in.ContinueSession && p.Sessions,
-	})
-	l.Env = append(env, l.Env...)
-	return l, nil
+	}), nil
 }
 
 // commandGatewayEnv points an --agent-cmd agent at the gateway's routes

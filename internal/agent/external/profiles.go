@@ -35,6 +35,16 @@ func (p *Profile) program(spec run.AgentSpec) (string, []string) {
 	return spec.Launcher, nil
 }
 
+// launch is p's Launch of in for a run of spec: of the program the run
+// starts (program), with the variables its launcher would set.
+func (p *Profile) launch(spec run.AgentSpec, in LaunchInput) Launch {
+	bin, env := p.program(spec)
+	in.Binary = bin
+	l := p.Launch(in)
+	l.Env = append(env, l.Env...)
+	return l
+}
+
 // profiles is the table of built-in agent profiles, one file each.
 var profiles = []Profile{claudeProfile, codexProfile, geminiProfile, qwenProfile, crushProfile, opencodeProfile}
 

@@ -186,9 +186,7 @@ func recoverHome(hostHome string) {
 // files it wrote.
 func (a *Agent) warmUp(ctx context.Context, in agent.AttemptInput) (map[string]string, error) {
 	p := a.profile
-	bin, env := p.program(a.spec)
-	l := p.Launch(warmUpInput(bin, strings.TrimRight(in.Gateway.URL, "/"), a.spec.Model, p.DefaultModel, in.Home))
-	l.Env = append(env, l.Env...)
+	l := p.launch(a.spec, warmUpInput(strings.TrimRight(in.Gateway.URL, "/"), a.spec.Model, p.DefaultModel, in.Home))
 	if err := writeFiles(in.HostHome, l.Files); err != nil {
 		return nil, err
 	}
@@ -216,11 +214,11 @@ func (a *Agent) warmUp(ctx context.Context, in agent.AttemptInput) (map[string]s
 
 // warmUpInput is a warm-up's launch: the refusing route, the warm-up key,
 // a session of its own.
-func warmUpInput(binary, gatewayURL, model, defaultModel, home string) LaunchInput {
+func warmUpInput(gatewayURL, model, defaultModel, home string) LaunchInput {
 	if model == "" {
 		model = defaultModel
 	}
-	return LaunchInput{Binary: binary, BaseURL: gatewayURL + "/" + warmUpRoute, Key: warmUpKey, Model: model,
+	return LaunchInput{BaseURL: gatewayURL + "/" + warmUpRoute, Key: warmUpKey, Model: model,
 		Home: home, WorkDir: home, Session: agent.NewSessionID()}
 }
 
