@@ -9,11 +9,13 @@ import (
 )
 
 // writeFileAtomic replaces path with data: a temp file in the same
-// directory, fsync, rename over path, fsync the directory. A reader sees
-// the old content or the new, never a mix; after a crash, one of the two.
+// directory, fsync, rename over path, and, when durable, fsync the
+// directory. A reader sees the old content or the new, never a mix; after
+// a crash, one of the two (without durable, the old one may come back
+// after a power loss, until the file system has committed the rename).
 // before, when not nil, must hold before the rename: what it returns
 // fails the write, and path is left as it was.
-func writeFileAtomic(path string, data []byte, before func() error) error {
+func writeFileAtomic(path string, data []byte, before func() error, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -45,6 +47,9 @@ func writeFileAtomic(path string, data []byte, before func() error) error {
 		return err
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("%w: %w", errAfterRename, err)
 	}

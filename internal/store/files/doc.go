@@ -2,7 +2,8 @@
 // directory per run under $AGENTRUN_HOME/runs (paths from internal/layout).
 //
 //	runs/<id>/run.json      the record; replaced atomically (temp file in the
-//	                        same directory, fsync, rename, fsync directory)
+//	                        same directory, fsync, rename, fsync directory
+//	                        unless the run moves to an active state)
 //	runs/<id>/run.lock      exclusive flock held around every read-modify-write
 //	                        of run.json (Update, Transition, Delete)
 //	runs/<id>/events.jsonl  append-only JSON lines; each append holds an
@@ -20,6 +21,19 @@
 // one after another. The fsyncs that must come before a rename run side
 // by side: a transition's journal line and its new record; at Create, the
 // submission counter, the record and the scratch directory.
+//
+// A move to an active state (queued, preparing, running, checking,
+// exporting) skips the last fsync, the directory's after the rename: the
+// rename is as atomic as any, and it is made durable when the file system
+// next commits (on a journaled file system, the next fsync of any file
+// there: the run's next state event at the latest). What a power loss can
+// undo is only such a move, so the record comes back in the state before
+// it, with its journal line fsynced beside it: an active run whose
+// supervisor is gone either way, which the next command marks interrupted
+// and `agentrun resume` continues. Create, Update and every move to a
+// terminal state are durable before they return. That saves a run three
+// fsyncs one after another (queued to preparing to running to exporting),
+// each a journal commit, or a full cache flush on macOS.
 //
 // The flocks are taken on a fresh open file description per operation, so
 // they exclude goroutines of one process as well as other processes. Lock

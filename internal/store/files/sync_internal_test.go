@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -249,5 +250,63 @@ func TestCreateWaitsForItsFsyncs(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(s.L.Runs(), tmpPrefix+"*")); len(left) != 0 {
 			t.Fatalf("a failed Create (%s) left %v", failing, left)
 		}
+	}
+}
+
+// TestActiveMovesSkipTheDirectoryFsync: a move to an active state fsyncs
+// its journal line and its new record, and renames the record into place
+// (every reader sees it at once), without the directory's fsync; a move
+// to a terminal state and an Update fsync the directory after the rename,
+// as its last fsync.
+func TestActiveMovesSkipTheDirectoryFsync(t *testing.T) {
+	ctx := context.Background()
+	w := watchFsyncs(t)
+	s, r := newRun(t)
+	other, _ := Open(s.L.Home) // another process's view
+	isRecord := func(name string) bool { return strings.HasPrefix(name, ".run.json.tmp-") }
+	records := func(names []string) int {
+		n := 0
+		for _, name := range names {
+			if isRecord(name) {
+				n++
+			}
+		}
+		return n
+	}
+	step := func(from, to run.State, durable bool) {
+		t.Helper()
+		w.take()
+		if _, err := s.Transition(ctx, r.ID, []run.State{from}, to, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		got := w.take()
+		if count(got, "events.jsonl") != 1 || records(got) != 1 {
+			t.Fatalf("%s -> %s fsynced %v, want the journal and the new record once each", from, to, got)
+		}
+		switch dirs := count(got, r.ID); {
+		case durable && (dirs != 1 || got[len(got)-1] != r.ID):
+			t.Fatalf("%s -> %s fsynced %v, want the run's directory last", from, to, got)
+		case !durable && dirs != 0:
+			t.Fatalf("%s -> %s fsynced %v, want no fsync of the run's directory", from, to, got)
+		}
+		if cur, err := other.Get(ctx, r.ID); err != nil || cur.State != to {
+			t.Fatalf("after %s -> %s another reader sees %+v, %v", from, to, cur, err)
+		}
+	}
+	step(run.StateQueued, run.StatePreparing, false)
+	step(run.StatePreparing, run.StateRunning, false)
+	step(run.StateRunning, run.StateChecking, false)
+	step(run.StateChecking, run.StateExporting, false)
+	step(run.StateExporting, run.StateInterrupted, true)
+	step(run.StateInterrupted, run.StateQueued, false) // a resume
+	step(run.StateQueued, run.StatePreparing, false)
+	step(run.StatePreparing, run.StateSucceeded, true)
+
+	w.take()
+	if _, err := s.Update(ctx, r.ID, func(r *run.Run) error { r.Branch = "agentrun/x"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.take(); records(got) != 1 || count(got, r.ID) != 1 || got[len(got)-1] != r.ID {
+		t.Fatalf("Update fsynced %v, want the new record, then the run's directory", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // run.Store. ID, Seq and CreatedAt are kept from the stored record whatever
 // fn does to them; Version and UpdatedAt are set by the store.
 func (s *Store) Update(ctx context.Context, id string, fn func(r *run.Run) error) (*run.Run, error) {
-	return s.modify(ctx, id, func(r *run.Run, _ time.Time) (*journalAppend, error) { return nil, fn(r) })
+	return s.modify(ctx, id, true, func(r *run.Run, _ time.Time) (*journalAppend, error) { return nil, fn(r) })
 }
 
 // Transition is the compare-and-set of a run's state; see run.Store.
@@ -46,7 +46,7 @@ func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State,
 	if !to.Valid() {
 		return nil, fmt.Errorf("transition run %s: unknown state %q", id, to)
 	}
-	return s.modify(ctx, id, func(r *run.Run, now time.Time) (*journalAppend, error) {
+	return s.modify(ctx, id, !to.Active(), func(r *run.Run, now time.Time) (*journalAppend, error) {
 		if !slices.Contains(from, r.State) {
 			return nil, fmt.Errorf("run %s is %s, not %v: %w", id, r.State, from, run.ErrConflict)
 		}
@@ -70,8 +70,10 @@ func (s *Store) TransitionWith(ctx context.Context, id string, from []run.State,
 // modify is the locked read-modify-write behind Update and Transition. A
 // journal append that fn returns (its state event) must be fsynced before
 // run.json is replaced; it is ended, kept or cut back, as run.json was
-// written or not.
-func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now time.Time) (*journalAppend, error)) (*run.Run, error) {
+// written or not. durable says whether the rename of run.json is made
+// durable (the directory fsynced) before modify returns (see the package
+// doc: not for a move to an active state).
+func (s *Store) modify(ctx context.Context, id string, durable bool, fn func(r *run.Run, now time.Time) (*journalAppend, error)) (*run.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func (s *Store) modify(ctx context.Context, id string, fn func(r *run.Run, now t
 	if err != nil {
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
-	if err := writeFileAtomic(s.L.RunJSON(id), data, journaled); err != nil {
+	if err := writeFileAtomic(s.L.RunJSON(id), data, journaled, durable); err != nil {
 		written = errors.Is(err, errAfterRename)
 		return nil, fmt.Errorf("update run %s: %w", id, err)
 	}
