@@ -22,3 +22,17 @@ func WarmPid() int {
 // StoppedByInit is closed once sb's pid 1 has said that nothing else runs
 // in the sandbox (see quiesce).
 func StoppedByInit(sb sandbox.Sandbox) <-chan struct{} { return sb.(*sbox).p.stopped }
+
+// WarmJoined waits until the process's init started ahead (if any) has
+// joined all the cgroups it joins while it waits (joinAhead runs beside
+// its start), and leaves what it joined for the Start that takes it.
+func WarmJoined() {
+	ahead.mu.Lock()
+	w := ahead.w
+	ahead.mu.Unlock()
+	if w == nil {
+		return
+	}
+	j := <-w.cgroups
+	w.cgroups <- j
+}

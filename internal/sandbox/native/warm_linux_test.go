@@ -170,20 +170,20 @@ func TestStartWithoutTheInitThatDied(t *testing.T) {
 	}
 }
 
-// aheadCgroups waits until pid, an init started ahead by b, is in the
-// cgroups it joins while it waits. Where this user may make none (b
-// warns that no controller's limit would be in force), the test is
-// skipped, as the cold start's leak test is.
+// aheadCgroups waits until pid, an init started ahead by b, is in all
+// the cgroups it joins while it waits (it joins them one controller
+// after another, beside its start), and lists them. Where this user may
+// make none (b warns that no controller's limit would be in force), the
+// test is skipped, as the cold start's leak test is.
 func aheadCgroups(t *testing.T, b *native.Backend, pid int) []string {
 	t.Helper()
 	if w := strings.Join(b.LimitWarnings(context.Background(), sandbox.Limits{}), "; "); strings.Contains(w, "memory:") &&
 		strings.Contains(w, "pids:") && strings.Contains(w, "cpu:") {
 		t.Skipf("no cgroup can be made here (uid %d): %s", os.Getuid(), w)
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if dirs := cgroupDirsOf(t, pid); len(dirs) > 0 {
-			return dirs
-		}
+	native.WarmJoined()
+	if dirs := cgroupDirsOf(t, pid); len(dirs) > 0 {
+		return dirs
 	}
 	t.Skipf("no cgroup was made for the init started ahead here (uid %d)", os.Getuid())
 	return nil
