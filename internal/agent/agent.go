@@ -124,6 +124,9 @@ type Info struct {
 	DefaultModel string
 	// Tested names the CLI version(s) this profile was tested with.
 	Tested string
+	// TestedFrom, when set, says where the tested version came from
+	// when Install does not give it (crush: built from its source).
+	TestedFrom string
 	// Hosts are what the CLI needs besides the model API (which goes
 	// through the gateway), allowed under --network allowlist.
 	Hosts []string

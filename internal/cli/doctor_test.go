@@ -24,6 +24,11 @@ func TestDoctor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho '2.1.332 (Claude Code)'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// crush's tested version is not what npm installs: its fix says
+	// where that version came from.
+	if err := os.WriteFile(filepath.Join(bin, "crush"), []byte("#!/bin/sh\necho 'crush version 0.96.1'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	launcher, program := fakeNativeCLI(t, "codex", "#!/bin/sh\necho 'codex-cli 0.1.0'\n")
 	if err := os.Symlink(launcher, filepath.Join(bin, "codex")); err != nil {
 		t.Fatal(err)
@@ -59,7 +64,7 @@ func TestDoctor(t *testing.T) {
 	}
 	want := map[string]string{
 		"data_directory": "ok", "config": "ok", "git": "ok",
-		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn",
+		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn", "agent.crush": "warn",
 		"key.openai": "ok", "key.anthropic": "warn",
 		"model_server.local": "ok", "model_server.gone": "fail",
 		"sandbox.host": "warn",
@@ -72,6 +77,10 @@ func TestDoctor(t *testing.T) {
 	if !strings.Contains(got["model_server.local"].Detail, "qwen3-coder-30b") || got["agent.codex"].Version != "0.1.0" ||
 		!strings.Contains(got["agent.codex"].Fix, "@0.171.0") || got["model_server.gone"].Fix == "" {
 		t.Errorf("details: %+v %+v %+v", got["model_server.local"], got["agent.codex"], got["model_server.gone"])
+	}
+	if c := got["agent.crush"]; c.Version != "0.96.1" || !strings.Contains(c.Detail, "tested with 0.90.0 (built from source)") ||
+		strings.Contains(c.Fix, "npm install") || !strings.Contains(c.Fix, "0.90.0 (built from source)") {
+		t.Errorf("agent.crush: %+v", c)
 	}
 	if program != "" && !strings.HasSuffix(got["agent.codex"].Detail, "its npm launcher runs, "+program) {
 		t.Errorf("agent.codex: %+v, want the native program %s", got["agent.codex"], program)

@@ -342,6 +342,9 @@ func profileHelp(agents agent.Catalog) string {
 		if p.Tested != "" {
 			tested = "tested with " + p.Tested
 		}
+		if p.TestedFrom != "" {
+			tested += " (" + p.TestedFrom + ")"
+		}
 		fmt.Fprintf(&b, "  %-10s %s; %s; %s\n", p.Name, p.Doc, tested, p.Install)
 	}
 	return b.String()

@@ -44,16 +44,24 @@ func crushConfig(in LaunchInput, model string) string {
 }
 
 // crushProfile runs Charm's crush headless against the gateway's OpenAI
-// chat completions route. UNTESTED: crush could not be installed where this
-// profile was written (its npm postinstall downloads from GitHub, the Go
-// module proxy refuses the module); it follows crush's documentation.
+// chat completions route.
+//
+// Tested by hand with crush v0.90.0 built from its source (go build, its
+// github.com/charmbracelet/x/exp/slice taken one pseudo-version newer, the
+// one the Go module proxy serves): the end-to-end profile test (the
+// native sandbox, --network none, the scripted chat completions server,
+// no key in the sandbox) and a second attempt continuing the first one's
+// session. CI cannot install crush: the Go module proxy refuses the
+// module, and the npm package (from 0.92.0) downloads its binary from
+// GitHub when it installs.
 var crushProfile = Profile{Info: agent.Info{
 	Name:         "crush",
 	Binary:       "crush",
 	Install:      "npm install -g @charmland/crush",
 	Protocol:     "openai",
 	DefaultModel: "gpt-4.1",
-	Tested:       "",
+	Tested:       "0.90.0",
+	TestedFrom:   "built from source",
 	Telemetry:    []string{"data.charm.land", "catwalk.charm.sh"},
 	Sessions:     true,
 	Doc:          "Charm Crush, crush run (OpenAI chat completions)",
@@ -63,9 +71,10 @@ var crushProfile = Profile{Info: agent.Info{
 		model = "gpt-4.1"
 	}
 	// --data-dir keeps crush's sessions and logs out of the workspace
-	// (its default is <cwd>/.crush); --yolo skips every permission
-	// prompt.
-	cmd := shellQuote(in.Binary) + " run --quiet --yolo --data-dir " + shellQuote(in.Home+"/.local/share/crush/data") +
+	// (its default is <cwd>/.crush). crush run approves every tool call
+	// of its session itself (its --yolo is the interactive root
+	// command's, which run refuses).
+	cmd := shellQuote(in.Binary) + " run --quiet --data-dir " + shellQuote(in.Home+"/.local/share/crush/data") +
 		" -m " + shellQuote(crushProvider+"/"+model)
 	if in.Resume {
 		// crush picks its own session ids; the latest session in

@@ -66,12 +66,17 @@ func TestChatProfilesLaunch(t *testing.T) {
 		resumeWant string
 		urlKey     string // JSON path of the base URL in the config
 	}{
-		{crushProfile, ".config/crush/crush.json", []string{"'/opt/x/bin/cli' run --quiet --yolo", "--data-dir '/home/agent/.local/share/crush/data'", "-m 'agentrun/gpt-4.1'"}, " --continue", "providers.agentrun.base_url"},
+		{crushProfile, ".config/crush/crush.json", []string{"'/opt/x/bin/cli' run --quiet --data-dir", "--data-dir '/home/agent/.local/share/crush/data'", "-m 'agentrun/gpt-4.1'"}, " --continue", "providers.agentrun.base_url"},
 		{opencodeProfile, ".config/opencode/opencode.json", []string{"'/opt/x/bin/cli' run --title= -m 'agentrun/gpt-4.1'"}, " --continue", "provider.agentrun.options.baseURL"},
 		{qwenProfile, ".qwen/settings.json", []string{"'/opt/x/bin/cli' --yolo -p"}, " --continue", ""},
 	} {
 		t.Run(tc.p.Name, func(t *testing.T) {
 			l := tc.p.Launch(in)
+			if tc.p.Name == "crush" && strings.Contains(l.Command, "--yolo") {
+				// (crush's --yolo is its interactive command's: crush
+				// run refuses it, "Unknown flag: --yolo")
+				t.Errorf("crush run with --yolo: %s", l.Command)
+			}
 			if !strings.HasSuffix(l.Command, ` "$(cat)"`) || strings.Count(l.Command, "$(") != 1 {
 				t.Fatalf("command %q", l.Command)
 			}
@@ -117,8 +122,11 @@ func TestChatProfilesLaunch(t *testing.T) {
 			}
 		})
 	}
-	if crushProfile.Tested != "" {
-		t.Errorf("crush must be marked untested (submit --help then says so): %q", crushProfile.Tested)
+	if crushProfile.Tested == "" || crushProfile.TestedFrom == "" {
+		// (npm's @charmland/crush starts at 0.92.0 and its install
+		// downloads from GitHub: the version tested is not what Install
+		// gives, and submit --help and doctor must say where it came from)
+		t.Errorf("crush: tested with %q from %q", crushProfile.Tested, crushProfile.TestedFrom)
 	}
 	env := strings.Join(crushProfile.Launch(in).Env, " ")
 	for _, w := range []string{"CRUSH_DISABLE_METRICS=1", "CRUSH_DISABLE_PROVIDER_AUTO_UPDATE=1"} {
