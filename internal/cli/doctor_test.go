@@ -29,6 +29,11 @@ func TestDoctor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "crush"), []byte("#!/bin/sh\necho 'crush version 0.96.1'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A development build whose --version names no version: not "the
+	// version agentrun was tested with".
+	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte("#!/bin/sh\necho 'opencode local-build'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	launcher, program := fakeNativeCLI(t, "codex", "#!/bin/sh\necho 'codex-cli 0.1.0'\n")
 	if err := os.Symlink(launcher, filepath.Join(bin, "codex")); err != nil {
 		t.Fatal(err)
@@ -64,7 +69,7 @@ func TestDoctor(t *testing.T) {
 	}
 	want := map[string]string{
 		"data_directory": "ok", "config": "ok", "git": "ok",
-		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn", "agent.crush": "warn",
+		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn", "agent.crush": "warn", "agent.opencode": "warn",
 		"key.openai": "ok", "key.anthropic": "warn",
 		"model_server.local": "ok", "model_server.gone": "fail",
 		"sandbox.host": "warn",
@@ -77,6 +82,9 @@ func TestDoctor(t *testing.T) {
 	if !strings.Contains(got["model_server.local"].Detail, "qwen3-coder-30b") || got["agent.codex"].Version != "0.1.0" ||
 		!strings.Contains(got["agent.codex"].Fix, "@0.171.0") || got["model_server.gone"].Fix == "" {
 		t.Errorf("details: %+v %+v %+v", got["model_server.local"], got["agent.codex"], got["model_server.gone"])
+	}
+	if c := got["agent.opencode"]; c.Version != "" || !strings.Contains(c.Detail, "names no version") {
+		t.Errorf("agent.opencode: %+v", c)
 	}
 	if c := got["agent.crush"]; c.Version != "0.96.1" || !strings.Contains(c.Detail, "tested with 0.90.0 (built from source)") ||
 		strings.Contains(c.Fix, "npm install") || !strings.Contains(c.Fix, "0.90.0 (built from source)") {
