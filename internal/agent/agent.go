@@ -146,6 +146,16 @@ type Info struct {
 	Doc string
 }
 
+// TestedWith is the version the profile was tested with, and where it
+// came from when Install does not give it ("0.90.0 (built from
+// source)"); "" when it is not tested.
+func (i Info) TestedWith() string {
+	if i.TestedFrom != "" {
+		return i.Tested + " (" + i.TestedFrom + ")"
+	}
+	return i.Tested
+}
+
 // Catalog is the agent profiles of this build, in table order (made in
 // one place, the wiring).
 type Catalog []Info

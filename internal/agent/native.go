@@ -61,14 +61,9 @@ func (n *Native) Resolve(launcher, goos, goarch string) (program string, env []s
 		if err != nil || !strings.HasPrefix(prog, root+string(filepath.Separator)) || !executable(prog) {
 			return "", nil, false
 		}
-		return prog, n.Env(launcher), true
+		return prog, []string{n.RootEnv + "=" + root, n.ManagedEnv + "=1"}, true
 	}
 	return "", nil, false
-}
-
-// Env is what the launcher at launcher sets for its program.
-func (n *Native) Env(launcher string) []string {
-	return []string{n.RootEnv + "=" + PackageRoot(launcher), n.ManagedEnv + "=1"}
 }
 
 // npmInstall says whether the package at root (a real path) was installed

@@ -403,12 +403,13 @@ func checkAgentCLI(ctx context.Context, p agent.Info, path string) doctorCheck {
 	case v == "":
 		// (a development build, or a --version of another form)
 		c.Status, c.Detail = "warn", "found, but '--version' names no version; agentrun was tested with "+p.Tested
-	case v != p.Tested && p.TestedFrom != "":
-		c.Status, c.Detail = "warn", "found; agentrun was tested with "+p.Tested+" ("+p.TestedFrom+")"
-		c.Fix = "if it misbehaves: try " + p.Tested + " (" + p.TestedFrom + ")"
 	case v != p.Tested:
-		c.Status, c.Detail = "warn", "found; agentrun was tested with "+p.Tested
-		c.Fix = "if it misbehaves: npm install -g " + strings.TrimPrefix(p.Install, "npm install -g ") + "@" + p.Tested
+		c.Status, c.Detail = "warn", "found; agentrun was tested with "+p.TestedWith()
+		if p.TestedFrom != "" {
+			c.Fix = "if it misbehaves: try " + p.TestedWith()
+		} else {
+			c.Fix = "if it misbehaves: npm install -g " + strings.TrimPrefix(p.Install, "npm install -g ") + "@" + p.Tested
+		}
 	default:
 		c.Status, c.Detail = "ok", "found, the version agentrun was tested with"
 	}

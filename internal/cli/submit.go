@@ -340,10 +340,7 @@ func profileHelp(agents agent.Catalog) string {
 	for _, p := range agents {
 		tested := "not tested"
 		if p.Tested != "" {
-			tested = "tested with " + p.Tested
-		}
-		if p.TestedFrom != "" {
-			tested += " (" + p.TestedFrom + ")"
+			tested = "tested with " + p.TestedWith()
 		}
 		fmt.Fprintf(&b, "  %-10s %s; %s; %s\n", p.Name, p.Doc, tested, p.Install)
 	}

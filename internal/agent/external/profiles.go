@@ -39,6 +39,12 @@ func (p *Profile) program(spec run.AgentSpec) (string, []string) {
 // starts (program), with the variables its launcher would set.
 func (p *Profile) launch(spec run.AgentSpec, in LaunchInput) Launch {
 	bin, env := p.program(spec)
+	return p.launchProgram(bin, env, in)
+}
+
+// launchProgram is p's Launch of in for program bin, env (what program
+// gives) before the profile's own variables.
+func (p *Profile) launchProgram(bin string, env []string, in LaunchInput) Launch {
 	in.Binary = bin
 	l := p.Launch(in)
 	l.Env = append(env, l.Env...)

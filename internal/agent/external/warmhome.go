@@ -237,12 +237,12 @@ func templateKey(p Profile, spec run.AgentSpec, where string) (string, error) {
 	if err := unix.Stat(real, &st); err != nil {
 		return "", err
 	}
-	l := p.Launch(LaunchInput{Binary: binary, BaseURL: "http://gateway/" + warmUpRoute, Key: warmUpKey,
+	l := p.launchProgram(binary, env, LaunchInput{BaseURL: "http://gateway/" + warmUpRoute, Key: warmUpKey,
 		Model: p.DefaultModel, Home: "/home", WorkDir: "/home", Session: "session"})
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00%d.%d\x00%d.%d\x00%s\x00%s\x00", p.Name, real, st.Ino, st.Size,
 		st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, where, l.Command)
-	for _, e := range slices.Sorted(slices.Values(append(env, l.Env...))) {
+	for _, e := range slices.Sorted(slices.Values(l.Env)) {
 		fmt.Fprintf(h, "env %s\x00", e)
 	}
 	for _, n := range slices.Sorted(maps.Keys(l.Files)) {

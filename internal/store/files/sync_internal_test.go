@@ -262,12 +262,11 @@ func TestActiveMovesSkipTheDirectoryFsync(t *testing.T) {
 	ctx := context.Background()
 	w := watchFsyncs(t)
 	s, r := newRun(t)
-	other, _ := Open(s.L.Home) // another process's view
-	isRecord := func(name string) bool { return strings.HasPrefix(name, ".run.json.tmp-") }
-	records := func(names []string) int {
+	other, _ := Open(s.L.Home)            // another process's view
+	records := func(names []string) int { // the new records fsynced
 		n := 0
 		for _, name := range names {
-			if isRecord(name) {
+			if strings.HasPrefix(name, ".run.json.tmp-") {
 				n++
 			}
 		}
