@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/later"
 )
 
 // LayerCache holds the lower layers of overlay workspaces: one checkout
@@ -44,16 +46,13 @@ type LayerCache struct {
 	// which layers are getting one now; none once a move across file
 	// systems failed (or for a test), and the most files a layer may have
 	// for one (0: maxSpareFiles).
-	spares        sync.WaitGroup
+	spares        later.Work
 	sparing       sync.Map
 	noSpares      atomic.Bool
 	maxSpareFiles int
-	// spareDelay is how long a spare waits before it is made (0:
-	// defaultSpareDelay); hurry, closed by WaitSpares, ends the wait of
-	// those waiting then.
+	// spareDelay is how long a spare waits before it is made, unless
+	// WaitSpares hurries it (0: defaultSpareDelay).
 	spareDelay time.Duration
-	hurryMu    sync.Mutex
-	hurry      chan struct{}
 }
 
 // NewLayerCache returns the cache rooted at dir (made when first used).

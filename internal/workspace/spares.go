@@ -177,15 +177,8 @@ func (c *LayerCache) spareAfter(commit, format string) {
 	if _, busy := c.sparing.LoadOrStore(key, true); busy {
 		return
 	}
-	hurry := c.hurried()
-	c.spares.Go(func() {
+	c.spares.After(cmp.Or(c.spareDelay, defaultSpareDelay), func() {
 		defer c.sparing.Delete(key)
-		t := time.NewTimer(cmp.Or(c.spareDelay, defaultSpareDelay))
-		select {
-		case <-t.C:
-		case <-hurry:
-			t.Stop()
-		}
 		// Bounded: a process waits for it before it exits, and the
 		// layer's lock may be another's for a while (a collection).
 		ctx, cancel := context.WithTimeout(context.Background(), spareTimeout)
@@ -194,28 +187,10 @@ func (c *LayerCache) spareAfter(commit, format string) {
 	})
 }
 
-// hurried is what ends the wait of the spares spareAfter starts now.
-func (c *LayerCache) hurried() <-chan struct{} {
-	c.hurryMu.Lock()
-	defer c.hurryMu.Unlock()
-	if c.hurry == nil {
-		c.hurry = make(chan struct{})
-	}
-	return c.hurry
-}
-
 // WaitSpares makes the spares still waiting to be made at once, and waits
 // for all this cache is making (a process about to exit would leave a
 // half-made one behind, for a later one to remove).
-func (c *LayerCache) WaitSpares() {
-	c.hurryMu.Lock()
-	if c.hurry != nil {
-		close(c.hurry)
-		c.hurry = nil
-	}
-	c.hurryMu.Unlock()
-	c.spares.Wait()
-}
+func (c *LayerCache) WaitSpares() { c.spares.Wait() }
 
 // makeSpare makes the spare of commit's layer, under the layer's shared
 // lock: a layer that is not in place (collected meanwhile) gets none.
