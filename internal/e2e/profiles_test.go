@@ -213,11 +213,26 @@ func warmHomeRuns(t *testing.T, e *env, bin, name string, proto modelserver.Prot
 				t.Fatalf("run %d: the warm-up reached the model server", i+1)
 			}
 		}
+		if i == 0 {
+			// The next run's HOME, copied from the template ahead by the
+			// supervisor before it exits.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if m, _ := filepath.Glob(filepath.Join(e.home, "cache", "agent-homes", ".spare-"+name+"-*")); len(m) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no spare HOME 30 s after the first run")
+				}
+			}
+		}
 	}
 	for i, want := range []string{"warmed", "template"} {
-		if got := homeEvents(t, e, ids[i]); !slices.Equal(got, []string{want}) {
+		if got, _ := homeEvents(t, e, ids[i]); !slices.Equal(got, []string{want}) {
 			t.Fatalf("run %d: home events %v, want [%s]", i+1, got, want)
 		}
+	}
+	if _, msg := homeEvents(t, e, ids[1]); !strings.Contains(msg, "made ahead") {
+		t.Fatalf("run 2 did not start from the spare HOME: %q", msg)
 	}
 	if r := e.get(ids[1]); len(r.Attempts) != 2 || !r.Attempts[1].SessionContinued || wrote.Load() != 2 {
 		t.Fatalf("attempts %+v, files written %d", r.Attempts, wrote.Load())
@@ -241,22 +256,23 @@ func profileEnv(t *testing.T, name, binary string) (bin string, e *env, ok bool)
 	return bin, e, sandboxes(t, e)[0] == "native"
 }
 
-// homeEvents are the kinds of a run's home events, in order.
-func homeEvents(t *testing.T, e *env, id string) []string {
+// homeEvents are the kinds of a run's home events, in order, and their
+// messages, one a line.
+func homeEvents(t *testing.T, e *env, id string) (kinds []string, msgs string) {
 	t.Helper()
 	evs, err := e.store().Events(t.Context(), id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
 	for _, ev := range evs {
 		if ev.Type == run.EventHome {
 			var d struct{ Kind string }
 			_ = json.Unmarshal(ev.Data, &d)
 			kinds = append(kinds, d.Kind)
+			msgs += ev.Message + "\n"
 		}
 	}
-	return kinds
+	return kinds, msgs
 }
 
 // codex runs in the docker sandbox, in the test image (busybox, no

@@ -45,6 +45,10 @@ type Deps struct {
 	// in (templates: the layout's AgentHomes), and says what it did for
 	// the journal (nil: nothing). Nil: HOME starts as the agent finds it.
 	PrepareHome func(r *run.Run, hostHome, templates string) *run.Event
+	// WaitHomeSpares waits for the spare HOMEs this process is making
+	// (filling a HOME from a template makes the next one ahead, in the
+	// background): the supervisor calls it before it exits. Nil: none.
+	WaitHomeSpares func()
 	// Capacity shares model servers' request slots among every run on
 	// the machine.
 	Capacity gateway.Capacity

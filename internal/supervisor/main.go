@@ -91,6 +91,9 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 		// the agent worked, is finished rather than left half made.
 		deps.Layers.WaitSpares()
 	}
+	if deps.WaitHomeSpares != nil {
+		deps.WaitHomeSpares()
+	}
 	runtime.KeepAlive(lease) // the lease is released when the process exits
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "supervise %s: %v\n", *id, err)

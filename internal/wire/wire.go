@@ -160,15 +160,16 @@ func supervisorDeps(st run.Store, co coord.Coordinator, l layout.Layout) supervi
 		// Where no overlay is mounted, a workspace is a copy of the
 		// commit's cached checkout: git copies and checks out a commit
 		// once per machine, not once per run.
-		Workspaces:  workspace.NewLayerCopy(layers),
-		Overlay:     workspace.NewOverlay(layers),
-		Layers:      layers,
-		Export:      workspace.Export,
-		Backends:    backends,
-		NewAgent:    NewAgent,
-		PrepareHome: external.PrepareHome,
-		StartEgress: startEgress,
-		Capacity:    gateway.FlockCapacity{Dir: l.Capacity()},
+		Workspaces:     workspace.NewLayerCopy(layers),
+		Overlay:        workspace.NewOverlay(layers),
+		Layers:         layers,
+		Export:         workspace.Export,
+		Backends:       backends,
+		NewAgent:       NewAgent,
+		PrepareHome:    external.PrepareHome,
+		WaitHomeSpares: external.WaitSpares,
+		StartEgress:    startEgress,
+		Capacity:       gateway.FlockCapacity{Dir: l.Capacity()},
 	}
 }
 

@@ -130,6 +130,7 @@ func (a *Agent) warmHome(ctx context.Context, in agent.AttemptInput) {
 		journal(homeEvent("warmed", key, fmt.Sprintf("%s warmed its HOME up in %s (not kept: %v)", p.Name, took.Round(time.Millisecond), err), took))
 		return
 	}
+	spareAfter(in.HomeTemplates, key)
 	journal(homeEvent("warmed", key, fmt.Sprintf("%s warmed its HOME up in %s; later runs start from it", p.Name, took.Round(time.Millisecond)), took))
 }
 
@@ -142,6 +143,12 @@ func applyTemplate(name, hostHome, templates, key string) *run.Event {
 	}
 	t0 := time.Now()
 	markHome(hostHome)
+	// The next run's HOME, made ahead.
+	defer spareAfter(templates, key)
+	if takeSpare(templates, key, hostHome) {
+		unmarkHome(hostHome)
+		return homeEvent("template", key, fmt.Sprintf("HOME starts from %s's warm HOME (a copy made ahead)", name), time.Since(t0))
+	}
 	if err := copyTree(tpl, hostHome, nil); err != nil {
 		// (a template removed meanwhile, for a newer install of the CLI)
 		emptyHome(hostHome)
@@ -293,7 +300,7 @@ func emptyHome(dir string) {
 // template key in dir: copied aside, then renamed into place, so a
 // template is whole or absent. Another run that made the same one first
 // wins. The profile's older templates for the same kind of sandbox go,
-// and what a killed supervisor left aside.
+// with their spares, and what a killed supervisor left aside.
 func saveTemplate(home, dir, key string, volatile []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -318,7 +325,7 @@ func saveTemplate(home, dir, key string, volatile []string) error {
 	kind := templateKind(key)
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		old := e.Name() != key && strings.HasPrefix(e.Name(), kind)
+		old := e.Name() != key && strings.HasPrefix(e.Name(), kind) || staleSpareOf(e, kind, key)
 		if strings.HasPrefix(e.Name(), ".new-"+kind) {
 			fi, err := e.Info()
 			old = err == nil && time.Since(fi.ModTime()) > 2*warmUpWithin

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -107,11 +109,14 @@ func TestWarmHome(t *testing.T) {
 	if got := readString(t, filepath.Join(home1, ".fake", "config")); got != "url=http://127.0.0.1:9/openai\n" {
 		t.Fatalf("the attempt's config %q", got)
 	}
+	// The template, and the next run's HOME copied from it ahead.
+	WaitSpares()
 	ents, _ := os.ReadDir(tpls)
-	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name(), "fake-") {
+	if len(ents) != 2 || !strings.HasPrefix(ents[1].Name(), "fake-") || ents[0].Name() != spareName(ents[1].Name()) {
 		t.Fatalf("templates %v", ents)
 	}
-	tpl := filepath.Join(tpls, ents[0].Name())
+	tpl := filepath.Join(tpls, ents[1].Name())
+	spareState := inode(t, filepath.Join(tpls, ents[0].Name(), spareHomeDir, ".fake", "state"))
 	if readString(t, filepath.Join(tpl, ".fake", "state")) != state {
 		t.Fatal("the template is not the warm-up's HOME")
 	}
@@ -121,10 +126,14 @@ func TestWarmHome(t *testing.T) {
 		}
 	}
 
-	// The next run starts from a copy: no warm-up, the same state.
+	// The next run starts from the copy made ahead: no warm-up, the same
+	// state, the spare's very files.
 	ws2, home2, kinds := warmAttempt(t, bin, tpls, nil)
 	if !slices.Equal(kinds, []string{"template"}) {
 		t.Fatalf("home events %v", kinds)
+	}
+	if inode(t, filepath.Join(home2, ".fake", "state")) != spareState {
+		t.Fatal("the second run's HOME is not the spare")
 	}
 	if n := strings.Count(readString(t, log), "/"+warmUpRoute); n != 1 {
 		t.Fatalf("%d warm-ups", n)
@@ -159,12 +168,22 @@ func TestWarmHome(t *testing.T) {
 	if !slices.Equal(kinds, []string{"warmed"}) {
 		t.Fatalf("home events %v after a reinstall", kinds)
 	}
-	if ents, _ := os.ReadDir(tpls); len(ents) != 1 || filepath.Join(tpls, ents[0].Name()) == tpl {
+	WaitSpares()
+	if ents, _ := os.ReadDir(tpls); len(ents) != 2 || filepath.Join(tpls, ents[1].Name()) == tpl || ents[0].Name() != spareName(ents[1].Name()) {
 		t.Fatalf("templates after a reinstall: %v", ents)
 	}
 	if readString(t, filepath.Join(home4, ".fake", "state")) == state {
 		t.Fatal("a reinstalled CLI started from the old template")
 	}
+}
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 func umask() os.FileMode {
@@ -275,24 +294,30 @@ func TestTemplateKey(t *testing.T) {
 }
 
 // Saving a template removes the profile's older ones for the same kind
-// of sandbox, and what a killed supervisor left aside long ago; not the
-// templates of another sandbox or profile, nor a copy under way.
+// of sandbox with their spares, and what a killed supervisor left aside
+// long ago; not the templates or spares of another sandbox or profile,
+// nor a copy under way.
 func TestSaveTemplatePrunes(t *testing.T) {
 	home, dir := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "state"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	key := "fake-aaaaaaaa-1111111111111111"
-	keep := []string{"fake-bbbbbbbb-2222222222222222", "other-aaaaaaaa-3333333333333333", ".new-fake-aaaaaaaa-4444444444444444-1"}
-	gone := []string{"fake-aaaaaaaa-5555555555555555", ".new-fake-aaaaaaaa-6666666666666666-2"}
+	keep := []string{"fake-bbbbbbbb-2222222222222222", "other-aaaaaaaa-3333333333333333", ".new-fake-aaaaaaaa-4444444444444444-1",
+		".spare-fake-bbbbbbbb-2222222222222222", ".spare-other-aaaaaaaa-3333333333333333", ".new-spare-" + key + "-3"}
+	gone := []string{"fake-aaaaaaaa-5555555555555555", ".new-fake-aaaaaaaa-6666666666666666-2",
+		".taken-spare-" + key + "-4", ".spare-fake-aaaaaaaa-5555555555555555", ".new-spare-fake-aaaaaaaa-5555555555555555-5",
+		".taken-spare-fake-aaaaaaaa-5555555555555555-6"}
 	for _, n := range append(slices.Clone(keep), gone...) {
 		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
 	long := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(filepath.Join(dir, gone[1]), long, long); err != nil {
-		t.Fatal(err)
+	for _, n := range []string{gone[1], gone[2]} {
+		if err := os.Chtimes(filepath.Join(dir, n), long, long); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := saveTemplate(home, dir, key, nil); err != nil {
 		t.Fatal(err)
