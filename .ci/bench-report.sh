@@ -26,6 +26,25 @@ bench() { # file package pattern benchtime
 		log "$pkg: $(grep -E 'FAIL|SKIP|skip' "$out/$f" | head -3 | tr '\n' ' ')"
 }
 
+# newfiles name dir: how long making a file takes in dir (ms per 100 new
+# files in a new directory, the median of 5 rounds), into $out/newfiles-
+# name: a run makes some (its record, its HOME, its workspace's upper
+# layer, what the agent writes), and a file system that is slow at it
+# (below) shows in every run's figures, not in the bare CLI's, which runs
+# in a HOME it has made its files in before.
+newfiles() {
+	local name=$1 dir=$2 r i d t0 t1 all=()
+	for r in 1 2 3 4 5; do
+		d=$(mktemp -d -p "$dir") || return
+		t0=$(date +%s%N)
+		for i in $(seq 100); do : >"$d/f$i"; done
+		t1=$(date +%s%N)
+		rm -rf "$d"
+		all+=("$(((t1 - t0) / 1000))")
+	done
+	printf '%s\n' "${all[@]}" | sort -n | sed -n 3p | awk '{ printf "%.2f", $1 / 1000 }' >"$out/newfiles-$name"
+}
+
 # metric file name-regexp unit: the value of unit on the first benchmark
 # line whose name matches (ns/op comes out in ms).
 metric() {
@@ -42,23 +61,31 @@ bench e2e ./internal/e2e 'BenchmarkSubmitWait/(host|native)/1file$|BenchmarkBuil
 bench loop ./internal/agent/loop 'BenchmarkTwoTurnAttempt$' 20x
 bench native ./internal/sandbox/native 'BenchmarkStartToFirstExec$|BenchmarkBwrapReference$|BenchmarkRoundTripExecTrue$' 50x
 bench native-ahead ./internal/sandbox/native 'BenchmarkStartAheadToFirstExec$|BenchmarkBwrapReference$' 20x
+# Each installed agent CLI through agentrun (native sandbox, --network
+# none, the model gateway in between) beside the same CLI run bare,
+# interleaved: 11 rounds of the CLIs that take 0.2-0.4 s, whose ratio the
+# fixed cost and the machine's load move most, the first of them codex's
+# warm-up; 3 of the slower ones. How fast TMPDIR makes files comes first.
+newfiles tmp "${TMPDIR:-/tmp}"
+bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 11x
+bench profiles-slow ./internal/e2e 'BenchmarkProfileVsBare/(gemini|qwen|opencode)$' 3x
 # The workspace: on a cached commit for 10 to 100,000 files (the 100,000
 # files' layer is made once, outside the timings: seconds), on a new
 # commit in pairs with git worktree add, and scan + export of one change.
+# After the CLIs: it makes and removes trees of 100,000 files, and an
+# ext4 without a journal (/tmp on some virtual machines) is then slow to
+# make files for minutes (for each new inode it reads the deletion time
+# of the free ones before it, skipping those deleted in the last seconds,
+# or minutes while their inode table is unwritten), which every run's
+# figures show and the bare CLI's, in a HOME it made its files in before,
+# do not.
 bench workspace ./internal/workspace 'BenchmarkWorkspaceNewCommit|BenchmarkWorkspaceCached|BenchmarkWorkspace/files=10000|BenchmarkScanExportOneChange/files=[0-9]+/overlay/scan\+export' 5x
 # Team mode: claims through the claim route, and a submit's answer to the
 # agent's start on a host (the PostgreSQL halves need AGENTRUN_TEST_POSTGRES).
 bench claims ./internal/server 'BenchmarkHostClaims' 1000x
 # The model gateway: the latency it adds per request and its streaming
-# throughput, each beside the same upstream reached straight; and each
-# installed agent CLI through agentrun (native sandbox, --network none,
-# the gateway in between) beside the same CLI run bare, interleaved.
+# throughput, each beside the same upstream reached straight.
 bench gateway ./internal/gateway 'BenchmarkGatewayAddedLatency$|BenchmarkGatewayStreamThroughput$' 2048x
-# (11 rounds of the CLIs that take 0.2-0.4 s, whose ratio the fixed cost
-# and the machine's load move most, the first of them codex's warm-up; 3
-# of the slower ones)
-bench profiles ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 11x
-bench profiles-slow ./internal/e2e 'BenchmarkProfileVsBare/(gemini|qwen|opencode)$' 3x
 bench team ./internal/e2e 'BenchmarkTeamDispatch/(host|local)/(SQLite|PostgreSQL)' 20x
 # A one-file run on a disk that holds 256 MiB of another program's
 # unwritten data, beside the same run with nothing left to write: a run
@@ -71,12 +98,14 @@ bench e2e-dirty ./internal/e2e 'BenchmarkSubmitWaitDirtyDisk$' 10x
 # (root, mkfs.ext4 and a loop device; the rows are left out without).
 ext4=""
 if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 >/dev/null && truncate -s 4G "$out/ext4.img" &&
-	mkfs.ext4 -q -F "$out/ext4.img" && mkdir -p "$out/ext4" && mount -o loop "$out/ext4.img" "$out/ext4"; then
+	mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$out/ext4.img" && mkdir -p "$out/ext4" &&
+	mount -o loop "$out/ext4.img" "$out/ext4"; then
 	ext4=$out/ext4
 	trap 'umount "$ext4" 2>/dev/null; rm -rf "$out"' EXIT
 	(
 		export TMPDIR=$ext4
 		bench e2e-ext4 ./internal/e2e 'BenchmarkSubmitWait/native/1file$' 10x
+		newfiles ext4 "$ext4"
 		bench profiles-ext4 ./internal/e2e 'BenchmarkProfileVsBare/(claude|codex)$' 11x
 		bench e2e-dirty-ext4 ./internal/e2e 'BenchmarkSubmitWaitDirtyDisk$' 10x
 	)
@@ -128,6 +157,7 @@ truestart=$(starts /bin/true)
 echo "agentrun performance report: $(date -u +%FT%TZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-46s %10s %-4s %-26s %10s  %6s  %s\n' "what" "agentrun" "" "reference" "" "ratio" "target"
 row "machine: a process start (agentrun version)" "$([ -x "$out/agentrun" ] && starts "$out/agentrun" version)" "/bin/true" "$truestart" 0 info
+row "machine: 100 new files, TMPDIR (before the CLIs)" "$(cat "$out/newfiles-tmp" 2>/dev/null)" "the same, journaled ext4" "$(cat "$out/newfiles-ext4" 2>/dev/null)" 0 info
 row "run fixed cost, host (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/host/1file' 'ms-overhead(median)')" "" "" 20 max
 row "run fixed cost, native (1-file repo)" "$(metric e2e '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 25 max
 row "run fixed cost, native, on a journaled ext4" "$(metric e2e-ext4 '^BenchmarkSubmitWait/native/1file' 'ms-overhead(median)')" "" "" 0 info
