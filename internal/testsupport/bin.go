@@ -5,12 +5,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/agentrun/agentrun/internal/pidtemp"
 )
 
 var agentrunBuild struct {
@@ -35,9 +33,8 @@ func Agentrun(t testing.TB) string {
 	}
 	b := &agentrunBuild
 	b.once.Do(func() {
-		sweepTestBins()
 		var dir string
-		dir, b.err = os.MkdirTemp("", testBinPrefix+strconv.Itoa(os.Getpid())+"-")
+		dir, b.err = pidtemp.MkdirTemp(testBinPrefix)
 		if b.err != nil {
 			return
 		}
@@ -54,29 +51,6 @@ func Agentrun(t testing.TB) string {
 }
 
 const testBinPrefix = "agentrun-testbin-"
-
-// sweepTestBins removes the binaries Agentrun built for test processes
-// that have ended: directories named testBinPrefix<pid>-* whose pid is
-// gone. One without a pid (from before this naming) is removed once a
-// day old.
-func sweepTestBins() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), testBinPrefix+"*"))
-	for _, d := range dirs {
-		pid, _, named := strings.Cut(strings.TrimPrefix(filepath.Base(d), testBinPrefix), "-")
-		n, err := strconv.Atoi(pid)
-		switch {
-		case named && err == nil && n > 0:
-			if syscall.Kill(n, 0) != syscall.ESRCH {
-				continue // alive (or not ours to signal)
-			}
-		default:
-			if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < 24*time.Hour {
-				continue
-			}
-		}
-		_ = os.RemoveAll(d)
-	}
-}
 
 // moduleRoot is two levels up from this file (internal/testsupport).
 func moduleRoot() string {

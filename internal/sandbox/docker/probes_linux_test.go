@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/pidtemp"
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/docker"
@@ -50,7 +51,7 @@ func probeBinary(t *testing.T) string {
 	}
 	b := &probeBuild
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "agentrun-probe-")
+		dir, err := pidtemp.MkdirTemp("agentrun-probe-")
 		if err != nil {
 			b.err = err
 			return

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/pidtemp"
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 )
@@ -50,6 +51,12 @@ func (b *backend) Preflight(ctx context.Context) error { return nil }
 
 // maxSocketPath keeps socket paths under the ~104-byte limit of sun_path.
 const maxSocketPath = 100
+
+// sockDirPrefix names the directory in the temporary directory that holds
+// the runner's socket when its path in the state directory is too long:
+// named after the process that made it (pidtemp), so that where it is
+// killed before Destroy, the next sandbox's start removes it.
+const sockDirPrefix = "agentrun-sock-"
 
 // Start makes the state dir, HOME and TMPDIR, serves the runner on a unix
 // socket and dials it. On error nothing is left running.
@@ -129,7 +136,7 @@ func (b *backend) Start(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandb
 
 	sockDir := spec.StateDir
 	if len(filepath.Join(sockDir, "runner.sock")) > maxSocketPath {
-		d, err := os.MkdirTemp("", "agentrun-")
+		d, err := pidtemp.MkdirTemp(sockDirPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("host sandbox: socket dir: %w", err)
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +19,8 @@ import (
 const helperEnv = "AGENTRUN_TEST_HOST_SUPERVISOR"
 
 // TestHelperSupervisor is not a test: it is the supervisor process that
-// TestSupervisorKilledKillsDaemons kills.
+// TestSupervisorKilledKillsDaemons and TestKilledSupervisorsSocketDirGoes
+// kill.
 func TestHelperSupervisor(t *testing.T) {
 	dir := os.Getenv(helperEnv)
 	if dir == "" {
@@ -36,8 +39,41 @@ func TestHelperSupervisor(t *testing.T) {
 	if err := earlier.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sb := start(t, b, spec(t, dir))
+	sp := spec(t, dir)
+	if os.Getenv(helperEnv+"_LONG") != "" {
+		sp.StateDir = longStateDir(dir)
+	}
+	sb := start(t, b, sp)
 	sb.Runner().Exec(context.Background(), runner.ExecRequest{Shell: daemonize + "touch up; sleep 300"}, nil, nil)
+}
+
+// helperSupervisor starts TestHelperSupervisor in dir, with env added,
+// and waits for its sandbox's command to be up: the helper and the
+// command's daemons (killed when the test ends).
+func helperSupervisor(t *testing.T, dir string, env ...string) (*exec.Cmd, []int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisor$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+dir), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ws := spec(t, dir).Workspace
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(ws, "up")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("command never came up")
+		}
+	}
+	pids := readPids(t, ws)
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return cmd, pids
 }
 
 // TestSupervisorKilledKillsDaemons kills the supervisor (SIGKILL) while a
@@ -48,31 +84,11 @@ func TestHelperSupervisor(t *testing.T) {
 func TestSupervisorKilledKillsDaemons(t *testing.T) {
 	for name, sub := range map[string]bool{"inprocess": false, "subprocess": true} {
 		t.Run(name, func(t *testing.T) {
-			dir := testsupport.ShortDir(t)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSupervisor$", "-test.count=1")
-			cmd.Env = append(os.Environ(), helperEnv+"="+dir)
+			var env []string
 			if sub {
-				cmd.Env = append(cmd.Env, helperEnv+"_SUBPROCESS="+testsupport.Agentrun(t))
+				env = append(env, helperEnv+"_SUBPROCESS="+testsupport.Agentrun(t))
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			ws := spec(t, dir).Workspace
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if _, err := os.Stat(filepath.Join(ws, "up")); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatal("command never came up")
-				}
-			}
-			pids := readPids(t, ws)
-			t.Cleanup(func() {
-				for _, pid := range pids {
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			})
+			cmd, pids := helperSupervisor(t, testsupport.ShortDir(t), env...)
 			cmd.Process.Kill()
 			cmd.Wait()
 			// Re-parented to init, which reaps them in its own time: dead
@@ -86,5 +102,56 @@ func TestSupervisorKilledKillsDaemons(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// longStateDir is a state directory under dir too long to hold the
+// runner's socket.
+func longStateDir(dir string) string {
+	return filepath.Join(dir, strings.Repeat("s", 60), strings.Repeat("t", 60), "state")
+}
+
+// A supervisor killed (SIGKILL) before its sandbox's Destroy leaves the
+// directory that held the runner's socket (its state directory's path
+// being too long for one) in the temporary directory; the next host
+// sandbox's start removes it, and leaves a live one's alone.
+func TestKilledSupervisorsSocketDirGoes(t *testing.T) {
+	tmp := testsupport.ShortDir(t)
+	t.Setenv("TMPDIR", tmp)
+	cmd, _ := helperSupervisor(t, testsupport.ShortDir(t), helperEnv+"_LONG=1")
+	socks := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "agentrun-sock-*"))
+		return m
+	}
+	killed := socks()
+	if len(killed) != 1 || !strings.HasPrefix(filepath.Base(killed[0]), "agentrun-sock-"+strconv.Itoa(cmd.Process.Pid)+"-") {
+		t.Fatalf("the helper's socket directory: %v", killed)
+	}
+	// A live process's: stays.
+	live, err := os.MkdirTemp(tmp, "agentrun-sock-"+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	other := testsupport.ShortDir(t)
+	sp := spec(t, other)
+	sp.StateDir = longStateDir(other)
+	sb := start(t, host.New(), sp)
+	if _, err := os.Stat(killed[0]); !os.IsNotExist(err) {
+		t.Fatalf("the killed supervisor's socket directory stayed: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("a live process's went: %v", err)
+	}
+	if got := socks(); len(got) != 2 {
+		t.Fatalf("socket directories while the sandbox runs: %v", got)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := socks(); len(got) != 1 || got[0] != live {
+		t.Fatalf("socket directories after Destroy: %v", got)
 	}
 }

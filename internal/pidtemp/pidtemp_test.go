@@ -1,17 +1,19 @@
-package testsupport
+package pidtemp
 
 import (
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// TestSweepTestBins: the binaries of ended test processes go; those of
-// live ones, and recent ones from before the naming by process, stay.
-func TestSweepTestBins(t *testing.T) {
+// The directories of ended processes go; those of live ones, and recent
+// ones from before the naming by process, stay; MkdirTemp sweeps first.
+func TestSweep(t *testing.T) {
+	const prefix = "agentrun-test-"
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	dead := exec.Command("true")
@@ -30,14 +32,18 @@ func TestSweepTestBins(t *testing.T) {
 		return d
 	}
 	gone := []string{
-		mk(testBinPrefix+strconv.Itoa(dead.Process.Pid)+"-123", 0),
-		mk(testBinPrefix+"987654", 25*time.Hour),
+		mk(prefix+strconv.Itoa(dead.Process.Pid)+"-123", 0),
+		mk(prefix+"987654", 25*time.Hour),
 	}
 	kept := []string{
-		mk(testBinPrefix+strconv.Itoa(os.Getpid())+"-456", 48*time.Hour),
-		mk(testBinPrefix+"1234567", time.Hour),
+		mk(prefix+strconv.Itoa(os.Getpid())+"-456", 48*time.Hour),
+		mk(prefix+"1234567", time.Hour),
 	}
-	sweepTestBins()
+	d, err := MkdirTemp(prefix)
+	if err != nil || !strings.HasPrefix(filepath.Base(d), prefix+strconv.Itoa(os.Getpid())+"-") {
+		t.Fatalf("%s %v", d, err)
+	}
+	kept = append(kept, d)
 	for _, d := range gone {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s: still there (%v)", d, err)
