@@ -194,19 +194,20 @@ func removeStaleSpares(templates, key string) {
 	}
 }
 
-// staleSpareOf says whether templates entry name is a spare (or one being
-// made or taken) of a template of kind other than key, or what a killed
-// maker or taker of key's left long ago: saveTemplate removes those.
-func staleSpareOf(e os.DirEntry, kind, key string) bool {
+// staleBesideTemplate says whether templates entry e is what goes with
+// a template of kind other than key (its spare, one being made or taken,
+// its boot and synced marks), or what a killed maker or taker of key's
+// spare left long ago: saveTemplate removes those.
+func staleBesideTemplate(e os.DirEntry, kind, key string) bool {
 	n := e.Name()
-	for _, p := range []string{spareHomePrefix, spareNewPrefix, spareTakePrefix} {
+	for _, p := range []string{spareHomePrefix, spareNewPrefix, spareTakePrefix, templateBootPrefix, templateSyncedPrefix} {
 		if !strings.HasPrefix(n, p+kind) {
 			continue
 		}
 		if !strings.HasPrefix(n, p+key) {
 			return true
 		}
-		if p == spareHomePrefix {
+		if p != spareNewPrefix && p != spareTakePrefix {
 			return false
 		}
 		fi, err := e.Info()

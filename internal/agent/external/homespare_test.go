@@ -1,8 +1,10 @@
 package external
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,10 +75,7 @@ func TestHomeSpareTaken(t *testing.T) {
 	if got := inode(t, filepath.Join(spare, spareHomeDir, ".fake", "state")); got == ino || readString(t, filepath.Join(spare, spareHomeDir, ".fake", "state")) != state {
 		t.Fatal("no new spare of the template")
 	}
-	ents, _ := os.ReadDir(tpls)
-	if len(ents) != 2 {
-		t.Fatalf("the taken spare's leftovers stayed: %v", ents)
-	}
+	templateOf(t, tpls) // and no leftovers of the taken spare
 }
 
 // Of two runs starting at once, one takes the spare and the other copies
@@ -159,9 +158,13 @@ func TestNoHomeSpareWithoutABootID(t *testing.T) {
 	warmAttempt(t, bin, tpls, nil)
 	warmAttempt(t, bin, tpls, nil)
 	WaitSpares()
+	var names []string
 	ents, _ := os.ReadDir(tpls)
-	if len(ents) != 1 || strings.HasPrefix(ents[0].Name(), ".") {
-		t.Fatalf("templates %v", ents)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 3 || strings.HasPrefix(names[2], ".") || names[1] != templateSyncedPrefix+names[2] {
+		t.Fatalf("templates %v", names)
 	}
 }
 
@@ -187,5 +190,59 @@ func TestStaleHomeSparesRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tpls, stale)); err == nil {
 		t.Fatal("a killed taker's leftovers stayed")
+	}
+}
+
+// A template made before the machine's last boot and never synced may
+// hold files the disk never got: it goes before any run starts from it,
+// and the next run warms the CLI up again. A synced one stays in use.
+func TestTemplateOfAnEarlierBoot(t *testing.T) {
+	for _, synced := range []bool{false, true} {
+		bin, tpls, key, state := spareSetup(t)
+		if !synced {
+			if err := os.Remove(filepath.Join(tpls, templateSyncedPrefix+key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(tpls, templateBootPrefix+key), []byte("another boot"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, home, kinds := warmAttempt(t, bin, tpls, nil)
+		WaitSpares()
+		want := map[bool]string{false: "warmed", true: "template"}[synced]
+		if !slices.Equal(kinds, []string{want}) {
+			t.Fatalf("synced %v: home events %v, want [%s]", synced, kinds, want)
+		}
+		if got := readString(t, filepath.Join(home, ".fake", "state")); (got == state) != synced {
+			t.Fatalf("synced %v: the run started from the old template: %v", synced, got == state)
+		}
+		templateOf(t, tpls)
+	}
+}
+
+// Saving a template syncs it in the background (by the process's exit at
+// the latest): every file and directory of it, then its mark.
+func TestTemplateSynced(t *testing.T) {
+	var mu sync.Mutex
+	var synced []string
+	old := syncFile
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		synced = append(synced, f.Name())
+		mu.Unlock()
+		return old(f)
+	}
+	defer func() { syncFile = old }()
+	_, tpls, key, _ := spareSetup(t)
+	var want []string
+	_ = filepath.WalkDir(filepath.Join(tpls, key), func(p string, d fs.DirEntry, err error) error {
+		want = append(want, p)
+		return nil
+	})
+	want = append(want, filepath.Join(tpls, templateSyncedPrefix+key), tpls)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(synced, want) {
+		t.Fatalf("synced %v\nwant %v", synced, want)
 	}
 }

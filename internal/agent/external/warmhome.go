@@ -138,7 +138,7 @@ func (a *Agent) warmHome(ctx context.Context, in agent.AttemptInput) {
 // into the fresh HOME hostHome; nil when there is none.
 func applyTemplate(name, hostHome, templates, key string) *run.Event {
 	tpl := filepath.Join(templates, key)
-	if _, err := os.Stat(tpl); err != nil {
+	if _, err := os.Stat(tpl); err != nil || !templateUsable(templates, key) {
 		return nil
 	}
 	t0 := time.Now()
@@ -322,10 +322,11 @@ func saveTemplate(home, dir, key string, volatile []string) error {
 		}
 		return err
 	}
+	madeTemplate(dir, key)
 	kind := templateKind(key)
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		old := e.Name() != key && strings.HasPrefix(e.Name(), kind) || staleSpareOf(e, kind, key)
+		old := e.Name() != key && strings.HasPrefix(e.Name(), kind) || staleBesideTemplate(e, kind, key)
 		if strings.HasPrefix(e.Name(), ".new-"+kind) {
 			fi, err := e.Info()
 			old = err == nil && time.Since(fi.ModTime()) > 2*warmUpWithin

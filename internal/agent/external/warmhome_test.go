@@ -111,12 +111,9 @@ func TestWarmHome(t *testing.T) {
 	}
 	// The template, and the next run's HOME copied from it ahead.
 	WaitSpares()
-	ents, _ := os.ReadDir(tpls)
-	if len(ents) != 2 || !strings.HasPrefix(ents[1].Name(), "fake-") || ents[0].Name() != spareName(ents[1].Name()) {
-		t.Fatalf("templates %v", ents)
-	}
-	tpl := filepath.Join(tpls, ents[1].Name())
-	spareState := inode(t, filepath.Join(tpls, ents[0].Name(), spareHomeDir, ".fake", "state"))
+	key := templateOf(t, tpls)
+	tpl := filepath.Join(tpls, key)
+	spareState := inode(t, filepath.Join(tpls, spareName(key), spareHomeDir, ".fake", "state"))
 	if readString(t, filepath.Join(tpl, ".fake", "state")) != state {
 		t.Fatal("the template is not the warm-up's HOME")
 	}
@@ -169,12 +166,28 @@ func TestWarmHome(t *testing.T) {
 		t.Fatalf("home events %v after a reinstall", kinds)
 	}
 	WaitSpares()
-	if ents, _ := os.ReadDir(tpls); len(ents) != 2 || filepath.Join(tpls, ents[1].Name()) == tpl || ents[0].Name() != spareName(ents[1].Name()) {
-		t.Fatalf("templates after a reinstall: %v", ents)
+	if filepath.Join(tpls, templateOf(t, tpls)) == tpl {
+		t.Fatal("the old template stayed after a reinstall")
 	}
 	if readString(t, filepath.Join(home4, ".fake", "state")) == state {
 		t.Fatal("a reinstalled CLI started from the old template")
 	}
+}
+
+// templateOf is the key of the one template in tpls, which holds just
+// that template, its spare and its marks (made in this boot, synced).
+func templateOf(t *testing.T, tpls string) string {
+	t.Helper()
+	var names []string
+	ents, _ := os.ReadDir(tpls)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	key := names[len(names)-1]
+	if want := []string{templateBootPrefix + key, spareName(key), templateSyncedPrefix + key, key}; !slices.Equal(names, want) {
+		t.Fatalf("templates %v, want %v", names, want)
+	}
+	return key
 }
 
 func inode(t *testing.T, p string) uint64 {
@@ -355,6 +368,9 @@ func TestWarmHomeFailedCopy(t *testing.T) {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tpls, key, ".fake", "state"), []byte("from the template\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tpls, templateBootPrefix+key), []byte(bootID()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ws, home, kinds := warmAttempt(t, bin, tpls, nil)
