@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/bootid"
 	"github.com/agentrun/agentrun/internal/sandbox"
 )
 
@@ -59,9 +60,8 @@ func preflightCache(name string) (path, key string) {
 	if err != nil {
 		return "", ""
 	}
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	key = fmt.Sprintf("agentrun preflight 1\nbackend %s\nbinary %s %d %d\nboot %s\nuid %d\n",
-		name, exe, fi.Size(), fi.ModTime().UnixNano(), string(boot), os.Getuid())
+		name, exe, fi.Size(), fi.ModTime().UnixNano(), bootid.ID(), os.Getuid())
 	return filepath.Join(dir, "agentrun", "preflight-"+name), key
 }
 

@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/bootid"
 	"github.com/agentrun/agentrun/internal/later"
 )
 
@@ -431,9 +431,5 @@ func syncDir(dir string) {
 	}
 }
 
-// bootID names the running boot of the machine ("" where unknown), read
-// once: a process lives in one boot.
-var bootID = sync.OnceValue(func() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-})
+// bootID names the running boot of the machine ("" where unknown).
+var bootID = bootid.ID

@@ -39,6 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/bootid"
 	"github.com/agentrun/agentrun/internal/later"
 )
 
@@ -216,9 +217,6 @@ func staleBesideTemplate(e os.DirEntry, kind, key string) bool {
 	return false
 }
 
-// bootID names the running boot of the machine ("" where unknown, as on
-// macOS: then no spare is made, as one could not tell a crash since).
-var bootID = sync.OnceValue(func() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-})
+// bootID names the running boot of the machine ("" where unknown: then
+// no spare is made, as one could not tell a crash since).
+var bootID = bootid.ID

@@ -146,8 +146,8 @@ func TestHomeSpareRefusesANameHomeHas(t *testing.T) {
 	WaitSpares()
 }
 
-// Where the machine's boot cannot be told (macOS), no spare is made: the
-// template is copied for every run.
+// Where the machine's boot cannot be told, no spare is made: the template
+// is copied for every run.
 func TestNoHomeSpareWithoutABootID(t *testing.T) {
 	old := bootID
 	bootID = func() string { return "" }

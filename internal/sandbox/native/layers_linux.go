@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/bootid"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/workspace/overlay"
 )
@@ -84,10 +84,9 @@ const probeMemo = "layers-probe-ok"
 // probeStamp is what a remembered probe must match: this boot, this
 // user, this kernel.
 func probeStamp() string {
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	var u unix.Utsname
 	_ = unix.Uname(&u)
-	return fmt.Sprintf("%s %d %s\n", strings.TrimSpace(string(boot)), os.Getuid(), unix.ByteSliceToString(u.Release[:]))
+	return fmt.Sprintf("%s %d %s\n", bootid.ID(), os.Getuid(), unix.ByteSliceToString(u.Release[:]))
 }
 
 // probeLayers is ProbeLayers without the memo.
