@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/agentrun/agentrun/internal/agent/external"
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
@@ -106,7 +104,7 @@ func BenchmarkProfileVsBare(b *testing.B) {
 				// What the supervisor does once the result is recorded (the
 				// sandbox's teardown, the next run's HOME made ahead) is not
 				// in the run's time, and must not be in the next bare runs'.
-				supervisorGone(b, filepath.Join(e.home, "runs", id, "supervisor.lock"))
+				e.released(id)
 			}
 			mb, mh, mw := median(bare), median(warm), median(wrapped)
 			b.ReportMetric(mb, "ms-bare(median)")
@@ -125,24 +123,6 @@ func BenchmarkProfileVsBare(b *testing.B) {
 				b.ReportMetric(median(inside), "ms-agent-in-sandbox(median)")
 			}
 		})
-	}
-}
-
-// supervisorGone waits until the supervisor holding lock has exited.
-func supervisorGone(b *testing.B, lock string) {
-	b.Helper()
-	f, err := os.Open(lock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the supervisor still holds %s 30 s after the run's result", lock)
-		}
 	}
 }
 

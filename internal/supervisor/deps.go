@@ -47,7 +47,8 @@ type Deps struct {
 	PrepareHome func(r *run.Run, hostHome, templates string) *run.Event
 	// WaitHomeSpares waits for the spare HOMEs this process is making
 	// (filling a HOME from a template makes the next one ahead, in the
-	// background): the supervisor calls it before it exits. Nil: none.
+	// background) and the syncs of the templates it saved: the
+	// supervisor calls it before it exits. Nil: none.
 	WaitHomeSpares func()
 	// Capacity shares model servers' request slots among every run on
 	// the machine.

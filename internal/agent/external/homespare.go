@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +58,8 @@ const (
 	staleSpare = time.Hour
 )
 
-// homeSpares are the spares this process is making.
+// homeSpares are the spares this process is making; its work also
+// syncs the templates it saved (templatesync.go).
 var homeSpares struct {
 	work   later.Work
 	making sync.Map    // template key → true, while its spare is being made
@@ -97,12 +97,12 @@ func takeSpare(templates, key, hostHome string) bool {
 	}
 	from := filepath.Join(taken, spareHomeDir)
 	ents, err := os.ReadDir(from)
-	if err != nil || slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.Name() == homeTmp }) {
+	if err != nil {
 		return false
 	}
 	for i, e := range ents {
 		// HOME is fresh (its tmp only, which no spare has): a name it has
-		// already is refused, never replaced.
+		// already (tmp too) is refused, never replaced.
 		to := filepath.Join(hostHome, e.Name())
 		err := fmt.Errorf("%s: %w", to, os.ErrExist)
 		if _, lerr := os.Lstat(to); errors.Is(lerr, os.ErrNotExist) {
@@ -140,8 +140,9 @@ func spareAfter(templates, key string) {
 }
 
 // WaitSpares makes the spare HOMEs still waiting to be made at once, and
-// waits for all this process is making: a process about to exit would
-// leave a half-made one behind (for a later one to remove).
+// syncs the templates still waiting to be synced, and waits for all of it:
+// a process about to exit would leave a half-made spare behind (for a
+// later one to remove), or a template that the next boot remakes.
 func WaitSpares() { homeSpares.work.Wait() }
 
 // makeSpare copies template key in templates aside and renames the copy
@@ -180,41 +181,36 @@ func makeSpare(templates, key string) error {
 // removeStaleSpares removes what makers and takers of key's spare killed
 // on the way left in templates.
 func removeStaleSpares(templates, key string) {
-	ents, err := os.ReadDir(templates)
-	if err != nil {
-		return
-	}
+	ents, _ := os.ReadDir(templates)
 	for _, e := range ents {
-		n := e.Name()
-		if !strings.HasPrefix(n, spareNewPrefix+key+"-") && !strings.HasPrefix(n, spareTakePrefix+key+"-") {
-			continue
-		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleSpare {
-			_ = os.RemoveAll(filepath.Join(templates, n))
+		if leftBehind(e, key) {
+			_ = os.RemoveAll(filepath.Join(templates, e.Name()))
 		}
 	}
 }
 
+// leftBehind says whether templates entry e is what a maker or taker of
+// key's spare, killed on the way, left long ago.
+func leftBehind(e os.DirEntry, key string) bool {
+	n := e.Name()
+	if !strings.HasPrefix(n, spareNewPrefix+key+"-") && !strings.HasPrefix(n, spareTakePrefix+key+"-") {
+		return false
+	}
+	fi, err := e.Info()
+	return err == nil && time.Since(fi.ModTime()) > staleSpare
+}
+
 // staleBesideTemplate says whether templates entry e is what goes with
 // a template of kind other than key (its spare, one being made or taken,
-// its boot and synced marks), or what a killed maker or taker of key's
-// spare left long ago: saveTemplate removes those.
+// its boot and synced marks), or what key's spare left behind
+// (leftBehind): saveTemplate removes those.
 func staleBesideTemplate(e os.DirEntry, kind, key string) bool {
-	n := e.Name()
 	for _, p := range []string{spareHomePrefix, spareNewPrefix, spareTakePrefix, templateBootPrefix, templateSyncedPrefix} {
-		if !strings.HasPrefix(n, p+kind) {
-			continue
-		}
-		if !strings.HasPrefix(n, p+key) {
+		if strings.HasPrefix(e.Name(), p+kind) && !strings.HasPrefix(e.Name(), p+key) {
 			return true
 		}
-		if p != spareNewPrefix && p != spareTakePrefix {
-			return false
-		}
-		fi, err := e.Info()
-		return err == nil && time.Since(fi.ModTime()) > staleSpare
 	}
-	return false
+	return leftBehind(e, key)
 }
 
 // bootID names the running boot of the machine ("" where unknown: then
