@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // The model gateway end to end: an --agent-cmd agent inside the sandbox
@@ -326,7 +328,14 @@ func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
 	// The agent writes its whole environment where it would outlive it,
 	// then keeps talking to the model.
 	agent := `env > "$HOME/env-snapshot.sh"; env > env.txt; while true; do ` + chatCurl("a.json", false) + ` >/dev/null; sleep 0.1; done`
-	vars := []string{"SCRIPTED_KEY=" + realKey}
+	// (This test's run directories are too long a path for the gateway's
+	// unix socket, which goes to a temp dir of the supervisor's.)
+	tmp := testsupport.ShortDir(t)
+	vars := []string{"SCRIPTED_KEY=" + realKey, "TMPDIR=" + tmp}
+	sockDirs := func(pid string) []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "ar-sock-"+pid+"*"))
+		return m
+	}
 	sb := sandboxes(t, e)[0]
 	started := func(id string) *run.Run {
 		return e.waitFor(id, "the agent to talk to the model", func(r *run.Run) bool {
@@ -365,6 +374,20 @@ func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
 			t.Fatalf("run %s was not reconciled to interrupted after kill -9\n%s", d3.ID, e.supervisorLog(d3.ID))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The killed supervisor's socket dir outlived it, and goes with the
+	// next run's.
+	killed := strconv.Itoa(r.Supervisor.PID) + "-"
+	if got := sockDirs(killed); len(got) != 1 {
+		t.Fatalf("the killed supervisor's socket dirs: %v", got)
+	}
+	d4, res := e.submitJSON(vars, "--sandbox", sb, "--model-server", "scripted", "--agent-cmd", "echo x > x.txt", "--wait", "next")
+	must(t, res, 0)
+	if got := sockDirs(killed); len(got) != 0 {
+		t.Fatalf("the killed supervisor's socket dir stayed: %v", got)
+	}
+	if got := sockDirs(""); len(got) != 0 {
+		t.Fatalf("socket dirs after the next run %s ended: %v", d4.ID, got)
 	}
 	for _, id := range []string{d.ID, d2.ID, d3.ID} {
 		snap, err := os.ReadFile(filepath.Join(e.home, "runs", id, "home", "env-snapshot.sh"))

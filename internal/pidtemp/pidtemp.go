@@ -32,7 +32,7 @@ func Sweep(prefix string) {
 		n, err := strconv.Atoi(pid)
 		switch {
 		case named && err == nil && n > 0:
-			if !errors.Is(syscall.Kill(n, 0), syscall.ESRCH) {
+			if !ended(n) {
 				continue // alive (or not ours to signal)
 			}
 		default:
@@ -42,4 +42,10 @@ func Sweep(prefix string) {
 		}
 		_ = os.RemoveAll(d)
 	}
+}
+
+// ended reports a process that is gone, or a zombie: killed, but not yet
+// reaped by a parent (an init in a container may be slow to reap).
+func ended(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) || zombie(pid)
 }

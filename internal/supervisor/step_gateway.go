@@ -11,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
+	"github.com/agentrun/agentrun/internal/pidtemp"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -176,7 +177,9 @@ func (g *gatewayStep) exceeded() string {
 }
 
 // socketPath is a unix socket path for a run: in its sandbox dir, or a
-// short temp dir when that path is too long for a unix socket.
+// short temp dir when that path is too long for a unix socket. The temp
+// dir is named after this process, so that one a killed supervisor left
+// goes with the next one made (pidtemp).
 func socketPath(l layout.Layout, id, name string) (path string, cleanup func(), err error) {
 	p := filepath.Join(l.SandboxState(id), name)
 	if len(p) < 100 {
@@ -185,7 +188,7 @@ func socketPath(l layout.Layout, id, name string) (path string, cleanup func(), 
 		}
 		return p, func() { os.Remove(p) }, nil
 	}
-	dir, err := os.MkdirTemp("", "ar-sock-")
+	dir, err := pidtemp.MkdirTemp("ar-sock-")
 	if err != nil {
 		return "", nil, err
 	}
