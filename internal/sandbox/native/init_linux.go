@@ -86,6 +86,29 @@ func initMain() int {
 	if err != nil {
 		return st.fail("confine", err)
 	}
+	// Handlers (not SIG_IGN, which children would inherit), before the
+	// config: an init started ahead waits for it, so they cost the
+	// sandbox's start nothing there. Each signal is a round trip to the
+	// runtime's signal thread, locked to it as this goroutine is to the
+	// main thread: a handoff of the processor each way, 38 for these,
+	// 1 ms on an idle machine with 2 cores, about 2 ms at a load of 5
+	// (done from a goroutine of its own meanwhile, it slowed the root's
+	// build as much).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, caught...)
+	mk.add("init-signals")
+	// Until the config has come, a signal ends the init, as the runtime's
+	// own handling did before these handlers: an init started ahead that
+	// is told to stop is not used (the host starts another).
+	configured := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "agentrun %s: %v before its config: exiting\n", entryName, s)
+			os.Exit(2)
+		case <-configured:
+		}
+	}()
 	// Started ahead of its sandbox (Backend.Prewarm), it gets its
 	// listener and log first, on the config socket.
 	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
@@ -100,6 +123,7 @@ func initMain() int {
 	if err != nil {
 		return st.fail("config", err)
 	}
+	close(configured)
 	if warmed && c.Mode != modeServe {
 		return st.fail("config", fmt.Errorf("an init started ahead serves a runner, not mode %q", c.Mode))
 	}
@@ -110,15 +134,6 @@ func initMain() int {
 	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
 		unix.CloseOnExec(fd)
 	}
-	// Handlers (not SIG_IGN, which children would inherit).
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, caught...)
-	// Each signal was a round trip to the runtime's signal thread, locked
-	// to it as this goroutine is to the main thread: a handoff of the
-	// processor each way, 38 for these, about 2 ms at a load of 5 on 2
-	// cores (done from a goroutine of its own meanwhile, it slowed the
-	// root's build as much).
-	mk.add("init-signals")
 
 	enforced := map[string]string{}
 	fds, failed := prepareSandbox(c, cfg, cfgR, enforced, &mk)

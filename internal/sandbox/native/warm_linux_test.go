@@ -170,6 +170,28 @@ func TestStartWithoutTheInitThatDied(t *testing.T) {
 	}
 }
 
+// An init started ahead that is told to stop (SIGTERM, SIGINT, SIGHUP)
+// while it waits for its sandbox exits, as it did before it caught
+// signals, and is not used: Start starts another.
+func TestSignalledInitStartedAheadExits(t *testing.T) {
+	b := requireNative(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		pid := prewarmed(context.Background(), t, b)
+		time.Sleep(200 * time.Millisecond) // its start done: it waits for its config
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+		waitExited(t, pid, sig.String()+" left the init started ahead running")
+		sb := start(t, b, newSpec(t))
+		if tookWarm(sb) {
+			t.Fatalf("Start took the init that got %v", sig)
+		}
+		if res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"true"}}, nil, nil); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, res)
+		}
+	}
+}
+
 // aheadCgroups waits until pid, an init started ahead by b, is in all
 // the cgroups it joins while it waits (it joins them one controller
 // after another, beside its start), and lists them. Where this user may
