@@ -36,3 +36,14 @@ func WarmJoined() {
 	j := <-w.cgroups
 	w.cgroups <- j
 }
+
+// EndWarmWhenTaken makes the next Start that takes an init started ahead
+// kill it right after it looked that the init runs, and wait until it has
+// ended: an init that ends in between (a signal, the OOM killer).
+func EndWarmWhenTaken() (restore func()) {
+	warmTaken = func(w *warm) {
+		w.cmd.Process.Kill()
+		<-w.done
+	}
+	return func() { warmTaken = nil }
+}

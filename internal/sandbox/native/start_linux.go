@@ -278,11 +278,16 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 				defer w.stR.Close()
 				mk := slices.Clone(w.marks)
 				mk.add("host-warm-taken")
-				if err := w.send(extra[0], log); err != nil {
-					w.discard()
+				err := w.send(extra[0], log)
+				if err == nil {
+					return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, w.cgroups, mk)
+				}
+				w.discard()
+				if !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
 					return nil, err
 				}
-				return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, w.cgroups, mk)
+				// It ended after takeWarm looked (a signal, the OOM
+				// killer): start one, as without an init started ahead.
 			}
 		}
 	}

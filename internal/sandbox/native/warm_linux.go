@@ -164,8 +164,14 @@ func takeWarm(exe string) *warm {
 		w.discard()
 		return nil
 	}
+	if warmTaken != nil {
+		warmTaken(w)
+	}
 	return w
 }
+
+// warmTaken, when set (tests), is called with the init takeWarm takes.
+var warmTaken func(*warm)
 
 // send gives the init started ahead its listening socket and its log
 // (one byte, with both descriptors), before its config: it then takes

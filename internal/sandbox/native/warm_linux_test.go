@@ -192,6 +192,22 @@ func TestSignalledInitStartedAheadExits(t *testing.T) {
 	}
 }
 
+// An init started ahead that ends after Start looked that it runs, and
+// before Start gave it its files, is not used either: Start starts another
+// instead of failing.
+func TestStartWithoutTheInitThatEndedWhenTaken(t *testing.T) {
+	b := requireNative(t)
+	prewarmed(context.Background(), t, b)
+	defer native.EndWarmWhenTaken()()
+	sb := start(t, b, newSpec(t))
+	if tookWarm(sb) {
+		t.Fatal("Start used the init that ended")
+	}
+	if res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"true"}}, nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+}
+
 // aheadCgroups waits until pid, an init started ahead by b, is in all
 // the cgroups it joins while it waits (it joins them one controller
 // after another, beside its start), and lists them. Where this user may
