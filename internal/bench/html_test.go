@@ -61,7 +61,7 @@ func TestHTMLPageInChromium(t *testing.T) {
 		defer cancel()
 		base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1250,1100"}
 		cmd := exec.CommandContext(ctx, chromium, append(append(base, args...), "file://"+page)...)
-		cmd.Env = append(os.Environ(), "HOME="+dir)
+		cmd.Env = append(os.Environ(), "HOME="+dir, "TMPDIR="+dir)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

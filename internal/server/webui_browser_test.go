@@ -18,7 +18,11 @@ import (
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := testsupport.Program(t, "chromium")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+	// Chromium's own temporary directory (its singleton socket, which it
+	// leaves behind when it is killed, as it is at the end) and HOME (its
+	// crash reports' settings): the test's.
+	tmp := testsupport.ShortDir(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Env("TMPDIR="+tmp, "HOME="+tmp),
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 1600))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
