@@ -35,8 +35,8 @@ type Service struct {
 	// isolating backend on this platform).
 	DefaultBackend string
 	// CachePreflight remembers a backend's successful preflight for a few
-	// minutes (this build's own backends; a test's stand-ins always
-	// preflight).
+	// minutes, in the user's cache directory of the request's environment
+	// (this build's own backends; a test's stand-ins always preflight).
 	CachePreflight bool
 	Agents         agent.Catalog
 	Providers      provider.Registry
@@ -159,7 +159,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		}
 	}
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)
-	b, info, sbWarnings, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef, sandbox.Limits(r.Sandbox.Limits))
+	b, info, sbWarnings, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef, sandbox.Limits(r.Sandbox.Limits), s.preflightCacheDir(req.Getenv))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -269,7 +269,7 @@ func readOnlyPaths(visible, named []string) ([]string, error) {
 // the backend's warnings for a run with lim are worked out, side by side.
 // A preflight failure is err; the repository's is repoErr, for the caller
 // to report after the backend's warnings.
-func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, lim sandbox.Limits) (b sandbox.Backend, info repoInfo, warnings []string, repoErr, err error) {
+func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, lim sandbox.Limits, cache string) (b sandbox.Backend, info repoInfo, warnings []string, repoErr, err error) {
 	backends := s.Backends
 	if name == "" {
 		return nil, info, nil, nil, catalog.NoSandbox.New("no isolating sandbox backend is available in this build")
@@ -292,8 +292,8 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, li
 		info, repoErr = s.inspectRepo(ctx, repo, ref)
 	}()
 	var preErr error
-	if s.CachePreflight {
-		preErr = cachedPreflight(ctx, b, name)
+	if cache != "" {
+		preErr = cachedPreflight(ctx, b, name, cache)
 	} else {
 		preErr = b.Preflight(ctx)
 	}

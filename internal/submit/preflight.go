@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/bootid"
@@ -22,9 +23,9 @@ import (
 const preflightTTL = 5 * time.Minute
 
 // cachedPreflight runs b.Preflight unless a success of the same key is
-// fresh.
-func cachedPreflight(ctx context.Context, b sandbox.Backend, name string) error {
-	path, key := preflightCache(name)
+// fresh in cache, the user's cache directory ("": none, it always runs).
+func cachedPreflight(ctx context.Context, b sandbox.Backend, name, cache string) error {
+	path, key := preflightCache(name, cache)
 	if path != "" {
 		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
 			age := time.Since(fi.ModTime())
@@ -45,11 +46,11 @@ func cachedPreflight(ctx context.Context, b sandbox.Backend, name string) error 
 	return nil
 }
 
-// preflightCache is the cache file for backend name and the key a fresh
-// entry holds; "" when there is no cache directory or no binary to name.
-func preflightCache(name string) (path, key string) {
-	dir, err := os.UserCacheDir()
-	if err != nil || dir == "" {
+// preflightCache is the cache file for backend name in the user's cache
+// directory dir and the key a fresh entry holds; "" when there is no cache
+// directory or no binary to name.
+func preflightCache(name, dir string) (path, key string) {
+	if dir == "" {
 		return "", ""
 	}
 	exe, err := os.Executable()
@@ -84,4 +85,33 @@ func rememberPreflight(path, key string) {
 	if werr != nil {
 		_ = os.Remove(f.Name())
 	}
+}
+
+// preflightCacheDir is where a submit in environment getenv remembers
+// its preflight ("": it does not).
+func (s *Service) preflightCacheDir(getenv func(string) string) string {
+	if !s.CachePreflight {
+		return ""
+	}
+	return userCacheDir(getenv)
+}
+
+// userCacheDir is os.UserCacheDir in the environment getenv reads (the
+// submit's, which may not be the process's): $XDG_CACHE_HOME (absolute),
+// else ~/.cache; ~/Library/Caches on macOS. "" when there is none.
+func userCacheDir(getenv func(string) string) string {
+	home := getenv("HOME")
+	if runtime.GOOS == "darwin" {
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, "Library", "Caches")
+	}
+	if dir := getenv("XDG_CACHE_HOME"); filepath.IsAbs(dir) {
+		return dir
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".cache")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -29,15 +30,12 @@ func (b *countingBackend) Start(context.Context, sandbox.Spec) (sandbox.Sandbox,
 	return nil, errors.New("not here")
 }
 
-// Not parallel: it sets XDG_CACHE_HOME.
 func TestCachedPreflight(t *testing.T) {
 	cache := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", cache)
-	t.Setenv("HOME", t.TempDir())
 	ctx := context.Background()
 	b := &countingBackend{}
 	for range 3 {
-		if err := cachedPreflight(ctx, b, "counting"); err != nil {
+		if err := cachedPreflight(ctx, b, "counting", cache); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,7 +44,7 @@ func TestCachedPreflight(t *testing.T) {
 	}
 	// Another backend has its own entry.
 	other := &countingBackend{}
-	_ = cachedPreflight(ctx, other, "other")
+	_ = cachedPreflight(ctx, other, "other", cache)
 	if other.n != 1 {
 		t.Fatalf("another backend's preflight was skipped")
 	}
@@ -56,7 +54,7 @@ func TestCachedPreflight(t *testing.T) {
 	if err := os.Chtimes(path, old, old); err != nil {
 		t.Fatal(err)
 	}
-	_ = cachedPreflight(ctx, b, "counting")
+	_ = cachedPreflight(ctx, b, "counting", cache)
 	if b.n != 2 {
 		t.Fatalf("a stale entry was trusted (%d preflights)", b.n)
 	}
@@ -65,7 +63,7 @@ func TestCachedPreflight(t *testing.T) {
 	_ = os.Chtimes(path, old, old)
 	b.err = errors.New("no namespaces")
 	for range 2 {
-		if err := cachedPreflight(ctx, b, "counting"); err == nil {
+		if err := cachedPreflight(ctx, b, "counting", cache); err == nil {
 			t.Fatal("a failing preflight passed")
 		}
 	}
@@ -79,8 +77,41 @@ func TestCachedPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := b.n
-	_ = cachedPreflight(ctx, b, "counting")
+	_ = cachedPreflight(ctx, b, "counting", cache)
 	if b.n != n+1 {
 		t.Fatal("an entry for another binary was trusted")
+	}
+}
+
+// The preflight's cache is in the user's cache directory of the
+// submit's environment, not the process's.
+func TestUserCacheDir(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	cases := []struct {
+		getenv func(string) string
+		want   string
+	}{
+		{env("HOME", "/home/u"), "/home/u/.cache"},
+		{env("HOME", "/home/u", "XDG_CACHE_HOME", "/var/cache/u"), "/var/cache/u"},
+		{env("HOME", "/home/u", "XDG_CACHE_HOME", "relative"), "/home/u/.cache"},
+		{env(), ""},
+	}
+	if runtime.GOOS == "darwin" {
+		cases = cases[:1]
+		cases[0].want = "/home/u/Library/Caches"
+	}
+	for _, c := range cases {
+		if got := userCacheDir(c.getenv); got != c.want {
+			t.Errorf("userCacheDir = %q, want %q", got, c.want)
+		}
 	}
 }
