@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -42,6 +43,48 @@ func Main(args []string) int {
 var caught = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE,
 	unix.SIGABRT, unix.SIGALRM, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT, unix.SIGBUS, unix.SIGSEGV, unix.SIGFPE,
 	unix.SIGXCPU, unix.SIGXFSZ, unix.SIGVTALRM}
+
+// catchSignals installs the init's handlers and returns the channel its
+// signals come on, and the function to call once the config has come.
+func catchSignals() (<-chan os.Signal, func()) {
+	// Handlers (not SIG_IGN, which children would inherit), before the
+	// config: an init started ahead waits for it, so they cost the
+	// sandbox's start nothing there. Each signal is a round trip to the
+	// runtime's signal thread, locked to it as this goroutine is to the
+	// main thread: a handoff of the processor each way, 38 for these,
+	// 1 ms on an idle machine with 2 cores, about 2 ms at a load of 5
+	// (done from a goroutine of its own meanwhile, it slowed the root's
+	// build as much).
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, caught...)
+	// Until the config has come, a signal does what the runtime's own
+	// handling did before these handlers: one that ends a Go program
+	// (endsBeforeConfig) ends the init, so that an init started ahead
+	// that is told to stop is not used (the host starts another); any
+	// other is dropped.
+	configured := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				if slices.Contains(endsBeforeConfig, s) {
+					fmt.Fprintf(os.Stderr, "agentrun %s: %v before its config: exiting\n", entryName, s)
+					os.Exit(2)
+				}
+			case <-configured:
+				return
+			}
+		}
+	}()
+	return sigs, func() { close(configured) }
+}
+
+// endsBeforeConfig are the caught signals that end a Go program with no
+// handler for them, when another process sends them (os/signal: exit, with
+// a stack dump for some); the runtime takes no action on the others (a
+// SIGSEGV, SIGBUS or SIGFPE sent is not the program's fault).
+var endsBeforeConfig = []os.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGABRT, unix.SIGILL,
+	unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT}
 
 // The init runs from here, this package's init, rather than from main:
 // the packages initialized after this one (about fifty of the binary's
@@ -86,29 +129,8 @@ func initMain() int {
 	if err != nil {
 		return st.fail("confine", err)
 	}
-	// Handlers (not SIG_IGN, which children would inherit), before the
-	// config: an init started ahead waits for it, so they cost the
-	// sandbox's start nothing there. Each signal is a round trip to the
-	// runtime's signal thread, locked to it as this goroutine is to the
-	// main thread: a handoff of the processor each way, 38 for these,
-	// 1 ms on an idle machine with 2 cores, about 2 ms at a load of 5
-	// (done from a goroutine of its own meanwhile, it slowed the root's
-	// build as much).
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, caught...)
+	sigs, configured := catchSignals()
 	mk.add("init-signals")
-	// Until the config has come, a signal ends the init, as the runtime's
-	// own handling did before these handlers: an init started ahead that
-	// is told to stop is not used (the host starts another).
-	configured := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sigs:
-			fmt.Fprintf(os.Stderr, "agentrun %s: %v before its config: exiting\n", entryName, s)
-			os.Exit(2)
-		case <-configured:
-		}
-	}()
 	// Started ahead of its sandbox (Backend.Prewarm), it gets its
 	// listener and log first, on the config socket.
 	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
@@ -123,7 +145,7 @@ func initMain() int {
 	if err != nil {
 		return st.fail("config", err)
 	}
-	close(configured)
+	configured()
 	if warmed && c.Mode != modeServe {
 		return st.fail("config", fmt.Errorf("an init started ahead serves a runner, not mode %q", c.Mode))
 	}

@@ -170,12 +170,41 @@ func TestStartWithoutTheInitThatDied(t *testing.T) {
 	}
 }
 
-// An init started ahead that is told to stop (SIGTERM, SIGINT, SIGHUP)
-// while it waits for its sandbox exits, as it did before it caught
-// signals, and is not used: Start starts another.
+// An init started ahead that gets a signal on which a Go program takes
+// no action (SIGUSR1, SIGALRM) while it waits for its sandbox goes on
+// waiting, as it did before it caught signals, and serves the next
+// sandbox, which the signal does not stop.
+func TestSignalledInitStartedAheadIgnores(t *testing.T) {
+	b := requireNative(t)
+	pid := prewarmed(context.Background(), t, b)
+	time.Sleep(200 * time.Millisecond) // its start done: it waits for its config
+	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGALRM} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if native.WarmPid() != pid || syscall.Kill(pid, 0) != nil {
+		t.Fatal("the init started ahead ended on a signal a Go program ignores")
+	}
+	sb := start(t, b, newSpec(t))
+	if !tookWarm(sb) {
+		t.Fatal("Start did not take the init started ahead")
+	}
+	for range 3 {
+		if res, err := sb.Runner().Exec(context.Background(), runner.ExecRequest{Argv: []string{"true"}}, nil, nil); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %v %+v", err, res)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An init started ahead that is told to stop (SIGTERM, SIGINT, SIGHUP,
+// SIGQUIT) while it waits for its sandbox exits, as it did before it
+// caught signals, and is not used: Start starts another.
 func TestSignalledInitStartedAheadExits(t *testing.T) {
 	b := requireNative(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		pid := prewarmed(context.Background(), t, b)
 		time.Sleep(200 * time.Millisecond) // its start done: it waits for its config
 		if err := syscall.Kill(pid, sig); err != nil {
