@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/bootid"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
@@ -263,7 +264,7 @@ func TestLayerCopySpareOfAnotherBoot(t *testing.T) {
 	}
 	checkCopy(t, ws, dir, l, base)
 	c.WaitSpares()
-	if b, err := os.ReadFile(filepath.Join(l.dir, layerSpare, spareBoot)); err != nil || string(b) != bootID() {
+	if b, err := os.ReadFile(filepath.Join(l.dir, layerSpare, spareBoot)); err != nil || string(b) != bootid.ID() {
 		t.Fatalf("no new spare: %q %v", b, err)
 	}
 }

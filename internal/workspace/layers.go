@@ -163,7 +163,7 @@ func (c *LayerCache) usable(l layer, exclusive bool) (bool, error) {
 	}
 	whole := err == nil && info.Version == layerVersion
 	if whole {
-		if _, serr := os.Lstat(filepath.Join(l.dir, layerSynced)); serr == nil || info.Boot == bootID() {
+		if _, serr := os.Lstat(filepath.Join(l.dir, layerSynced)); serr == nil || info.Boot == bootid.ID() {
 			return true, nil
 		}
 	}
@@ -221,7 +221,7 @@ func (c *LayerCache) make(ctx context.Context, l layer, repo, commit, format str
 	for i := range m.entries {
 		bytes += (m.entries[i].size + 4095) &^ 4095
 	}
-	info := layerInfo{Version: layerVersion, Commit: commit, Format: format, Bytes: bytes, Files: len(m.entries), Boot: bootID(), Made: time.Now().UTC()}
+	info := layerInfo{Version: layerVersion, Commit: commit, Format: format, Bytes: bytes, Files: len(m.entries), Boot: bootid.ID(), Made: time.Now().UTC()}
 	return c.publish(tmp, l, info)
 }
 
@@ -430,6 +430,3 @@ func syncDir(dir string) {
 		_ = d.Close()
 	}
 }
-
-// bootID names the running boot of the machine ("" where unknown).
-var bootID = bootid.ID

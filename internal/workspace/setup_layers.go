@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/bootid"
 )
 
 // Setup layers live in the LayerCache beside the checkouts, under the
@@ -231,7 +233,7 @@ func (c *LayerCache) buildSetup(ctx context.Context, l layer, in SetupInput, bui
 	// remove it again (the runs see it through read-only mounts).
 	ownerWritable(tmp)
 	bytes, files, _ := DiskUse(tmp, 0)
-	info := SetupInfo{Version: layerVersion, Commit: in.Commit, Bytes: bytes, Files: files, Boot: bootID(), Made: time.Now().UTC(),
+	info := SetupInfo{Version: layerVersion, Commit: in.Commit, Bytes: bytes, Files: files, Boot: bootid.ID(), Made: time.Now().UTC(),
 		Kind: "setup", Repo: in.Repo, Command: in.Command, Allow: in.Allow, Backend: in.Backend, Image: in.Image, Mode: mode,
 		Duration: took.Round(time.Millisecond).String()}
 	if err := os.WriteFile(filepath.Join(tmp, layerUsed), nil, 0o644); err != nil {

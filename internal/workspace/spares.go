@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/bootid"
 )
 
 const (
@@ -94,7 +96,7 @@ func (c *LayerCache) takeSpare(ctx context.Context, commit, dir, stateDir string
 	// removed once the workspace is the caller's: it is nobody's path to
 	// the agent's start.
 	defer c.spares.Go(func() { _ = RemoveTree(taken) })
-	if b, err := os.ReadFile(filepath.Join(taken, spareBoot)); err != nil || string(b) != bootID() {
+	if b, err := os.ReadFile(filepath.Join(taken, spareBoot)); err != nil || string(b) != bootid.ID() {
 		return nil, false
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
@@ -234,7 +236,7 @@ func (c *LayerCache) makeSpare(ctx context.Context, commit, format string) error
 	if err := writeManifest(state, m); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, spareBoot), []byte(bootID()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, spareBoot), []byte(bootid.ID()), 0o644); err != nil {
 		return err
 	}
 	// Fails when another process put a spare in place meanwhile: ours goes.
