@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -176,12 +177,21 @@ func (app *App) printDoctor(out doctorOutput) error {
 		if c.Path != "" {
 			detail += ": " + app.tildePath(c.Path)
 		}
-		t.add(mark, c.Name, oneLine(detail, 160))
+		// Wrapped, never cut: the fix is what to do next, and the
+		// enforced list names what the sandbox does not do.
+		rows := wrapWords(oneLine(detail, 0), doctorWidth)
 		if len(c.Enforced) > 0 {
-			t.add("", "", oneLine(enforcedLine(c.Enforced), 160))
+			rows = append(rows, wrapWords(enforcedLine(c.Enforced), doctorWidth)...)
 		}
 		if c.Fix != "" && c.Status != "ok" {
-			t.add("", "", "fix: "+oneLine(c.Fix, 160))
+			rows = append(rows, wrapWords("fix: "+oneLine(c.Fix, 0), doctorWidth)...)
+		}
+		for i, row := range rows {
+			if i == 0 {
+				t.add(mark, c.Name, row)
+			} else {
+				t.add("", "", row)
+			}
 		}
 	}
 	if err := t.write(app.Stdout); err != nil {
@@ -193,6 +203,30 @@ func (app *App) printDoctor(out doctorOutput) error {
 	}
 	_, err := fmt.Fprintln(app.Stdout, "\nsome checks failed: follow each fix")
 	return err
+}
+
+// doctorWidth is where doctor's DETAIL column wraps: with its first two
+// columns, a line of about 120 characters.
+const doctorWidth = 100
+
+// wrapWords breaks s into lines of at most width runes at spaces; a word
+// longer than width (a path, a URL) has a line of its own, whole. Every
+// word of s is kept.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= width:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
 }
 
 // enforcedLine names what is enforced and what is not.
@@ -322,7 +356,11 @@ func checkKey(agents agent.Catalog, rs run.RouteSpec, getenv func(string) string
 		names = append(names, k.Describe())
 	}
 	c.Status = "warn"
-	c.Detail = fmt.Sprintf("no key for %s (none of %s is set): the %s profiles need one, or --model-server", rs.URL, strings.Join(names, ", "), who)
+	need := "profile needs"
+	if len(users) > 1 {
+		need = "profiles need"
+	}
+	c.Detail = fmt.Sprintf("no key for %s (none of %s is set): the %s %s one, or --model-server", rs.URL, strings.Join(names, ", "), who, need)
 	c.Fix = catalog.NoKey.Fix
 	return c
 }

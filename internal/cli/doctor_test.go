@@ -83,6 +83,9 @@ func TestDoctor(t *testing.T) {
 		!strings.Contains(got["agent.codex"].Fix, "@0.171.0") || got["model_server.gone"].Fix == "" {
 		t.Errorf("details: %+v %+v %+v", got["model_server.local"], got["agent.codex"], got["model_server.gone"])
 	}
+	if c := got["key.anthropic"]; !strings.Contains(c.Detail, "the claude profile needs one") {
+		t.Errorf("key.anthropic: %+v", c)
+	}
 	if c := got["agent.opencode"]; c.Version != "" || !strings.Contains(c.Detail, "names no version") {
 		t.Errorf("agent.opencode: %+v", c)
 	}
@@ -106,6 +109,19 @@ func TestDoctor(t *testing.T) {
 	code, out, _ := h.exec("doctor")
 	if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "fix: ") {
 		t.Fatalf("exit %d\n%s", code, out)
+	}
+	// Every detail and fix is there whole, wrapped, never cut.
+	words := strings.Join(strings.Fields(out), " ")
+	for _, c := range doc.Checks {
+		if c.Fix != "" && c.Status != "ok" && !strings.Contains(words, strings.Join(strings.Fields("fix: "+c.Fix), " ")) {
+			t.Errorf("%s: the fix is not whole in\n%s\nwant %q", c.Name, out, c.Fix)
+		}
+		if len(c.Enforced) > 0 && !strings.Contains(words, enforcedLine(c.Enforced)) {
+			t.Errorf("%s: the enforced list is not whole in\n%s", c.Name, out)
+		}
+	}
+	if strings.Contains(out, "…") {
+		t.Errorf("doctor cut a line:\n%s", out)
 	}
 	// A relative data directory fails.
 	h.env["AGENTRUN_HOME"] = "relative/dir"
@@ -148,4 +164,24 @@ func fakeNativeCLI(t *testing.T, name, launcher string) (string, string) {
 		}
 	}
 	return filepath.Join(root, p.Native.Launcher), program
+}
+
+func TestWrapWords(t *testing.T) {
+	long := strings.Repeat("x", 30)
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"", []string{""}},
+		{"one two", []string{"one two"}},
+		{"one two three", []string{"one two", "three"}},
+		{"aaaa bbbb cccc dddd", []string{"aaaa bbbb", "cccc dddd"}},
+		{"a " + long + " b", []string{"a", long, "b"}},
+		{"ééé ééé ééé", []string{"ééé ééé", "ééé"}},
+	} {
+		got := wrapWords(tc.in, 10)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("wrapWords(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }
