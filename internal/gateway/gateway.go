@@ -344,8 +344,14 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	if kind == KindOther || resp.StatusCode >= 300 {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			name, _ := resp.Request.Context().Value(keyRoute).(string)
-			g.o.OnEvent(Event{Kind: "upstream_error", Message: fmt.Sprintf("the %s upstream refused the key from %s (%s)", name, g.o.Routes[name].Credential.Source, resp.Status),
-				Data: map[string]any{"route": name, "status": resp.StatusCode}})
+			route := g.o.Routes[name]
+			up, src := redact(route.Upstream), route.Credential.Source
+			msg := fmt.Sprintf("the model server %s refused the key from %s (%s)", up, src, resp.Status)
+			if src == "" {
+				msg = fmt.Sprintf("the model server %s refused a request without a key (%s): agentrun has none for it", up, resp.Status)
+			}
+			g.o.OnEvent(Event{Kind: "upstream_error", Message: msg,
+				Data: map[string]any{"route": name, "status": resp.StatusCode, "upstream": up, "key": src}})
 		}
 		return nil
 	}

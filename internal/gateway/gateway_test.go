@@ -973,11 +973,23 @@ func TestUpstreamRefusesKey(t *testing.T) {
 		t.Errorf("the upstream's answer was not passed on: %d %s", resp.StatusCode, b)
 	}
 	ev := tg.events.kind("upstream_error")
-	if len(ev) != 1 || !strings.Contains(ev[0].Message, "ANTHROPIC_API_KEY") || ev[0].Data["status"] != 401 {
+	if len(ev) != 1 || !strings.Contains(ev[0].Message, "ANTHROPIC_API_KEY") || !strings.Contains(ev[0].Message, up.url.Host) ||
+		ev[0].Data["status"] != 401 || ev[0].Data["key"] != "ANTHROPIC_API_KEY" || ev[0].Data["upstream"] != "http://"+up.url.Host {
 		t.Errorf("events %+v", ev)
 	}
 	if u := tg.Usage(); u.Requests != 0 {
 		t.Errorf("an error was metered: %+v", u)
+	}
+	// A model server agentrun has no key for: the event says so, not
+	// "the key from " and nothing.
+	routes := testRoutes(up.url)
+	routes[RouteOpenAI] = Route{Upstream: up.url}
+	tg = startGateway(t, Options{Routes: routes})
+	p = protoByName(t, "chat")
+	tg.do(t, "POST", "/openai"+p.path, p.keyHdr(tg.Placeholder()), p.body)
+	ev = tg.events.kind("upstream_error")
+	if len(ev) != 1 || !strings.Contains(ev[0].Message, "without a key") || ev[0].Data["key"] != "" {
+		t.Errorf("events %+v", ev)
 	}
 }
 
