@@ -148,7 +148,11 @@ func (app *App) remoteStatus(ctx context.Context, id string) error {
 		read := err == nil && json.Unmarshal(evDoc, &struct {
 			Events *[]run.Event `json:"events"`
 		}{&evs}) == nil
-		return app.printStatus(st.Run, st.Disk, st.Waiting, evs, read, nil, time.Now())
+		var h hints
+		if read {
+			h.model = modelHintOf(st.Run, evs)
+		}
+		return app.printStatus(st.Run, st.Disk, st.Waiting, evs, read, h, time.Now())
 	})
 }
 

@@ -29,8 +29,8 @@ func (app *App) newResultCmd() *cobra.Command {
 		Use:   "result ID [--patch]",
 		Short: "Show what a finished run produced",
 		Long: `Show what a finished run produced: status and reason, the branch and commit,
-the diffstat, the checks of the last attempt, durations, token usage (built-in
-agent), and the workspace entries that export refused (with why).
+the diffstat, the checks of the last attempt, durations, the model's token usage
+and cost, and the workspace entries that export refused (with why).
 
   --patch   also print the patch (under --json: the "patch_text" field)
 
@@ -73,8 +73,11 @@ type resultOutput struct {
 	Verdict      *run.Verdict      `json:"verdict,omitempty"`
 	// Network says when denied or failed connections may be why an
 	// attempt or check failed.
-	Network   *networkHint `json:"network,omitempty"`
-	PatchText *string      `json:"patch_text,omitempty"` // with --patch
+	Network *networkHint `json:"network,omitempty"`
+	// Model says when the model server refused the agent's requests or
+	// could not be reached during the last attempt.
+	Model     *modelHint `json:"model,omitempty"`
+	PatchText *string    `json:"patch_text,omitempty"` // with --patch
 }
 
 type attemptResult struct {
@@ -124,7 +127,7 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 	if d, ok := runDuration(o.Now, r); ok {
 		out.Duration = run.Duration(d)
 	}
-	out.Network = app.networkHint(ctx, env, r, nil)
+	out.Network, out.Model = app.failureHints(ctx, env, r, nil)
 	if app.JSON {
 		if o.Patch {
 			text, err := readPatch(patchPath)
@@ -185,6 +188,9 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 	}
 	if out.Network != nil {
 		f.add("network", oneLine(out.Network.Hint, 0))
+	}
+	if out.Model != nil {
+		f.add("model", oneLine(out.Model.Hint, 0))
 	}
 	if err := f.write(app.Stdout); err != nil {
 		return err

@@ -74,13 +74,23 @@ func runStatus(ctx context.Context, o *statusOptions, app *App) error {
 		return writeJSON(app.Stdout, statusOutput{Run: r, Disk: disk, Waiting: waiting})
 	}
 	evs, err := env.Store.Events(ctx, r.ID, 0)
-	hint := app.networkHint(ctx, env, r, evs)
-	return app.printStatus(r, disk, waiting, evs, err == nil, hint, o.Now)
+	var network *networkHint
+	var model *modelHint
+	if err == nil {
+		network, model = app.failureHints(ctx, env, r, evs)
+	}
+	return app.printStatus(r, disk, waiting, evs, err == nil, hints{network, model}, o.Now)
+}
+
+// hints are what printStatus says may be why a failed run failed.
+type hints struct {
+	network *networkHint
+	model   *modelHint
 }
 
 // printStatus is status for people, from the record, its disk use and its
 // journal (evsRead: the journal could be read).
-func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run.Event, evsRead bool, hint *networkHint, now time.Time) error {
+func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run.Event, evsRead bool, hint hints, now time.Time) error {
 	phases := ""
 	var active time.Duration
 	resumes := 0
@@ -146,8 +156,11 @@ func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run
 	if phases != "" {
 		f.add("phases", oneLine(phases, 200))
 	}
-	if hint != nil {
-		f.add("network", oneLine(hint.Hint, 0))
+	if hint.network != nil {
+		f.add("network", oneLine(hint.network.Hint, 0))
+	}
+	if hint.model != nil {
+		f.add("model", oneLine(hint.model.Hint, 0))
 	}
 	if r.Verdict != nil {
 		f.add("verdict", verdictLine(r.Verdict))

@@ -538,7 +538,7 @@ func (app *App) afterStart(ctx context.Context, env *Env, r *run.Run, wait, foll
 			return err
 		}
 	default:
-		app.printEnd(end)
+		app.printEnd(ctx, env, end)
 	}
 	if end.State != run.StateSucceeded {
 		return &reported{exit: catalog.ExitRunFailed}
@@ -551,7 +551,9 @@ func toSubmitOutput(env *Env, r *run.Run) submitOutput {
 		Patch: r.Patch, RunDir: env.Layout.RunDir(r.ID)}
 }
 
-func (app *App) printEnd(r *run.Run) {
+// printEnd says how a waited-for run ended; for a failed run, also what
+// result would say may be why (the network and model hints).
+func (app *App) printEnd(ctx context.Context, env *Env, r *run.Run) {
 	line := fmt.Sprintf("run %s %s", r.ID, r.State)
 	if r.Reason != "" && r.Reason != run.ReasonCompleted {
 		line += " (" + string(r.Reason) + ")"
@@ -562,6 +564,13 @@ func (app *App) printEnd(r *run.Run) {
 	fmt.Fprintln(app.Stdout, line)
 	if r.State == run.StateSucceeded {
 		fmt.Fprintf(app.Stdout, "branch %s\ncommit %s\npatch  %s\n", r.Branch, r.Commit, r.Patch)
+	}
+	network, model := app.failureHints(ctx, env, r, nil)
+	if network != nil {
+		fmt.Fprintln(app.Stdout, "network: "+oneLine(network.Hint, 0))
+	}
+	if model != nil {
+		fmt.Fprintln(app.Stdout, "model: "+oneLine(model.Hint, 0))
 	}
 }
 

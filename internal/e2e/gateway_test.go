@@ -468,3 +468,100 @@ func twoAttempts(wrote *atomic.Int32, write func(turn modelserver.Turn, name str
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// TestGatewayModelFailureHint: when the model server refuses the agent's
+// requests or goes away during an attempt, the agent exits with a code of
+// its own and its output names the gateway, not the server. result and
+// status say what happened and the fix, from the gateway's journal; and
+// the gateway's "connection refused" in the agent's output is not taken
+// for a missing network (no --allow would help).
+func TestGatewayModelFailureHint(t *testing.T) {
+	e := newEnv(t)
+	// Agents as CLIs are: give up on an answer that is not 200, print it.
+	once := `code=$(` + chatCurl("answer.json", false) + `); cat answer.json; [ "$code" = 200 ]`
+	untilGone := `for i in $(seq 300); do code=$(` + chatCurl("answer.json", false) + `); [ "$code" = 200 ] || break; sleep 0.05; done; cat answer.json; exit 1`
+	type hint struct {
+		Upstream string
+		Status   int
+		Key      string
+		Errors   int
+		Hint     string
+	}
+	resultOf := func(t *testing.T, id string) (model *hint, network json.RawMessage) {
+		t.Helper()
+		res := e.run("result", "--json", id)
+		var out struct {
+			Status  string
+			Reason  string
+			Model   *hint
+			Network json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
+			t.Fatalf("%v: %s %s", err, res.stdout, res.stderr)
+		}
+		if out.Status != "failed" || out.Reason != "agent_failed" || out.Model == nil {
+			t.Fatalf("result: %s", res.stdout)
+		}
+		human := e.run("status", id)
+		if !strings.Contains(human.stdout, "model") || !strings.Contains(strings.Join(strings.Fields(human.stdout), " "), out.Model.Hint) {
+			t.Errorf("status does not say the model hint %q:\n%s", out.Model.Hint, human.stdout)
+		}
+		return out.Model, out.Network
+	}
+	t.Run("wrong key", func(t *testing.T) {
+		srv := e.scriptedServer(modelserver.Text("never"), "")
+		d, res := e.submitJSON([]string{"SCRIPTED_KEY=sk-wrong-key"}, "--sandbox", "host", "--model-server", "scripted",
+			"--attempts", "1", "--agent-cmd", once, "--wait", "ask")
+		must(t, res, 1)
+		m, _ := resultOf(t, d.ID)
+		if m.Status != 401 || m.Key != "SCRIPTED_KEY" || m.Errors != 1 || m.Upstream != srv.URL ||
+			!strings.Contains(m.Hint, "refused the key from SCRIPTED_KEY (401 Unauthorized, once in attempt 1): give SCRIPTED_KEY a key") {
+			t.Fatalf("model hint %+v", m)
+		}
+		if strings.Contains(res.stdout+res.stderr, "sk-wrong-key") {
+			t.Fatal("the key was printed")
+		}
+	})
+	t.Run("no key", func(t *testing.T) {
+		srv := modelserver.New(t, realKey, "test-model", modelserver.Text("never"))
+		e.writeConfig(fmt.Sprintf("[model_servers.keyless]\nurl = %q\n", srv.URL+"/v1"))
+		d, res := e.submitJSON(nil, "--sandbox", "host", "--model-server", "keyless", "--attempts", "1", "--agent-cmd", once, "--wait", "ask")
+		must(t, res, 1)
+		m, _ := resultOf(t, d.ID)
+		if m.Status != 401 || m.Key != "" || !strings.Contains(m.Hint, "refused requests without a key") || !strings.Contains(m.Hint, "api_key_env") {
+			t.Fatalf("model hint %+v", m)
+		}
+		// submit --wait says it as the run ends.
+		res = e.run("submit", "--sandbox", "host", "--model-server", "keyless", "--attempts", "1", "--agent-cmd", once, "--wait", "ask")
+		if res.code != 1 || !strings.Contains(res.stdout, "\nmodel: the model server "+srv.URL+" refused requests without a key") {
+			t.Fatalf("exit %d\n%s", res.code, res.stdout)
+		}
+	})
+	t.Run("server gone", func(t *testing.T) {
+		srv := e.scriptedServer(modelserver.Text("hello"), "")
+		d, res := e.submitJSON([]string{"SCRIPTED_KEY=" + realKey}, "--sandbox", "host", "--model-server", "scripted",
+			"--attempts", "1", "--agent-cmd", untilGone, "ask until the server goes")
+		must(t, res, 0)
+		deadline := time.Now().Add(30 * time.Second)
+		for len(srv.ModelRequests(modelserver.Chat)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no request reached the model server\n%s", e.supervisorLog(d.ID))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		srv.Close()
+		e.waitFor(d.ID, "the run to end", func(r *run.Run) bool { return r.State.Terminal() })
+		m, network := resultOf(t, d.ID)
+		if m.Status != 0 || m.Errors != 1 || !strings.Contains(m.Hint, "could not be reached (once in attempt 1)") {
+			t.Fatalf("model hint %+v", m)
+		}
+		// The agent printed the gateway's "connection refused": not a
+		// missing network.
+		if log := e.run("logs", d.ID); !strings.Contains(log.stdout, "connection refused") {
+			t.Fatalf("agent output: %s", log.stdout)
+		}
+		if len(network) != 0 {
+			t.Fatalf("network hint %s beside the model hint", network)
+		}
+	})
+}
