@@ -159,8 +159,13 @@ func (p *progress) event(e run.Event, now time.Time) {
 		}
 	case run.EventGateway:
 		var d struct{ Kind string }
-		if json.Unmarshal(e.Data, &d) == nil && (d.Kind == "capacity_wait" || d.Kind == "budget_exceeded" || d.Kind == "upstream_error") {
-			p.line(now, "model: "+e.Message)
+		if json.Unmarshal(e.Data, &d) == nil {
+			switch d.Kind {
+			case "capacity_wait", "budget_exceeded", "upstream_error":
+				p.line(now, "model: "+e.Message)
+			case "model_failing":
+				p.line(now, "model: "+e.Message+"; ending the attempt")
+			}
 		}
 	}
 	if text != "" && text != p.phase {

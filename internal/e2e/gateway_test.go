@@ -487,7 +487,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		Errors   int
 		Hint     string
 	}
-	resultOf := func(t *testing.T, id string) (model *hint, network json.RawMessage) {
+	resultOf := func(t *testing.T, id string, reason string) (model *hint, network json.RawMessage) {
 		t.Helper()
 		res := e.run("result", "--json", id)
 		var out struct {
@@ -499,7 +499,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.stdout), &out); err != nil {
 			t.Fatalf("%v: %s %s", err, res.stdout, res.stderr)
 		}
-		if out.Status != "failed" || out.Reason != "agent_failed" || out.Model == nil {
+		if out.Status != "failed" || out.Reason != reason || out.Model == nil {
 			t.Fatalf("result: %s", res.stdout)
 		}
 		human := e.run("status", id)
@@ -509,17 +509,39 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		return out.Model, out.Network
 	}
 	t.Run("wrong key", func(t *testing.T) {
-		srv := e.scriptedServer(modelserver.Text("never"), "")
+		// An agent that retries a refused key as Claude Code does (for
+		// minutes): the gateway gives up on the second 401 in a row, and
+		// the attempt ends after the grace, as a model_error that is not
+		// tried again. Resumed with the right key, the run goes on.
+		srv := e.scriptedServer(modelserver.Text("hello"), "")
+		retries := `for i in $(seq 600); do code=$(` + chatCurl("answer.json", false) + `); [ "$code" = 200 ] && exit 0; sleep 0.1; done; exit 1`
+		t0 := time.Now()
 		d, res := e.submitJSON([]string{"SCRIPTED_KEY=sk-wrong-key"}, "--sandbox", "host", "--model-server", "scripted",
-			"--attempts", "1", "--agent-cmd", once, "--wait", "ask")
+			"--attempts", "3", "--agent-cmd", retries, "--wait", "ask")
 		must(t, res, 1)
-		m, _ := resultOf(t, d.ID)
-		if m.Status != 401 || m.Key != "SCRIPTED_KEY" || m.Errors != 1 || m.Upstream != srv.URL ||
-			!strings.Contains(m.Hint, "refused the key from SCRIPTED_KEY (401 Unauthorized, once in attempt 1): give SCRIPTED_KEY a key") {
+		if took := time.Since(t0); took > 30*time.Second {
+			t.Fatalf("the run took %s", took)
+		}
+		r := e.get(d.ID)
+		if r.Reason != run.ReasonModelError || len(r.Attempts) != 1 ||
+			!strings.Contains(r.Message, "refused the key from SCRIPTED_KEY (401 Unauthorized) on 2 model requests in a row") ||
+			!strings.Contains(r.Message, "agentrun resume "+d.ID) {
+			t.Fatalf("run %s (%s): %s, %d attempts", r.State, r.Reason, r.Message, len(r.Attempts))
+		}
+		m, _ := resultOf(t, d.ID, "model_error")
+		if m.Status != 401 || m.Key != "SCRIPTED_KEY" || m.Errors < 2 || m.Upstream != srv.URL ||
+			!strings.Contains(m.Hint, "refused the key from SCRIPTED_KEY (401 Unauthorized, ") || !strings.Contains(m.Hint, "give SCRIPTED_KEY a key") {
 			t.Fatalf("model hint %+v", m)
 		}
 		if strings.Contains(res.stdout+res.stderr, "sk-wrong-key") {
 			t.Fatal("the key was printed")
+		}
+		res = e.agentrun([]string{"SCRIPTED_KEY=" + realKey}, "resume", "--wait", d.ID)
+		if res.code != 0 {
+			t.Fatalf("resume with the right key: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+		}
+		if r := e.get(d.ID); r.State != run.StateSucceeded || len(r.Attempts) != 2 {
+			t.Fatalf("after resume: %s, %d attempts", r.State, len(r.Attempts))
 		}
 	})
 	t.Run("no key", func(t *testing.T) {
@@ -527,7 +549,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		e.writeConfig(fmt.Sprintf("[model_servers.keyless]\nurl = %q\n", srv.URL+"/v1"))
 		d, res := e.submitJSON(nil, "--sandbox", "host", "--model-server", "keyless", "--attempts", "1", "--agent-cmd", once, "--wait", "ask")
 		must(t, res, 1)
-		m, _ := resultOf(t, d.ID)
+		m, _ := resultOf(t, d.ID, "agent_failed")
 		if m.Status != 401 || m.Key != "" || !strings.Contains(m.Hint, "refused requests without a key") || !strings.Contains(m.Hint, "api_key_env") {
 			t.Fatalf("model hint %+v", m)
 		}
@@ -551,7 +573,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		}
 		srv.Close()
 		e.waitFor(d.ID, "the run to end", func(r *run.Run) bool { return r.State.Terminal() })
-		m, network := resultOf(t, d.ID)
+		m, network := resultOf(t, d.ID, "agent_failed")
 		if m.Status != 0 || m.Errors != 1 || !strings.Contains(m.Hint, "could not be reached (once in attempt 1)") {
 			t.Fatalf("model hint %+v", m)
 		}

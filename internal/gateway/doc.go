@@ -26,6 +26,12 @@
 // and OnExceeded is called once, so the supervisor can end the run
 // budget_exceeded.
 //
+// Failing: a model server that refuses the run's key on KeyRefusals model
+// requests in a row, or that no model request has reached for
+// UnreachableFor, is given up on: OnFailing is called once, so the
+// supervisor can end the attempt (model_error) instead of waiting out the
+// agent's retries. Every refusal and unreachable upstream is an event.
+//
 // Capacity: a route to a model server with max_concurrent shares that many
 // request slots with every run on the machine (Capacity: flocks under the
 // data directory in Lite); requests wait in turn, and waits are reported.

@@ -69,7 +69,7 @@ type Budget struct {
 
 // Event is something the gateway reports for the run's journal.
 type Event struct {
-	Kind    string         // "usage", "capacity_wait", "budget_exceeded", "refused", "upstream_error", "unpriced"
+	Kind    string         // "usage", "capacity_wait", "budget_exceeded", "refused", "upstream_error", "model_failing", "unpriced"
 	Message string         // for people
 	Data    map[string]any // for machines
 }
@@ -89,6 +89,13 @@ type Options struct {
 	OnEvent func(Event)
 	// OnExceeded is called once, when a request is refused for the budget.
 	OnExceeded func(reason string)
+	// OnFailing is called once, when the model server fails the agent in
+	// a way its retries cannot mend (see Failing).
+	OnFailing func(reason string)
+	// UnreachableFor is how long the model requests to a model server
+	// must all fail to reach it before the gateway gives up on it (0:
+	// DefaultUnreachableFor).
+	UnreachableFor time.Duration
 	// Transport reaches the upstreams (nil: a default transport that
 	// ignores proxy variables).
 	Transport http.RoundTripper
@@ -104,6 +111,8 @@ type Gateway struct {
 	usage    Usage
 	exceeded string
 	unpriced map[string]bool
+	health   map[string]*health // by route
+	failing  string
 
 	srv *http.Server
 	ln  net.Listener
@@ -127,6 +136,12 @@ func New(o Options) (*Gateway, error) {
 	if o.OnExceeded == nil {
 		o.OnExceeded = func(string) {}
 	}
+	if o.OnFailing == nil {
+		o.OnFailing = func(string) {}
+	}
+	if o.UnreachableFor <= 0 {
+		o.UnreachableFor = DefaultUnreachableFor
+	}
 	tr := o.Transport
 	if tr == nil {
 		tr = &http.Transport{
@@ -139,7 +154,7 @@ func New(o Options) (*Gateway, error) {
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	g := &Gateway{o: o, placeh: []byte(KeyPrefix + o.Token), unpriced: map[string]bool{}}
+	g := &Gateway{o: o, placeh: []byte(KeyPrefix + o.Token), unpriced: map[string]bool{}, health: map[string]*health{}}
 	if o.Spent != nil {
 		g.usage = *o.Spent.Clone()
 	}
@@ -341,21 +356,24 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 
 func (g *Gateway) modifyResponse(resp *http.Response) error {
 	kind, _ := resp.Request.Context().Value(keyKind).(Kind)
+	name, _ := resp.Request.Context().Value(keyRoute).(string)
+	if kind != KindOther {
+		// After the event of the answer itself, if any.
+		defer g.answered(name, resp.StatusCode)
+	}
 	if kind == KindOther || resp.StatusCode >= 300 {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			name, _ := resp.Request.Context().Value(keyRoute).(string)
 			route := g.o.Routes[name]
 			up, src := redact(route.Upstream), route.Credential.Source
 			msg := fmt.Sprintf("the model server %s refused the key from %s (%s)", up, src, resp.Status)
 			if src == "" {
-				msg = fmt.Sprintf("the model server %s refused a request without a key (%s): agentrun has none for it", up, resp.Status)
+				msg = fmt.Sprintf("the model server %s refused a request without a key (%s)", up, resp.Status)
 			}
 			g.o.OnEvent(Event{Kind: "upstream_error", Message: msg,
 				Data: map[string]any{"route": name, "status": resp.StatusCode, "upstream": up, "key": src}})
 		}
 		return nil
 	}
-	name, _ := resp.Request.Context().Value(keyRoute).(string)
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	resp.Body = &meteredBody{rc: resp.Body, m: &meter{kind: kind}, stream: stream, done: func(m *meter) { g.record(name, m) }}
 	return nil
@@ -370,6 +388,9 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	up := g.o.Routes[name].Upstream
 	g.o.OnEvent(Event{Kind: "upstream_error", Message: fmt.Sprintf("the model server %s could not be reached: %v", redact(up), err),
 		Data: map[string]any{"route": name, "upstream": redact(up)}})
+	if kind != KindOther {
+		g.unreached(name)
+	}
 	g.refuse(w, kind, http.StatusBadGateway, fmt.Sprintf("agentrun gateway: the model server %s could not be reached: %v", redact(up), err))
 }
 

@@ -264,8 +264,13 @@ func (s *Supervisor) homeReady(p *prepared) {
 // errBudget ends an attempt whose model budget is spent.
 var errBudget = errors.New("the run's model budget is spent")
 
-// budgetGrace is how long an agent told that the budget is spent may take
-// to end on its own before it is stopped.
+// errModelFailing ends an attempt whose model server the gateway gave up
+// on (gateway.Gateway.Failing).
+var errModelFailing = errors.New("the model gateway gave up on the model server")
+
+// budgetGrace is how long an agent told that the budget is spent (or
+// answered by a model server the gateway gave up on) may take to end on
+// its own before it is stopped.
 const budgetGrace = 2 * time.Second
 
 // next is what comes after an attempt and its checks.
@@ -323,10 +328,12 @@ func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n
 	s.homeReady(p)
 	actx, stopAttempt := context.WithCancelCause(ctx)
 	// Past the budget the gateway answers the agent with an error; an
-	// agent that does not end on its own is stopped after a grace.
-	p.gw.setBudgetStop(func() { time.AfterFunc(budgetGrace, func() { stopAttempt(errBudget) }) })
+	// agent that does not end on its own is stopped after a grace. So is
+	// one whose model server refuses the run's key or cannot be reached:
+	// retries cannot mend either.
+	p.gw.setStop(func(cause error) { time.AfterFunc(budgetGrace, func() { stopAttempt(cause) }) })
 	res, err := step.Run(actx)
-	p.gw.setBudgetStop(nil)
+	p.gw.setStop(nil)
 	stopAttempt(nil)
 	if res.Outcome != nil {
 		s.later(res.record) // with the next state change
@@ -334,6 +341,13 @@ func (s *Supervisor) attempt(ctx context.Context, p *prepared, ag agent.Agent, n
 	if why := p.gw.exceeded(); why != "" && ctx.Err() == nil {
 		s.finish(run.StateFailed, run.ReasonBudgetExceeded,
 			why+"; the workspace is kept: continue with 'agentrun resume "+r.ID+" --max-cost N' (or --max-tokens N)")
+		return nextNothing, "", nil
+	}
+	if why := p.gw.failing(); why != "" && ctx.Err() == nil && (res.Outcome == nil || res.Outcome.Reason != run.ReasonCompleted) {
+		// Another attempt would meet the same server with the same key.
+		// (An agent that finished all the same goes on to its checks.)
+		s.finish(run.StateFailed, run.ReasonModelError,
+			why+"; the workspace is kept: fix it (see 'agentrun doctor'), then continue with 'agentrun resume "+r.ID+"'")
 		return nextNothing, "", nil
 	}
 	if s.diskExceeded(ctx, p.sb) {

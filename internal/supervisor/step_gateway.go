@@ -40,8 +40,8 @@ type gatewayStep struct {
 	routes []string
 	closed bool
 
-	mu       sync.Mutex
-	onBudget func() // ends the current attempt
+	mu     sync.Mutex
+	onStop func(cause error) // ends the current attempt
 }
 
 // Start implements resource.
@@ -71,14 +71,8 @@ func (g *gatewayStep) Start(ctx context.Context) error {
 			}
 			g.Event(run.NewEvent(run.EventGateway, e.Message, data))
 		},
-		OnExceeded: func(string) {
-			g.mu.Lock()
-			f := g.onBudget
-			g.mu.Unlock()
-			if f != nil {
-				f()
-			}
-		},
+		OnExceeded: func(string) { g.stopAttempt(errBudget) },
+		OnFailing:  func(string) { g.stopAttempt(errModelFailing) },
 	})
 	if err != nil {
 		return fmt.Errorf("model gateway: %w", err)
@@ -147,15 +141,25 @@ func (g *gatewayStep) host() *agent.Gateway {
 	return &agent.Gateway{Key: g.gw.Placeholder(), Routes: g.routes, Socket: g.socket}
 }
 
-// setBudgetStop sets what ends the current attempt when the budget is
-// spent (nil: nothing).
-func (g *gatewayStep) setBudgetStop(f func()) {
+// setStop sets what ends the current attempt when the budget is spent
+// or the model server fails (nil: nothing).
+func (g *gatewayStep) setStop(f func(cause error)) {
 	if !g.running() {
 		return
 	}
 	g.mu.Lock()
-	g.onBudget = f
+	g.onStop = f
 	g.mu.Unlock()
+}
+
+// stopAttempt ends the current attempt, if any, for cause.
+func (g *gatewayStep) stopAttempt(cause error) {
+	g.mu.Lock()
+	f := g.onStop
+	g.mu.Unlock()
+	if f != nil {
+		f(cause)
+	}
 }
 
 // usage is the run's usage so far (nil without a gateway).
@@ -174,6 +178,15 @@ func (g *gatewayStep) exceeded() string {
 		return ""
 	}
 	return g.gw.Exceeded()
+}
+
+// failing says why the gateway gave up on the model server ("" while it
+// has not, or without a gateway).
+func (g *gatewayStep) failing() string {
+	if !g.running() {
+		return ""
+	}
+	return g.gw.Failing()
 }
 
 // socketPath is a unix socket path for a run: in its sandbox dir, or a

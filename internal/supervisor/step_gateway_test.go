@@ -127,7 +127,11 @@ func TestGatewayStepBudget(t *testing.T) {
 	}
 	defer g.Stop(context.Background())
 	stopped := make(chan struct{}, 2)
-	g.setBudgetStop(func() { stopped <- struct{}{} })
+	g.setStop(func(cause error) {
+		if cause == errBudget {
+			stopped <- struct{}{}
+		}
+	})
 	if code := chat(t, g, g.host().Key); code != http.StatusOK {
 		t.Fatalf("first request: %d", code)
 	}
@@ -151,6 +155,46 @@ func TestGatewayStepBudget(t *testing.T) {
 	}
 }
 
+// TestGatewayStepFailing: a model server that refuses the run's key on
+// two model requests in a row ends the attempt (the stop is called with
+// errModelFailing, once), and failing says why.
+func TestGatewayStepFailing(t *testing.T) {
+	srv := modelserver.New(t, "sk-another-key", "m", modelserver.Text("hello"))
+	_, g, j := gatewayRun(t, srv)
+	if err := g.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+	stopped := make(chan error, 4)
+	g.setStop(func(cause error) { stopped <- cause })
+	for range 3 {
+		if code := chat(t, g, g.host().Key); code != http.StatusUnauthorized {
+			t.Fatalf("status %d", code)
+		}
+	}
+	select {
+	case cause := <-stopped:
+		if cause != errModelFailing {
+			t.Fatalf("stopped for %v", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stop was not called")
+	}
+	if len(stopped) != 0 {
+		t.Fatal("the stop was called twice")
+	}
+	if why := g.failing(); !strings.Contains(why, "refused the key from MODEL_KEY (401 Unauthorized) on 2 model requests in a row") {
+		t.Fatalf("failing %q", why)
+	}
+	var kinds []string
+	for _, e := range j.of(run.EventGateway) {
+		kinds = append(kinds, data(t, e)["kind"].(string))
+	}
+	if strings.Join(kinds, ",") != "upstream_error,upstream_error,model_failing,upstream_error" {
+		t.Fatalf("gateway event kinds %v", kinds)
+	}
+}
+
 // TestGatewayStepNone: a run without routes has no gateway; every method
 // says so, on the step as on a nil one.
 func TestGatewayStepNone(t *testing.T) {
@@ -163,8 +207,8 @@ func TestGatewayStepNone(t *testing.T) {
 	}
 	for _, g := range []*gatewayStep{g, none} {
 		g.announce("127.0.0.1:1")
-		g.setBudgetStop(func() {})
-		if g.Socket() != "" || g.host() != nil || g.access("127.0.0.1:1") != nil || g.usage() != nil || g.exceeded() != "" {
+		g.setStop(func(error) {})
+		if g.Socket() != "" || g.host() != nil || g.access("127.0.0.1:1") != nil || g.usage() != nil || g.exceeded() != "" || g.failing() != "" {
 			t.Fatalf("%+v answers as a gateway", g)
 		}
 		g.Stop(context.Background())

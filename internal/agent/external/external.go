@@ -159,8 +159,13 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 func outcome(ctx context.Context, res *runner.ExecResult, err error) (*agent.Outcome, error) {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		out := &agent.Outcome{Reason: run.ReasonCancelled, Message: "the agent was stopped"}
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded) {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded) || errors.Is(ctxErr, context.DeadlineExceeded):
 			out.Reason, out.Message = run.ReasonTimeout, "the run's time limit was reached"
+		case cause != nil && cause != ctxErr:
+			// Why the attempt was ended (the budget, the model server).
+			out.Message += ": " + cause.Error()
 		}
 		if res != nil {
 			code := res.ExitCode

@@ -3,6 +3,7 @@ package external
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/host"
 )
@@ -260,5 +262,38 @@ func TestAttemptRunsTheNativeProgram(t *testing.T) {
 	}
 	if got := ran(run.AgentSpec{Name: "fake", Binary: program, Launcher: launcher}); got != "launcher" {
 		t.Fatalf("with the program gone, ran %q", got)
+	}
+}
+
+// TestOutcomeStopped: an attempt ended from outside says why (a cause
+// given with the cancel), a deadline is a timeout, a plain cancel a stop.
+func TestOutcomeStopped(t *testing.T) {
+	code := 143
+	res := &runner.ExecResult{ExitCode: code}
+	for _, tc := range []struct {
+		cancel func(context.Context) context.Context
+		reason run.Reason
+		msg    string
+	}{
+		{func(ctx context.Context) context.Context {
+			ctx, cancel := context.WithCancelCause(ctx)
+			cancel(errors.New("the run's model budget is spent"))
+			return ctx
+		}, run.ReasonCancelled, "the agent was stopped: the run's model budget is spent"},
+		{func(ctx context.Context) context.Context {
+			ctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return ctx
+		}, run.ReasonCancelled, "the agent was stopped"},
+		{func(ctx context.Context) context.Context {
+			ctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}, run.ReasonTimeout, "the run's time limit was reached"},
+	} {
+		out, err := outcome(tc.cancel(context.Background()), res, nil)
+		if err != nil || out.Reason != tc.reason || out.Message != tc.msg || out.ExitCode == nil || *out.ExitCode != code {
+			t.Errorf("%+v %v, want %s %q", out, err, tc.reason, tc.msg)
+		}
 	}
 }
