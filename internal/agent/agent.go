@@ -120,6 +120,18 @@ type Info struct {
 	// variables its key is read from (Bearer).
 	Upstream string
 	KeyEnv   []string
+	// BaseURLEnv is the variable the CLI itself reads its API's base URL
+	// from (ANTHROPIC_BASE_URL for claude), and BaseURLKeys where its key
+	// is then read, in order. Set in the submitting environment, and
+	// neither --model-server nor config.toml's [providers.NAME] url naming
+	// one, the gateway forwards the CLI's model traffic there, as the CLI
+	// would go bare: a key for another provider never goes to the public
+	// API.
+	BaseURLEnv  string
+	BaseURLKeys []run.KeySource
+	// ModelEnv is the variable the CLI reads its model from, asked for
+	// when --model is not given; DefaultModel when neither is.
+	ModelEnv string
 	// DefaultModel is asked for when --model is not given.
 	DefaultModel string
 	// Tested names the CLI version(s) this profile was tested with.

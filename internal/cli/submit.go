@@ -273,6 +273,10 @@ host, which holds the keys: the sandbox gets a placeholder key and needs no
 network for the model. --model NAME picks the model; --model-server URL|NAME
 sends the model traffic to your own server (LM Studio, Ollama, vLLM,
 llama.cpp; also one on this machine's localhost) instead of the provider's API.
+Without them, a CLI set up in your environment for an endpoint of its own
+goes there as it does bare: ANTHROPIC_BASE_URL (claude), OPENAI_BASE_URL
+(qwen), GOOGLE_GEMINI_BASE_URL (gemini), with their model variables
+(ANTHROPIC_MODEL, OPENAI_MODEL, GEMINI_MODEL).
 Keys come from your environment (ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN,
 OPENAI_API_KEY, GEMINI_API_KEY, DASHSCOPE_API_KEY) or from a key file or command
 named in config.toml; they are never written to disk or into the sandbox.

@@ -149,6 +149,12 @@ func TestProfileRefusedAtSubmit(t *testing.T) {
 		{"unreachable model server", nil, []string{"--agent-cmd", "true", "--model-server", "http://127.0.0.1:9"}, "model_unreachable"},
 		{"negative budget", nil, []string{"--agent-cmd", "true", "--max-cost", "-1"}, "bad_budget"},
 		{"missing --ro path", nil, []string{"--agent-cmd", "true", "--ro", "/nonexistent/agentrun"}, "bad_path"},
+		// The CLI's own endpoint, from the environment: one the gateway
+		// cannot forward as the CLI would, and one without its key.
+		{"CLI endpoint not /v1", []string{"PATH=" + fakeCLI(t, "qwen") + ":" + os.Getenv("PATH"), "OPENAI_BASE_URL=https://open.example.com/api/v4", "OPENAI_API_KEY=sk-x"},
+			[]string{"--agent", "qwen"}, "bad_cli_endpoint"},
+		{"CLI endpoint without its key", []string{"PATH=" + fakeCLI(t, "claude") + ":" + os.Getenv("PATH"), "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "CLAUDE_CODE_OAUTH_TOKEN=sk-oauth"},
+			[]string{"--agent", "claude"}, "no_key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -165,6 +171,17 @@ func TestProfileRefusedAtSubmit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeCLI is a directory with an executable named name in it, for
+// submit to find on PATH.
+func fakeCLI(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func mustLook(t *testing.T, name string) string {

@@ -305,3 +305,64 @@ func TestProfileInContainer(t *testing.T) {
 	}
 	assertNoKeyOnDisk(t, e)
 }
+
+// TestProfileFollowsCLIEndpoint: a CLI set up in the user's environment
+// for an endpoint of its own (ANTHROPIC_BASE_URL and ANTHROPIC_AUTH_TOKEN
+// for an Anthropic-compatible provider, Qwen Code's OPENAI_BASE_URL,
+// Gemini CLI's GOOGLE_GEMINI_BASE_URL) and a model (ANTHROPIC_MODEL, ...)
+// runs through agentrun as it runs bare, with no --model-server, no
+// --model, no config: the gateway forwards there with that key, and
+// neither the key nor another provider's reaches the public API or the
+// sandbox.
+func TestProfileFollowsCLIEndpoint(t *testing.T) {
+	for _, p := range []struct {
+		name  string
+		proto modelserver.Protocol
+		env   func(url string) []string
+	}{
+		{"claude", modelserver.Anthropic, func(url string) []string {
+			return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_AUTH_TOKEN=" + realKey, "ANTHROPIC_API_KEY=sk-for-another-provider", "ANTHROPIC_MODEL=env-model"}
+		}},
+		{"qwen", modelserver.Chat, func(url string) []string {
+			return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + realKey, "OPENAI_MODEL=env-model"}
+		}},
+		{"gemini", modelserver.Gemini, func(url string) []string {
+			return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + realKey, "GEMINI_MODEL=env-model"}
+		}},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, p.name, p.name)
+			if !ok {
+				return
+			}
+			srv := modelserver.New(t, realKey, "env-model", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))
+			env := append(p.env(srv.URL), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+			d, res := e.submitJSON(env, "--agent", p.name, "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s %s\nsupervisor:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), len(srv.Requests()))
+			}
+			r := e.get(d.ID)
+			if r.Agent.Model != "env-model" || r.Gateway == nil || r.Gateway.Routes[0].URL != srv.URL {
+				t.Fatalf("model %q, gateway %+v", r.Agent.Model, r.Gateway)
+			}
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+				t.Fatalf("hello.txt = %q", got)
+			}
+			reqs := srv.ModelRequests(p.proto)
+			if len(reqs) == 0 {
+				t.Fatalf("no %s request reached the endpoint (%d requests)", p.proto, len(srv.Requests()))
+			}
+			for _, q := range reqs {
+				if !strings.Contains(q.Path+string(q.Body), "env-model") {
+					t.Fatalf("a request not for the environment's model: %s %s", q.Path, q.Body)
+				}
+			}
+			for _, q := range srv.Requests() {
+				if q.Key != realKey {
+					t.Fatalf("%s %s reached the endpoint with key %q", q.Method, q.Path, q.Key)
+				}
+			}
+			assertNoKeyOnDisk(t, e)
+		})
+	}
+}

@@ -69,7 +69,7 @@ func ModelServerURL(raw string) (string, error) {
 		return "", fmt.Errorf("%q is not an http:// or https:// URL", raw)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("%q has credentials in it; name the key with api_key_env, api_key_file or api_key_command in config.toml", redactRaw(raw))
+		return "", fmt.Errorf("%q has credentials in it; name the key with api_key_env, api_key_file or api_key_command in config.toml", RedactRaw(raw))
 	}
 	u.RawQuery, u.Fragment = "", ""
 	p := strings.TrimRight(u.Path, "/")
@@ -80,7 +80,8 @@ func ModelServerURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
-func redactRaw(raw string) string {
+// RedactRaw is the URL raw without user info, for messages.
+func RedactRaw(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(the URL)"

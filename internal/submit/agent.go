@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -70,18 +71,18 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 		// The program the launcher would run, in its package (visible).
 		spec.Binary, spec.Launcher = prog, bin
 	}
+	if spec.Model == "" && p.ModelEnv != "" {
+		spec.Model = strings.TrimSpace(req.Getenv(p.ModelEnv))
+	}
 	if spec.Model == "" {
 		spec.Model = p.DefaultModel
 	}
 	if p.Sessions && p.SessionIDs {
 		spec.Session = agent.NewSessionID()
 	}
-	var def *run.RouteSpec
-	if p.Upstream != "" {
-		def = &run.RouteSpec{Name: p.Protocol, URL: p.Upstream}
-		for _, k := range p.KeyEnv {
-			def.Keys = append(def.Keys, run.KeySource{Env: k, Header: gateway.KeyHeader(p.Protocol)})
-		}
+	def, err := profileRoute(req, p)
+	if err != nil {
+		return spec, nil, nil, err
 	}
 	rs, err := planRoute(ctx, req, p.Protocol, p.Name+" profile", def)
 	if err != nil {
@@ -90,6 +91,72 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 	gw := &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	spec.Command = p.Binary + " (" + p.Name + " profile)"
 	return spec, gw, visible, nil
+}
+
+// profileRoute is the route profile p takes without --model-server (nil:
+// its family's public API, which config.toml may change): the CLI's own
+// endpoint (CLIEndpoint), else the profile's own provider.
+func profileRoute(req Request, p agent.Info) (*run.RouteSpec, error) {
+	if req.Models.Server == "" {
+		rs, ok, err := CLIEndpoint(p, req.Getenv, req.Models.Providers)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &rs, nil
+		}
+	}
+	if p.Upstream == "" {
+		return nil, nil
+	}
+	def := &run.RouteSpec{Name: p.Protocol, URL: p.Upstream}
+	for _, k := range p.KeyEnv {
+		def.Keys = append(def.Keys, run.KeySource{Env: k, Header: gateway.KeyHeader(p.Protocol)})
+	}
+	return def, nil
+}
+
+// CLIEndpoint is the route to the endpoint that profile p's CLI is set
+// up for in the environment, through its own base-URL variable: where
+// the CLI would go bare, with its key. ok is false when the variable is
+// not set, names the family's public API (whose route keeps all of its
+// key sources), or config.toml's [providers.NAME] url names the endpoint
+// instead. A URL the gateway cannot forward as the CLI would is a
+// catalog.BadCLIEndpoint error.
+func CLIEndpoint(p agent.Info, getenv func(string) string, providers map[string]config.Provider) (rs run.RouteSpec, ok bool, err error) {
+	v := ""
+	if p.BaseURLEnv != "" {
+		v = strings.TrimSpace(getenv(p.BaseURLEnv))
+	}
+	if pr, set := providers[p.Protocol]; v == "" || (set && pr.URL != "" && p.Upstream == "") {
+		return rs, false, nil
+	}
+	u, err := cliBaseURL(v, p.Protocol)
+	if err != nil {
+		return rs, false, catalog.BadCLIEndpoint.New("%s=%s (where your %s CLI is set up to go): %v", p.BaseURLEnv, gateway.RedactRaw(v), p.Name, err).
+			WithFix("unset %s to use the %s profile's provider, or point it at an endpoint the model gateway can forward to (an http:// or https:// URL; OpenAI-compatible: ending in /v1)", p.BaseURLEnv, p.Name)
+	}
+	if pub, _ := gateway.Public(p.Protocol); u == pub.URL && p.Upstream == "" {
+		return rs, false, nil
+	}
+	return run.RouteSpec{Name: p.Protocol, URL: u, Keys: slices.Clone(p.BaseURLKeys)}, true, nil
+}
+
+// cliBaseURL is a CLI's base URL as the route's root. A CLI of the
+// OpenAI family appends /chat/completions to its base URL, and the
+// gateway's route /v1/chat/completions: the base URL must end in /v1
+// (or be the server's root, where the route's /v1 is the CLI's).
+func cliBaseURL(raw, family string) (string, error) {
+	u, err := gateway.ModelServerURL(raw)
+	if err != nil {
+		return "", err
+	}
+	if family == gateway.RouteOpenAI {
+		if pu, err := url.Parse(raw); err == nil && strings.TrimRight(pu.Path, "/") != "" && !strings.HasSuffix(strings.TrimRight(pu.Path, "/"), "/v1") {
+			return "", fmt.Errorf("the model gateway forwards OpenAI-compatible requests to a base URL ending in /v1, and this one ends in /%s", path.Base(strings.TrimRight(pu.Path, "/")))
+		}
+	}
+	return u, nil
 }
 
 // planRoute is the gateway route of family name: the user's model server

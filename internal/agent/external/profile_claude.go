@@ -1,8 +1,10 @@
 package external
 
 import (
-	"github.com/agentrun/agentrun/internal/agent"
 	"strings"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // claudeDefaultModel is the model asked for without --model.
@@ -11,10 +13,17 @@ const claudeDefaultModel = "claude-opus-5-5"
 // claudeProfile runs Claude Code (the native build that npm installs) in
 // print mode against the gateway's Anthropic route.
 var claudeProfile = Profile{Info: agent.Info{
-	Name:         "claude",
-	Binary:       "claude",
-	Install:      "npm install -g @anthropic-ai/claude-code",
-	Protocol:     "anthropic",
+	Name:     "claude",
+	Binary:   "claude",
+	Install:  "npm install -g @anthropic-ai/claude-code",
+	Protocol: "anthropic",
+	// An Anthropic-compatible endpoint set for the CLI (another
+	// provider's, a company proxy) takes its bearer token first, as the
+	// CLI sends it.
+	BaseURLEnv: "ANTHROPIC_BASE_URL",
+	BaseURLKeys: []run.KeySource{{Env: "ANTHROPIC_AUTH_TOKEN", Header: "authorization"},
+		{Env: "ANTHROPIC_API_KEY", Header: "x-api-key"}},
+	ModelEnv:     "ANTHROPIC_MODEL",
 	DefaultModel: claudeDefaultModel,
 	Tested:       "2.1.332",
 	// Hosts it calls that a run never needs (none is called with

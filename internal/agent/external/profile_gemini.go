@@ -1,8 +1,10 @@
 package external
 
 import (
-	"github.com/agentrun/agentrun/internal/agent"
 	"strings"
+
+	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // geminiDefaultModel is the model asked for without --model: the CLI's own
@@ -43,10 +45,14 @@ const geminiSettingsFile = ".gemini/settings.json"
 // geminiProfile runs Gemini CLI headless (--prompt) against the gateway's
 // Gemini route.
 var geminiProfile = Profile{Info: agent.Info{
-	Name:         "gemini",
-	Binary:       "gemini",
-	Install:      "npm install -g @google/gemini-cli",
-	Protocol:     "gemini",
+	Name:       "gemini",
+	Binary:     "gemini",
+	Install:    "npm install -g @google/gemini-cli",
+	Protocol:   "gemini",
+	BaseURLEnv: "GOOGLE_GEMINI_BASE_URL",
+	BaseURLKeys: []run.KeySource{{Env: "GEMINI_API_KEY", Header: "x-goog-api-key"},
+		{Env: "GOOGLE_API_KEY", Header: "x-goog-api-key"}},
+	ModelEnv:     "GEMINI_MODEL",
 	DefaultModel: geminiDefaultModel,
 	Tested:       "0.61.0",
 	// Clearcut usage logs (off with privacy.usageStatisticsEnabled).

@@ -2,7 +2,9 @@ package external
 
 import (
 	"encoding/json"
+
 	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/run"
 )
 
 // qwenSettings is ~/.qwen/settings.json: OpenAI-compatible auth, no
@@ -29,10 +31,16 @@ func qwenSettings(model string) string {
 // qwenProfile runs Qwen Code (a Gemini CLI fork) headless against the
 // gateway's OpenAI chat completions route.
 var qwenProfile = Profile{Info: agent.Info{
-	Name:         "qwen",
-	Binary:       "qwen",
-	Install:      "npm install -g @qwen-code/qwen-code",
-	Protocol:     "openai",
+	Name:     "qwen",
+	Binary:   "qwen",
+	Install:  "npm install -g @qwen-code/qwen-code",
+	Protocol: "openai",
+	// Qwen Code's own OpenAI-compatible settings: any provider's
+	// endpoint, its key in OPENAI_API_KEY.
+	BaseURLEnv: "OPENAI_BASE_URL",
+	BaseURLKeys: []run.KeySource{{Env: "OPENAI_API_KEY", Header: "authorization"},
+		{Env: "DASHSCOPE_API_KEY", Header: "authorization"}},
+	ModelEnv:     "OPENAI_MODEL",
 	DefaultModel: "qwen3-coder-plus",
 	// Alibaba Cloud Model Studio's OpenAI-compatible API.
 	Upstream: "https://dashscope-intl.aliyuncs.com/compatible-mode",
