@@ -31,7 +31,8 @@ import (
 // doctorCheck is one finding of `agentrun doctor`.
 type doctorCheck struct {
 	// Name is the thing checked: data_directory, config, git,
-	// sandbox.NAME, key.ROUTE, model_server.NAME, agent.PROFILE.
+	// sandbox.NAME, key.ROUTE, model_server.NAME, agent.PROFILE,
+	// endpoint.PROFILE (a CLI set up for an endpoint of its own).
 	Name string `json:"name"`
 	// Status is ok, warn (works, with a caveat, or optional and missing)
 	// or fail (what it names cannot work).
@@ -120,6 +121,15 @@ func (app *App) runDoctor(ctx context.Context) error {
 		wg.Go(func() { push(checkWorkspace(ctx, defaultBackend, home)) })
 		push(checkLayerCache(home, settings.CacheBudget))
 	}
+	// Profiles whose CLI is set up for an endpoint of its own go there,
+	// not to their family's public API.
+	own := map[string]bool{}
+	for _, p := range app.Deps.Agents {
+		if c, ok := checkEndpoint(p, app.Getenv, settings.File.Providers); ok {
+			own[p.Name] = true
+			push(c)
+		}
+	}
 	for _, name := range gateway.RouteNames {
 		rs, _ := gateway.Public(name)
 		if pr, ok := settings.File.Providers[name]; ok {
@@ -127,7 +137,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 				rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
 			}
 		}
-		push(checkKey(app.Deps.Agents, rs, app.Getenv))
+		push(checkKey(app.Deps.Agents, own, rs, app.Getenv))
 	}
 	for _, name := range slices.Sorted(maps.Keys(settings.File.ModelServers)) {
 		m := settings.File.ModelServers[name]
@@ -336,13 +346,48 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool, image 
 	return c
 }
 
-func checkKey(agents agent.Catalog, rs run.RouteSpec, getenv func(string) string) doctorCheck {
+// checkEndpoint is the check of profile p's CLI's own endpoint (ok false
+// when its environment names none: see submit.CLIEndpoint).
+func checkEndpoint(p agent.Info, getenv func(string) string, providers map[string]config.Provider) (doctorCheck, bool) {
+	c := doctorCheck{Name: "endpoint." + p.Name}
+	rs, ok, err := submit.CLIEndpoint(p, getenv, providers)
+	if err != nil {
+		ce, _ := catalog.As(err)
+		c.Status, c.Detail = "fail", err.Error()
+		if ce != nil {
+			c.Detail, c.Fix = ce.Cause, ce.Fix
+		}
+		return c, true
+	}
+	if !ok {
+		return c, false
+	}
+	if avail, tried := gateway.Available(rs, getenv); !avail {
+		c.Status = "warn"
+		c.Detail = fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), and none of %s is set", p.BaseURLEnv, p.Name, rs.URL, strings.Join(tried, ", "))
+		c.Fix = fmt.Sprintf("export the key for that endpoint in %s, or unset %s for the provider's public API", rs.Keys[0].Env, p.BaseURLEnv)
+		return c, true
+	}
+	for _, k := range rs.Keys {
+		if avail, _ := gateway.Available(run.RouteSpec{Keys: []run.KeySource{k}}, getenv); avail {
+			c.Status, c.Detail = "ok", fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), key from %s (kept on the host)", p.BaseURLEnv, p.Name, rs.URL, k.Describe())
+			break
+		}
+	}
+	return c, true
+}
+
+func checkKey(agents agent.Catalog, own map[string]bool, rs run.RouteSpec, getenv func(string) string) doctorCheck {
 	c := doctorCheck{Name: "key." + rs.Name}
 	var users []string
 	for _, p := range agents {
-		if p.Protocol == rs.Name && p.Upstream == "" {
+		if p.Protocol == rs.Name && p.Upstream == "" && !own[p.Name] {
 			users = append(users, p.Name)
 		}
+	}
+	if len(users) == 0 {
+		c.Status, c.Detail = "ok", fmt.Sprintf("%s: no profile goes there here (each CLI is set up for an endpoint of its own); the built-in agent would", rs.URL)
+		return c
 	}
 	who := strings.Join(users, ", ")
 	for _, k := range rs.Keys {

@@ -185,3 +185,44 @@ func TestWrapWords(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorCLIEndpoint: a CLI set up for an endpoint of its own is
+// checked as endpoint.PROFILE, and its family's public API no longer
+// counts it as needing a key.
+func TestDoctorCLIEndpoint(t *testing.T) {
+	h := newTestHome(t)
+	h.executable = testsupport.Agentrun(t)
+	h.env["AGENTRUN_SANDBOX"] = "host"
+	h.env["ANTHROPIC_BASE_URL"] = "https://anthropic-compatible.example.com/api/anthropic"
+	h.env["ANTHROPIC_AUTH_TOKEN"] = "sk-doctor-endpoint"
+	h.env["OPENAI_BASE_URL"] = "https://openai-compatible.example.com/api/v4"
+	h.env["GOOGLE_GEMINI_BASE_URL"] = "https://gemini-compatible.example.com"
+	_, js, _ := h.exec("doctor", "--json")
+	var doc doctorOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	got := map[string]doctorCheck{}
+	for _, c := range doc.Checks {
+		got[c.Name] = c
+	}
+	if c := got["endpoint.claude"]; c.Status != "ok" || !strings.Contains(c.Detail, "goes to https://anthropic-compatible.example.com/api/anthropic") ||
+		!strings.Contains(c.Detail, "key from ANTHROPIC_AUTH_TOKEN") {
+		t.Errorf("endpoint.claude: %+v", c)
+	}
+	if c := got["endpoint.qwen"]; c.Status != "fail" || !strings.Contains(c.Detail, "ends in /v4") || !strings.Contains(c.Fix, "unset OPENAI_BASE_URL") {
+		t.Errorf("endpoint.qwen: %+v", c)
+	}
+	if c := got["endpoint.gemini"]; c.Status != "warn" || !strings.Contains(c.Detail, "none of GEMINI_API_KEY, GOOGLE_API_KEY is set") {
+		t.Errorf("endpoint.gemini: %+v", c)
+	}
+	if c := got["key.anthropic"]; c.Status != "ok" || !strings.Contains(c.Detail, "no profile goes there") {
+		t.Errorf("key.anthropic: %+v", c)
+	}
+	if _, ok := got["endpoint.codex"]; ok {
+		t.Error("codex has no endpoint variable agentrun reads")
+	}
+	if strings.Contains(js, "sk-doctor-endpoint") {
+		t.Fatal("doctor printed a key")
+	}
+}
