@@ -58,15 +58,7 @@ func TestDoctor(t *testing.T) {
 	h.env["PATH"] = bin + ":" + os.Getenv("PATH")
 	h.env["AGENTRUN_SANDBOX"] = "host"
 	h.env["OPENAI_API_KEY"] = "sk-doctor-test"
-	code, js, _ := h.exec("doctor", "--json")
-	var doc doctorOutput
-	if err := json.Unmarshal([]byte(js), &doc); err != nil {
-		t.Fatalf("%v\n%s", err, js)
-	}
-	got := map[string]doctorCheck{}
-	for _, c := range doc.Checks {
-		got[c.Name] = c
-	}
+	code, js, doc, got := doctorJSON(t, h)
 	want := map[string]string{
 		"data_directory": "ok", "config": "ok", "git": "ok",
 		"agent.claude": "ok", "agent.codex": "warn", "agent.qwen": "warn", "agent.crush": "warn", "agent.opencode": "warn",
@@ -186,6 +178,22 @@ func TestWrapWords(t *testing.T) {
 	}
 }
 
+// doctorJSON runs doctor --json: its exit code, output, document and
+// checks by name.
+func doctorJSON(t *testing.T, h *testHome) (int, string, doctorOutput, map[string]doctorCheck) {
+	t.Helper()
+	code, js, _ := h.exec("doctor", "--json")
+	var doc doctorOutput
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	got := map[string]doctorCheck{}
+	for _, c := range doc.Checks {
+		got[c.Name] = c
+	}
+	return code, js, doc, got
+}
+
 // TestDoctorCLIEndpoint: a CLI set up for an endpoint of its own is
 // checked as endpoint.PROFILE, and its family's public API no longer
 // counts it as needing a key.
@@ -197,15 +205,7 @@ func TestDoctorCLIEndpoint(t *testing.T) {
 	h.env["ANTHROPIC_AUTH_TOKEN"] = "sk-doctor-endpoint"
 	h.env["OPENAI_BASE_URL"] = "https://openai-compatible.example.com/api/v4"
 	h.env["GOOGLE_GEMINI_BASE_URL"] = "https://gemini-compatible.example.com"
-	_, js, _ := h.exec("doctor", "--json")
-	var doc doctorOutput
-	if err := json.Unmarshal([]byte(js), &doc); err != nil {
-		t.Fatalf("%v\n%s", err, js)
-	}
-	got := map[string]doctorCheck{}
-	for _, c := range doc.Checks {
-		got[c.Name] = c
-	}
+	_, js, _, got := doctorJSON(t, h)
 	if c := got["endpoint.claude"]; c.Status != "ok" || !strings.Contains(c.Detail, "goes to https://anthropic-compatible.example.com/api/anthropic") ||
 		!strings.Contains(c.Detail, "key from ANTHROPIC_AUTH_TOKEN") {
 		t.Errorf("endpoint.claude: %+v", c)
