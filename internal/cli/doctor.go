@@ -352,10 +352,12 @@ func checkEndpoint(p agent.Info, getenv func(string) string, providers map[strin
 	c := doctorCheck{Name: "endpoint." + p.Name}
 	rs, ok, err := submit.CLIEndpoint(p, getenv, providers)
 	if err != nil {
+		// A warning: the variable may be set for another tool, and only
+		// --agent NAME is refused.
 		ce, _ := catalog.As(err)
-		c.Status, c.Detail = "fail", err.Error()
+		c.Status, c.Detail = "warn", err.Error()
 		if ce != nil {
-			c.Detail, c.Fix = ce.Cause, ce.Fix
+			c.Detail, c.Fix = "--agent "+p.Name+" is refused: "+ce.Cause, ce.Fix
 		}
 		return c, true
 	}

@@ -210,7 +210,7 @@ func TestDoctorCLIEndpoint(t *testing.T) {
 		!strings.Contains(c.Detail, "key from ANTHROPIC_AUTH_TOKEN") {
 		t.Errorf("endpoint.claude: %+v", c)
 	}
-	if c := got["endpoint.qwen"]; c.Status != "fail" || !strings.Contains(c.Detail, "ends in /v4") || !strings.Contains(c.Fix, "unset OPENAI_BASE_URL") {
+	if c := got["endpoint.qwen"]; c.Status != "warn" || !strings.Contains(c.Detail, "--agent qwen is refused: OPENAI_BASE_URL=") || !strings.Contains(c.Detail, "ends in /v4") || !strings.Contains(c.Fix, "unset OPENAI_BASE_URL") {
 		t.Errorf("endpoint.qwen: %+v", c)
 	}
 	if c := got["endpoint.gemini"]; c.Status != "warn" || !strings.Contains(c.Detail, "none of GEMINI_API_KEY, GOOGLE_API_KEY is set") {

@@ -144,8 +144,10 @@ func CLIEndpoint(p agent.Info, getenv func(string) string, providers map[string]
 
 // cliBaseURL is a CLI's base URL as the route's root. A CLI of the
 // OpenAI family appends /chat/completions to its base URL, and the
-// gateway's route /v1/chat/completions: the base URL must end in /v1
-// (or be the server's root, where the route's /v1 is the CLI's).
+// gateway's route /v1/chat/completions: the base URL must end in /v1, or
+// be the server's root, which the route then asks for /v1/... (servers
+// documented with a root base URL, DeepSeek's, serve both). Any other
+// path would be forwarded where the CLI would not go.
 func cliBaseURL(raw, family string) (string, error) {
 	u, err := gateway.ModelServerURL(raw)
 	if err != nil {
