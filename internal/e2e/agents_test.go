@@ -211,6 +211,42 @@ func TestNativeIsDefaultSandbox(t *testing.T) {
 	}
 }
 
+// TestProfileModelCheckedAtSubmit: as for the built-in agent, a profile
+// on the user's model server has its key and model checked at submit, in
+// the server's own protocol (exit 2, nothing created): a key the server
+// refuses is model_auth, a model it lacks model_not_loaded naming those
+// it has.
+func TestProfileModelCheckedAtSubmit(t *testing.T) {
+	e := newEnv(t)
+	srv := modelserver.New(t, realKey, "loaded-model", modelserver.Text("hi"))
+	e.writeConfig(fmt.Sprintf("[model_servers.local]\nurl = %q\napi_key_env = \"LOCAL_KEY\"\n", srv.URL))
+	for _, name := range []string{"claude", "qwen", "gemini"} {
+		t.Run(name, func(t *testing.T) {
+			path := "PATH=" + fakeCLI(t, name) + ":" + os.Getenv("PATH")
+			before := len(srv.Requests())
+			res := e.agentrun([]string{path, "LOCAL_KEY=" + realKey}, "submit", "--json", "--sandbox", "host", "--agent", name,
+				"--model", "missing-model", "--model-server", "local", "t")
+			must(t, res, 2)
+			if !strings.Contains(res.stdout, "model_not_loaded") || !strings.Contains(res.stdout, "the server offers: loaded-model") {
+				t.Fatalf("%s", res.stdout)
+			}
+			res = e.agentrun([]string{path, "LOCAL_KEY=sk-wrong"}, "submit", "--json", "--sandbox", "host", "--agent", name,
+				"--model", "loaded-model", "--model-server", "local", "t")
+			must(t, res, 2)
+			if !strings.Contains(res.stdout, "model_auth") || !strings.Contains(res.stdout, "its key comes from LOCAL_KEY") {
+				t.Fatalf("%s", res.stdout)
+			}
+			reqs := srv.Requests()[before:]
+			if len(reqs) != 2 || reqs[0].Protocol != modelserver.Models || reqs[0].Key != realKey {
+				t.Fatalf("requests %+v", reqs)
+			}
+			if ids := e.runIDs(); len(ids) != 0 {
+				t.Fatalf("runs were created: %v", ids)
+			}
+		})
+	}
+}
+
 // TestBuiltinModelCheckedAtSubmit: a model the server lacks, and a key it
 // refuses, are caught at submit (exit 2, nothing created); a model error
 // that another attempt cannot fix ends the run after one attempt.

@@ -33,7 +33,26 @@ func (s *Service) checkBuiltin(spec run.AgentSpec) (provider.Kind, error) {
 // lacks, or a key it refuses, is caught at submit rather than as failed
 // attempts. A server that cannot list its models is not an error here.
 func checkBuiltinModel(ctx context.Context, spec run.AgentSpec, rs run.RouteSpec, kind provider.Kind, getenv func(string) string) error {
-	if rs.Server == "" {
+	return checkServerModel(ctx, spec.Model, rs, getenv, kindLister(kind, rs))
+}
+
+// lister lists a model server's models with key.
+type lister func(ctx context.Context, key string, client *http.Client) ([]provider.ModelInfo, error)
+
+// kindLister lists with provider kind's own listing.
+func kindLister(kind provider.Kind, rs run.RouteSpec) lister {
+	return func(ctx context.Context, key string, client *http.Client) ([]provider.ModelInfo, error) {
+		return kind.New(provider.Config{BaseURL: rs.URL + kind.URLPath, APIKey: key, HTTPClient: client}).Models(ctx)
+	}
+}
+
+// checkServerModel asks the model server of rs (one the user named, not a
+// provider's public API: "" Server is not asked) for its models with the
+// route's key: 401 or 403 is catalog.ModelAuth, a list without model
+// catalog.ModelNotLoaded. A server that cannot list its models, or does
+// not within 5 s, is not an error here.
+func checkServerModel(ctx context.Context, model string, rs run.RouteSpec, getenv func(string) string, list lister) error {
+	if rs.Server == "" || list == nil {
 		return nil
 	}
 	key := ""
@@ -46,7 +65,8 @@ func checkBuiltinModel(ctx context.Context, spec run.AgentSpec, rs run.RouteSpec
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	have, err := kind.New(provider.Config{BaseURL: rs.URL + kind.URLPath, APIKey: key, HTTPClient: client}).Models(lctx)
+	defer client.CloseIdleConnections()
+	have, err := list(lctx, key, client)
 	var he *provider.HTTPError
 	if errors.As(err, &he) && (he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden) {
 		src := "no key is configured for it"
@@ -59,9 +79,9 @@ func checkBuiltinModel(ctx context.Context, spec run.AgentSpec, rs run.RouteSpec
 		return nil
 	}
 	for _, m := range have {
-		if m.ID == spec.Model {
+		if m.ID == model {
 			return nil
 		}
 	}
-	return provider.NotLoaded(spec.Model, have)
+	return provider.NotLoaded(model, have)
 }

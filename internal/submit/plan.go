@@ -136,7 +136,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		req.Getenv = os.Getenv
 	}
 	// Agent, model gateway and network.
-	agentSpec, gw, visible, network, err := s.planAgent(ctx, req)
+	agentSpec, gw, visible, network, modelCheck, err := s.planAgent(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,8 +170,8 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	}
 	r.Sandbox.Image = img.ID
 	warnings = append(warnings, sbWarnings...)
-	if repoErr != nil {
-		return nil, nil, repoErr
+	if err := cmp.Or(repoErr, modelCheck()); err != nil {
+		return nil, nil, err
 	}
 	r.Repo, r.Base = info.Path, info.Base
 	checkout := estimateCheckout(ctx, req, b, r)
@@ -307,8 +307,13 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, li
 	return b, info, nil, repoErr, nil
 }
 
-func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, error) {
+// planAgent is the run's agent, its gateway routes, the host paths it
+// needs visible and its network; and what waits for the answer of the
+// user's model server on a profile's key and model (profileModelCheck;
+// for anything else, nothing to wait for).
+func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, func() error, error) {
 	var spec run.AgentSpec
+	modelCheck := func() error { return nil }
 	var gw *run.GatewaySpec
 	var visible []string
 	network := req.Network
@@ -317,15 +322,15 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 		spec = run.AgentSpec{Name: agent.CommandName, Command: req.AgentCmd}
 		vis, err := commandPreflight(req.AgentCmd, req.Getenv("PATH"))
 		if err != nil {
-			return spec, nil, nil, "", err
+			return spec, nil, nil, "", nil, err
 		}
 		visible = vis
 		if req.Models.Model != "" && req.Models.Server == "" {
-			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s with %s names a model for the model gateway, which an agent command gets only with %s", f("model"), f("agent_cmd"), f("model_server")).
+			return spec, nil, nil, "", nil, catalog.UnsupportedFlag.New("%s with %s names a model for the model gateway, which an agent command gets only with %s", f("model"), f("agent_cmd"), f("model_server")).
 				WithFix("add %s URL (the command then gets AGENTRUN_MODEL and the gateway's URLs), or drop %s", f("model_server"), f("model"))
 		}
 		for _, name := range req.Models.BuiltinFields {
-			return spec, nil, nil, "", catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; an agent command would ignore it", f(name))
+			return spec, nil, nil, "", nil, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; an agent command would ignore it", f(name))
 		}
 		if req.Models.Server != "" {
 			// A command agent may speak any protocol to the user's model
@@ -334,7 +339,7 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 			for _, name := range gateway.RouteNames {
 				rs, err := planRoute(ctx, req, name, "agent command", nil)
 				if err != nil {
-					return spec, nil, nil, "", err
+					return spec, nil, nil, "", nil, err
 				}
 				gw.Routes = append(gw.Routes, rs)
 			}
@@ -348,27 +353,28 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 		}
 		kind, err := s.checkBuiltin(spec)
 		if err != nil {
-			return spec, nil, nil, "", err
+			return spec, nil, nil, "", nil, err
 		}
 		rs, err := builtinRoute(ctx, req, spec, kind)
 		if err != nil {
-			return spec, nil, nil, "", err
+			return spec, nil, nil, "", nil, err
 		}
 		if err := checkBuiltinModel(ctx, spec, rs, kind, req.Getenv); err != nil {
-			return spec, nil, nil, "", err
+			return spec, nil, nil, "", nil, err
 		}
 		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	case req.AgentName != "":
 		p, ok := s.Agents.Lookup(req.AgentName)
 		if !ok {
-			return spec, nil, nil, "", catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
+			return spec, nil, nil, "", nil, catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
 		}
 		var err error
 		if spec, gw, visible, err = planProfile(ctx, req, p); err != nil {
-			return spec, nil, nil, "", err
+			return spec, nil, nil, "", nil, err
 		}
+		modelCheck = s.profileModelCheck(ctx, req, spec.Model, gw.Routes[0])
 	default:
-		return spec, nil, nil, "", catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))
+		return spec, nil, nil, "", nil, catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))
 	}
 	// The model goes through the gateway, which needs no network: every
 	// agent starts with none; --allow opens the allowlist.
@@ -381,15 +387,15 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	switch network {
 	case string(sandbox.NetworkNone):
 		if len(req.Allow) > 0 {
-			return spec, nil, nil, "", catalog.ConflictFlags.New("%s with %s none", f("allow"), f("network"))
+			return spec, nil, nil, "", nil, catalog.ConflictFlags.New("%s with %s none", f("allow"), f("network"))
 		}
 		spec.Hosts = nil
 	case string(sandbox.NetworkAllowlist):
 	default:
-		return spec, nil, nil, "", catalog.BadNetwork.New("%q", network)
+		return spec, nil, nil, "", nil, catalog.BadNetwork.New("%q", network)
 	}
 	spec.Env = mergeNames(spec.Env, req.EnvNames)
-	return spec, gw, visible, network, nil
+	return spec, gw, visible, network, modelCheck, nil
 }
 
 // builtinRoute is the built-in agent's gateway route: --base-url (or

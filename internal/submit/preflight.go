@@ -26,13 +26,8 @@ const preflightTTL = 5 * time.Minute
 // fresh in cache, the user's cache directory ("": none, it always runs).
 func cachedPreflight(ctx context.Context, b sandbox.Backend, name, cache string) error {
 	path, key := preflightCache(name, cache)
-	if path != "" {
-		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
-			age := time.Since(fi.ModTime())
-			if data, err := os.ReadFile(path); err == nil && string(data) == key && age >= 0 && age < preflightTTL {
-				return nil
-			}
-		}
+	if fresh(path, key, preflightTTL) {
+		return nil
 	}
 	if err := b.Preflight(ctx); err != nil {
 		if path != "" {
@@ -66,7 +61,8 @@ func preflightCache(name, dir string) (path, key string) {
 	return filepath.Join(dir, "agentrun", "preflight-"+name), key
 }
 
-// rememberPreflight writes the entry atomically; best effort.
+// rememberPreflight writes a memo's entry atomically (a preflight's, a
+// model check's); best effort.
 func rememberPreflight(path, key string) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return
