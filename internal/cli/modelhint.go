@@ -17,12 +17,14 @@ import (
 // its requests went to the gateway.
 type modelHint struct {
 	// Upstream is the model server (without user info or query); Status
-	// the HTTP status it refused with (401 or 403), 0 when it could not
-	// be reached; Key where the key came from ("" when agentrun has none
-	// for that server).
+	// the HTTP status it refused with (401 or 403) or 404 (no such path or
+	// model), 0 when it could not be reached; Key where the key came from
+	// ("" when agentrun has none for that server).
 	Upstream string `json:"upstream"`
 	Status   int    `json:"status,omitempty"`
 	Key      string `json:"key,omitempty"`
+	// Path is where a request answered 404 went on the server.
+	Path string `json:"path,omitempty"`
 	// Errors is how many of the attempt's requests failed so.
 	Errors int    `json:"errors"`
 	Hint   string `json:"hint"`
@@ -49,6 +51,7 @@ func modelHintOf(r *run.Run, evs []run.Event) *modelHint {
 			Upstream string `json:"upstream"`
 			Status   int    `json:"status"`
 			Key      string `json:"key"`
+			Path     string `json:"path"`
 		}
 		if json.Unmarshal(e.Data, &d) != nil || d.Kind != "upstream_error" {
 			continue
@@ -61,7 +64,7 @@ func modelHintOf(r *run.Run, evs []run.Event) *modelHint {
 		if h != nil {
 			n = h.Errors + 1
 		}
-		h = &modelHint{Upstream: d.Upstream, Status: d.Status, Key: d.Key, Errors: n, named: named}
+		h = &modelHint{Upstream: d.Upstream, Status: d.Status, Key: d.Key, Path: d.Path, Errors: n, named: named}
 	}
 	if h == nil {
 		return nil
@@ -74,6 +77,9 @@ func modelHintOf(r *run.Run, evs []run.Event) *modelHint {
 	switch {
 	case h.Status == 0:
 		h.Hint = fmt.Sprintf("the model server %s could not be reached (%s in attempt %d): %s", h.Upstream, times, a.N, catalog.ModelUnreachable.Fix)
+	case h.Status == http.StatusNotFound:
+		h.Hint = fmt.Sprintf("the model server %s answered 404 Not Found to the agent's model requests (%s in attempt %d; the last to %s): check that it serves the model %q (its model list names it) and that its API is at that path (an OpenAI-compatible server's under /v1)",
+			h.Upstream, times, a.N, h.Path, r.Agent.Model)
 	case !h.named:
 		h.Hint = fmt.Sprintf("the model server %s refused the agent's requests (%s, %s in attempt %d): %s", h.Upstream, status, times, a.N, catalog.ModelAuth.Fix)
 	case h.Key == "":

@@ -47,6 +47,13 @@ func TestModelHintOf(t *testing.T) {
 		!strings.Contains(h.Hint, "the model server of route anthropic refused the agent's requests (403 Forbidden, once in attempt 2): set a valid key") {
 		t.Errorf("%+v", h)
 	}
+	// 404: where the last request went, and the run's model.
+	failed.Agent.Model = "qwen3-coder"
+	notFound := upstream(21, map[string]any{"route": "openai", "status": 404, "upstream": "http://127.0.0.1:1234", "path": "/api/v4/v1/chat/completions"})
+	if h := modelHintOf(failed, []run.Event{notFound}); h == nil || h.Status != 404 || h.Path != "/api/v4/v1/chat/completions" ||
+		!strings.Contains(h.Hint, `answered 404 Not Found to the agent's model requests (once in attempt 2; the last to /api/v4/v1/chat/completions): check that it serves the model "qwen3-coder"`) {
+		t.Errorf("%+v", h)
+	}
 	// Nothing to say for a run that did not fail, or ran out of budget.
 	for _, r := range []*run.Run{
 		{State: run.StateSucceeded, Attempts: failed.Attempts},

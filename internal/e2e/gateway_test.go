@@ -3,6 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -484,6 +487,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		Upstream string
 		Status   int
 		Key      string
+		Path     string
 		Errors   int
 		Hint     string
 	}
@@ -557,6 +561,23 @@ func TestGatewayModelFailureHint(t *testing.T) {
 		res = e.run("submit", "--sandbox", "host", "--model-server", "keyless", "--attempts", "1", "--agent-cmd", once, "--wait", "ask")
 		if res.code != 1 || !strings.Contains(res.stdout, "\nmodel: the model server "+srv.URL+" refused requests without a key") {
 			t.Fatalf("exit %d\n%s", res.code, res.stdout)
+		}
+	})
+	t.Run("no such path", func(t *testing.T) {
+		// A server whose OpenAI API is not under the URL's /v1 (or that
+		// lacks the model): 404 to every model request.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`)
+		}))
+		defer srv.Close()
+		d, res := e.submitJSON(nil, "--sandbox", "host", "--model-server", srv.URL+"/api/v4", "--model", "m-404",
+			"--attempts", "1", "--agent-cmd", once, "--wait", "ask")
+		must(t, res, 1)
+		m, _ := resultOf(t, d.ID, "agent_failed")
+		if m.Status != 404 || m.Path != "/api/v4/v1/chat/completions" || !strings.Contains(m.Hint, `check that it serves the model "m-404"`) {
+			t.Fatalf("model hint %+v", m)
 		}
 	})
 	t.Run("server gone", func(t *testing.T) {

@@ -111,3 +111,34 @@ func TestFailingUnreachable(t *testing.T) {
 		t.Fatalf("failing after 2 requests: %q", tg2.Failing())
 	}
 }
+
+// TestUpstreamNotFound: a model request the server answers 404 (no such
+// path, or no such model) is an event naming where it went; a 404 to
+// anything else (a model list) is not; neither counts toward giving up.
+func TestUpstreamNotFound(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(404)
+		w.Write([]byte(`{"error":{"message":"The model does not exist","type":"invalid_request_error"}}`))
+	})
+	routes := testRoutes(up.url)
+	u := *up.url
+	u.Path = "/api/v4"
+	routes[RouteOpenAI] = Route{Upstream: &u, Credential: routes[RouteOpenAI].Credential}
+	tg := startGateway(t, Options{Routes: routes})
+	p := protoByName(t, "chat")
+	for range 3 {
+		if resp, _ := tg.do(t, "POST", "/openai"+p.path, p.keyHdr(tg.Placeholder()), p.body); resp.StatusCode != 404 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	tg.do(t, "GET", "/openai/v1/models", p.keyHdr(tg.Placeholder()), "")
+	ev := tg.events.kind("upstream_error")
+	if len(ev) != 3 || ev[0].Data["status"] != 404 || ev[0].Data["path"] != "/api/v4/v1/chat/completions" ||
+		!strings.Contains(ev[0].Message, "answered 404 Not Found to POST /api/v4/v1/chat/completions") {
+		t.Fatalf("events %+v", ev)
+	}
+	if tg.Failing() != "" {
+		t.Fatalf("gave up on 404s: %q", tg.Failing())
+	}
+}

@@ -372,6 +372,13 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 			g.o.OnEvent(Event{Kind: "upstream_error", Message: msg,
 				Data: map[string]any{"route": name, "status": resp.StatusCode, "upstream": up, "key": src}})
 		}
+		if resp.StatusCode == http.StatusNotFound && kind != KindOther {
+			// A model request to a path the server does not have, or for
+			// a model it does not serve: the agent's error says neither.
+			up, path := redact(g.o.Routes[name].Upstream), resp.Request.URL.Path
+			g.o.OnEvent(Event{Kind: "upstream_error", Message: fmt.Sprintf("the model server %s answered 404 Not Found to POST %s: no such path, or no such model", up, path),
+				Data: map[string]any{"route": name, "status": resp.StatusCode, "upstream": up, "path": path}})
+		}
 		return nil
 	}
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
