@@ -174,10 +174,16 @@ func (p *progress) event(e run.Event, now time.Time) {
 	}
 }
 
+// progressLineMax bounds a kept progress line, in runes.
+const progressLineMax = 400
+
 // line prints a finished step (kept on the screen) and redraws the phase.
 func (p *progress) line(now time.Time, msg string) {
 	p.clear()
-	fmt.Fprintf(p.w, "%s %s\n", stamp(now.Sub(p.start)), oneLine(msg, 120))
+	// Kept whole: a line ends with its newline, so a terminal may wrap it
+	// (only the phase is redrawn), and its end is often the point (which
+	// key, which path). Bounded against a runaway message.
+	fmt.Fprintf(p.w, "%s %s\n", stamp(now.Sub(p.start)), oneLine(msg, progressLineMax))
 	p.draw(now, false)
 }
 

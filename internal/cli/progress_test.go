@@ -82,3 +82,15 @@ func TestProgressOverlayWorkspace(t *testing.T) {
 		t.Fatalf("%q", out.String())
 	}
 }
+
+// A model line is kept whole: its end names the key or the path.
+func TestProgressModelLineWhole(t *testing.T) {
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, false, 2, t0)
+	msg := "the model server http://127.0.0.1:18402 refused the key from SCRIPTED_KEY (401 Unauthorized) on 2 model requests in a row"
+	p.event(run.Event{Type: run.EventGateway, Message: msg, Data: []byte(`{"kind":"model_failing"}`)}, t0)
+	if !strings.Contains(out.String(), "model: "+msg+"; ending the attempt\n") {
+		t.Fatalf("%q", out.String())
+	}
+}
