@@ -327,12 +327,15 @@ func TestGatewayMaxConcurrentSharedAcrossRuns(t *testing.T) {
 // model leaves the real key nowhere on disk (runs, HOME, logs, journal).
 func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
 	e := newEnv(t)
+	// Run directories too long a path for the gateway's unix socket,
+	// which then goes to a temp dir of the supervisor's, whatever the
+	// length of the test's temp dir (its random part has 1 to 10 digits).
+	e.home = filepath.Join(e.root, "data-"+strings.Repeat("x", 40))
+	e.vars[0] = "AGENTRUN_HOME=" + e.home
 	e.scriptedServer(modelserver.Text("ok"), "")
 	// The agent writes its whole environment where it would outlive it,
 	// then keeps talking to the model.
 	agent := `env > "$HOME/env-snapshot.sh"; env > env.txt; while true; do ` + chatCurl("a.json", false) + ` >/dev/null; sleep 0.1; done`
-	// (This test's run directories are too long a path for the gateway's
-	// unix socket, which goes to a temp dir of the supervisor's.)
 	tmp := testsupport.ShortDir(t)
 	vars := []string{"SCRIPTED_KEY=" + realKey, "TMPDIR=" + tmp}
 	sockDirs := func(pid string) []string {
@@ -348,6 +351,9 @@ func TestKeyNeverOnDiskAfterCancelTimeoutKill(t *testing.T) {
 	// cancel
 	d, res := e.submitJSON(vars, "--sandbox", sb, "--model-server", "scripted", "--agent-cmd", agent, "cancel me")
 	must(t, res, 0)
+	if p := filepath.Join(e.home, "runs", d.ID, "sandbox", "gateway.sock"); len(p) < 100 {
+		t.Fatalf("%s is short enough for a unix socket: the test needs a longer one", p)
+	}
 	started(d.ID)
 	must(t, e.run("cancel", d.ID), 0)
 	e.waitFor(d.ID, "cancelled", func(r *run.Run) bool { return r.State == run.StateCancelled })
