@@ -364,19 +364,34 @@ func checkEndpoint(p agent.Info, getenv func(string) string, providers map[strin
 	if !ok {
 		return c, false
 	}
-	if avail, tried := gateway.Available(rs, getenv); !avail {
+	k, found := keyFrom(rs.Keys, getenv)
+	if !found {
 		c.Status = "warn"
-		c.Detail = fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), and none of %s is set", p.BaseURLEnv, p.Name, rs.URL, strings.Join(tried, ", "))
+		c.Detail = fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), and none of %s is set", p.BaseURLEnv, p.Name, rs.URL, describeKeys(rs.Keys))
 		c.Fix = fmt.Sprintf("export the key for that endpoint in %s, or unset %s for the provider's public API", rs.Keys[0].Env, p.BaseURLEnv)
 		return c, true
 	}
-	for _, k := range rs.Keys {
-		if avail, _ := gateway.Available(run.RouteSpec{Keys: []run.KeySource{k}}, getenv); avail {
-			c.Status, c.Detail = "ok", fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), key from %s (kept on the host)", p.BaseURLEnv, p.Name, rs.URL, k.Describe())
-			break
+	c.Status, c.Detail = "ok", fmt.Sprintf("%s: the %s profile goes to %s (as the CLI does), key from %s (kept on the host)", p.BaseURLEnv, p.Name, rs.URL, k.Describe())
+	return c, true
+}
+
+// keyFrom is the first of keys that gives a key now (found false: none).
+func keyFrom(keys []run.KeySource, getenv func(string) string) (k run.KeySource, found bool) {
+	for _, k := range keys {
+		if ok, _ := gateway.Available(run.RouteSpec{Keys: []run.KeySource{k}}, getenv); ok {
+			return k, true
 		}
 	}
-	return c, true
+	return k, false
+}
+
+// describeKeys names where keys are read from, for a message.
+func describeKeys(keys []run.KeySource) string {
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Describe())
+	}
+	return strings.Join(names, ", ")
 }
 
 func checkKey(agents agent.Catalog, own map[string]bool, rs run.RouteSpec, getenv func(string) string) doctorCheck {
@@ -392,22 +407,16 @@ func checkKey(agents agent.Catalog, own map[string]bool, rs run.RouteSpec, geten
 		return c
 	}
 	who := strings.Join(users, ", ")
-	for _, k := range rs.Keys {
-		if ok, _ := gateway.Available(run.RouteSpec{Keys: []run.KeySource{k}}, getenv); ok {
-			c.Status, c.Detail = "ok", fmt.Sprintf("%s: from %s (kept on the host; agents get a placeholder)", rs.URL, k.Describe())
-			return c
-		}
-	}
-	var names []string
-	for _, k := range rs.Keys {
-		names = append(names, k.Describe())
+	if k, found := keyFrom(rs.Keys, getenv); found {
+		c.Status, c.Detail = "ok", fmt.Sprintf("%s: from %s (kept on the host; agents get a placeholder)", rs.URL, k.Describe())
+		return c
 	}
 	c.Status = "warn"
 	need := "profile needs"
 	if len(users) > 1 {
 		need = "profiles need"
 	}
-	c.Detail = fmt.Sprintf("no key for %s (none of %s is set): the %s %s one, or --model-server", rs.URL, strings.Join(names, ", "), who, need)
+	c.Detail = fmt.Sprintf("no key for %s (none of %s is set): the %s %s one, or --model-server", rs.URL, describeKeys(rs.Keys), who, need)
 	c.Fix = catalog.NoKey.Fix
 	return c
 }

@@ -201,14 +201,7 @@ func (app *App) remoteAfter(ctx context.Context, doc []byte, out submitOutput, r
 // printRemoteEnd is printEnd for a run of a server: its patch is there,
 // its branch (brought into repo) here.
 func (app *App) printRemoteEnd(r *run.Run, repo string) {
-	line := fmt.Sprintf("run %s %s", r.ID, r.State)
-	if r.Reason != "" && r.Reason != run.ReasonCompleted {
-		line += " (" + string(r.Reason) + ")"
-	}
-	if r.Message != "" && r.State != run.StateSucceeded {
-		line += ": " + r.Message
-	}
-	fmt.Fprintln(app.Stdout, line)
+	fmt.Fprintln(app.Stdout, endedLine(r))
 	if c := resultCommit(r); r.State == run.StateSucceeded && c != "" && repo != "" {
 		fmt.Fprintf(app.Stdout, "branch %s (in %s)\ncommit %s\npatch  agentrun diff %s\n", r.Branch, app.tildePath(repo), c, r.ID)
 	}

@@ -13,9 +13,9 @@ func toSubmitOutput(env *Env, r *run.Run) submitOutput {
 		Patch: r.Patch, RunDir: env.Layout.RunDir(r.ID)}
 }
 
-// printEnd says how a waited-for run ended; for a failed run, also what
-// result would say may be why (the network and model hints).
-func (app *App) printEnd(ctx context.Context, env *Env, r *run.Run) {
+// endedLine is the first line of how a waited-for run ended: its state,
+// and unless it succeeded, why.
+func endedLine(r *run.Run) string {
 	line := fmt.Sprintf("run %s %s", r.ID, r.State)
 	if r.Reason != "" && r.Reason != run.ReasonCompleted {
 		line += " (" + string(r.Reason) + ")"
@@ -23,7 +23,13 @@ func (app *App) printEnd(ctx context.Context, env *Env, r *run.Run) {
 	if r.Message != "" && r.State != run.StateSucceeded {
 		line += ": " + r.Message
 	}
-	fmt.Fprintln(app.Stdout, line)
+	return line
+}
+
+// printEnd says how a waited-for run ended; for a failed run, also what
+// result would say may be why (the network and model hints).
+func (app *App) printEnd(ctx context.Context, env *Env, r *run.Run) {
+	fmt.Fprintln(app.Stdout, endedLine(r))
 	if r.State == run.StateSucceeded {
 		fmt.Fprintf(app.Stdout, "branch %s\ncommit %s\npatch  %s\n", r.Branch, r.Commit, r.Patch)
 	}

@@ -153,10 +153,12 @@ func cliBaseURL(raw, family string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if family == gateway.RouteOpenAI {
-		if pu, err := url.Parse(raw); err == nil && strings.TrimRight(pu.Path, "/") != "" && !strings.HasSuffix(strings.TrimRight(pu.Path, "/"), "/v1") {
-			return "", fmt.Errorf("the model gateway forwards OpenAI-compatible requests to a base URL ending in /v1, and this one ends in /%s", path.Base(strings.TrimRight(pu.Path, "/")))
-		}
+	if family != gateway.RouteOpenAI {
+		return u, nil
+	}
+	pu, _ := url.Parse(raw) // (ModelServerURL parsed it)
+	if p := strings.TrimRight(pu.Path, "/"); p != "" && !strings.HasSuffix(p, "/v1") {
+		return "", fmt.Errorf("the model gateway forwards OpenAI-compatible requests to a base URL ending in /v1, and this one ends in /%s", path.Base(p))
 	}
 	return u, nil
 }

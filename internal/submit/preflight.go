@@ -36,7 +36,7 @@ func cachedPreflight(ctx context.Context, b sandbox.Backend, name, cache string)
 		return err
 	}
 	if path != "" {
-		rememberPreflight(path, key)
+		remember(path, key)
 	}
 	return nil
 }
@@ -59,28 +59,6 @@ func preflightCache(name, dir string) (path, key string) {
 	key = fmt.Sprintf("agentrun preflight 1\nbackend %s\nbinary %s %d %d\nboot %s\nuid %d\n",
 		name, exe, fi.Size(), fi.ModTime().UnixNano(), bootid.ID(), os.Getuid())
 	return filepath.Join(dir, "agentrun", "preflight-"+name), key
-}
-
-// rememberPreflight writes a memo's entry atomically (a preflight's, a
-// model check's); best effort.
-func rememberPreflight(path, key string) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".preflight-*")
-	if err != nil {
-		return
-	}
-	_, werr := f.WriteString(key)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), path)
-	}
-	if werr != nil {
-		_ = os.Remove(f.Name())
-	}
 }
 
 // preflightCacheDir is where a submit in environment getenv remembers

@@ -43,7 +43,7 @@ func (s *Service) profileModelCheck(ctx context.Context, req Request, model stri
 	go func() {
 		err := checkServerModel(ctx, model, rs, req.Getenv, list)
 		if err == nil && memo != "" {
-			rememberPreflight(memo, entry)
+			remember(memo, entry)
 		}
 		done <- err
 	}()
@@ -71,20 +71,6 @@ func modelCheckMemo(rs run.RouteSpec, model, dir string) (path, entry string) {
 	entry = fmt.Sprintf("agentrun model check 1\nroute %s\nurl %s\nmodel %q\nkeys %q\nuid %d\n", rs.Name, rs.URL, model, keys, os.Getuid())
 	sum := sha256.Sum256([]byte(entry))
 	return filepath.Join(dir, "agentrun", "model-"+hex.EncodeToString(sum[:8])), entry
-}
-
-// fresh says that the memo at path holds entry and is younger than ttl.
-func fresh(path, entry string, ttl time.Duration) bool {
-	if path == "" {
-		return false
-	}
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	age := time.Since(fi.ModTime())
-	data, err := os.ReadFile(path)
-	return err == nil && string(data) == entry && age >= 0 && age < ttl
 }
 
 // geminiLister lists a server's models as the Gemini API does
