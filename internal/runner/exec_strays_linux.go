@@ -72,6 +72,25 @@ var (
 // alone. startCmd returns only once the exec has happened.
 var forkMu sync.RWMutex
 
+// lockForks keeps every fork of the process out while a stray scan
+// passes: forkMu for the runner's own commands, and syscall.ForkLock,
+// which os/exec holds (for writing) from each fork until the child's
+// exec, for every other fork of the process, such as a git process of
+// an agent host's supervisor. Such a child forked while a command was
+// starting holds that command's marker until its exec (a few
+// microseconds, or longer on a busy machine), and a command that ends
+// first would take it for its stray. (Children made with a user
+// namespace of their own are forked without vfork and exec later; the
+// process makes none beside its runner.) It returns the release.
+func lockForks() func() {
+	forkMu.Lock()
+	syscall.ForkLock.RLock()
+	return func() {
+		syscall.ForkLock.RUnlock()
+		forkMu.Unlock()
+	}
+}
+
 // holdForks is held while a command starts; it returns the release.
 func holdForks() func() {
 	forkMu.RLock()
@@ -206,7 +225,7 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 		if pgid > 0 {
 			reapGroupZombies(pgid)
 		}
-		forkMu.Lock()
+		unlock := lockForks()
 		procs := deathwatch.Scan()
 		pending := 0
 		for pid, p := range procs {
@@ -237,7 +256,7 @@ func (m *marker) killStrays(pgid int, d time.Duration) {
 				pending++
 			}
 		}
-		forkMu.Unlock()
+		unlock()
 		if pending == 0 || time.Now().After(deadline) {
 			return
 		}
