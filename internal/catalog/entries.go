@@ -65,7 +65,7 @@ var (
 	AgentMissing    = Entry{"agent_missing", "the agent CLI is not installed", "install it (see 'agentrun submit --help' for each profile's package) so that it is on your PATH, or use ‹agent_cmd›", ExitUsage}
 	UnsupportedFlag = Entry{"unsupported_flag", "the agent cannot honour an option", "drop the option; point a profile at your own model with ‹model_server› URL and ‹model› NAME", ExitUsage}
 	BadPath         = Entry{"bad_path", "invalid ‹ro› path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
-	BadCLIEndpoint  = Entry{"bad_cli_endpoint", "the agent CLI's own endpoint cannot be used", "unset the CLI's base-URL variable to use the profile's provider, or point it at an endpoint the model gateway can forward to (an http:// or https:// URL; OpenAI-compatible: ending in /v1)", ExitUsage}
+	BadCLIEndpoint  = Entry{"bad_cli_endpoint", "the agent CLI's own endpoint cannot be used", "unset the CLI's base-URL variable to use the profile's provider, or set it to the http:// or https:// URL of an endpoint", ExitUsage}
 
 	// Setup snapshots and toolchain caches.
 	SetupFailed    = Entry{"setup_failed", "the setup command failed", "read its output with 'agentrun logs --setup ID', fix the command (‹setup›, or setup in the repository's .agentrun.toml) and submit again; nothing was cached", ExitRunFailed}

@@ -423,13 +423,13 @@ func checkKey(agents agent.Catalog, own map[string]bool, rs run.RouteSpec, geten
 
 func checkModelServer(ctx context.Context, name string, m config.ModelServer, getenv func(string) string) doctorCheck {
 	c := doctorCheck{Name: "model_server." + name}
-	u, err := gateway.ModelServerURL(m.URL)
+	u, base, err := gateway.ServerURL(m.URL, gateway.RouteOpenAI)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = "fail", err.Error(), catalog.BadModelServer.Fix
 		return c
 	}
 	c.Path = u
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u+"/v1/models", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gateway.URLFor(run.RouteSpec{URL: u, Base: base}, "/v1/models"), nil)
 	if k := submit.KeySource(m.KeySource, "openai"); k != nil {
 		cred, ok, _ := gateway.ResolveKey(ctx, run.RouteSpec{Keys: []run.KeySource{*k}}, getenv)
 		if !ok {

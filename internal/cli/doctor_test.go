@@ -203,14 +203,14 @@ func TestDoctorCLIEndpoint(t *testing.T) {
 	h.env["AGENTRUN_SANDBOX"] = "host"
 	h.env["ANTHROPIC_BASE_URL"] = "https://anthropic-compatible.example.com/api/anthropic"
 	h.env["ANTHROPIC_AUTH_TOKEN"] = "sk-doctor-endpoint"
-	h.env["OPENAI_BASE_URL"] = "https://openai-compatible.example.com/api/v4"
+	h.env["OPENAI_BASE_URL"] = "openai-compatible.example.com/api/v4" // no scheme
 	h.env["GOOGLE_GEMINI_BASE_URL"] = "https://gemini-compatible.example.com"
 	_, js, _, got := doctorJSON(t, h)
 	if c := got["endpoint.claude"]; c.Status != "ok" || !strings.Contains(c.Detail, "goes to https://anthropic-compatible.example.com/api/anthropic") ||
 		!strings.Contains(c.Detail, "key from ANTHROPIC_AUTH_TOKEN") {
 		t.Errorf("endpoint.claude: %+v", c)
 	}
-	if c := got["endpoint.qwen"]; c.Status != "warn" || !strings.Contains(c.Detail, "--agent qwen is refused: OPENAI_BASE_URL=") || !strings.Contains(c.Detail, "ends in /v4") || !strings.Contains(c.Fix, "unset OPENAI_BASE_URL") {
+	if c := got["endpoint.qwen"]; c.Status != "warn" || !strings.Contains(c.Detail, "--agent qwen is refused: OPENAI_BASE_URL=") || !strings.Contains(c.Detail, "is not an http:// or https:// URL") || !strings.Contains(c.Fix, "unset OPENAI_BASE_URL") {
 		t.Errorf("endpoint.qwen: %+v", c)
 	}
 	if c := got["endpoint.gemini"]; c.Status != "warn" || !strings.Contains(c.Detail, "none of GEMINI_API_KEY, GOOGLE_API_KEY is set") {

@@ -78,7 +78,7 @@ func modelHintOf(r *run.Run, evs []run.Event) *modelHint {
 	case h.Status == 0:
 		h.Hint = fmt.Sprintf("the model server %s could not be reached (%s in attempt %d): %s", h.Upstream, times, a.N, catalog.ModelUnreachable.Fix)
 	case h.Status == http.StatusNotFound:
-		h.Hint = fmt.Sprintf("the model server %s answered 404 Not Found to the agent's model requests (%s in attempt %d; the last to %s): check that it serves the model %q (its model list names it) and that its API is at that path (an OpenAI-compatible server's under /v1)",
+		h.Hint = fmt.Sprintf("the model server %s answered 404 Not Found to the agent's model requests (%s in attempt %d; the last to %s): check that it serves the model %q (its model list names it) and that its API is at that path (for an OpenAI-compatible API, give the URL an OpenAI client takes as its base: the server's root or .../v1, or the provider's own, such as .../api/paas/v4)",
 			h.Upstream, times, a.N, h.Path, r.Agent.Model)
 	case !h.named:
 		h.Hint = fmt.Sprintf("the model server %s refused the agent's requests (%s, %s in attempt %d): %s", h.Upstream, status, times, a.N, catalog.ModelAuth.Fix)

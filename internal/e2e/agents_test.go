@@ -151,7 +151,7 @@ func TestProfileRefusedAtSubmit(t *testing.T) {
 		{"missing --ro path", nil, []string{"--agent-cmd", "true", "--ro", "/nonexistent/agentrun"}, "bad_path"},
 		// The CLI's own endpoint, from the environment: one the gateway
 		// cannot forward as the CLI would, and one without its key.
-		{"CLI endpoint not /v1", []string{"PATH=" + fakeCLI(t, "qwen") + ":" + os.Getenv("PATH"), "OPENAI_BASE_URL=https://open.example.com/api/v4", "OPENAI_API_KEY=sk-x"},
+		{"CLI endpoint not a URL", []string{"PATH=" + fakeCLI(t, "qwen") + ":" + os.Getenv("PATH"), "OPENAI_BASE_URL=open.example.com/api/v4", "OPENAI_API_KEY=sk-x"},
 			[]string{"--agent", "qwen"}, "bad_cli_endpoint"},
 		{"CLI endpoint without its key", []string{"PATH=" + fakeCLI(t, "claude") + ":" + os.Getenv("PATH"), "ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "CLAUDE_CODE_OAUTH_TOKEN=sk-oauth"},
 			[]string{"--agent", "claude"}, "no_key"},

@@ -569,9 +569,10 @@ func TestGatewayModelFailureHint(t *testing.T) {
 			t.Fatalf("exit %d\n%s", res.code, res.stdout)
 		}
 	})
-	t.Run("no such path", func(t *testing.T) {
-		// A server whose OpenAI API is not under the URL's /v1 (or that
-		// lacks the model): 404 to every model request.
+	t.Run("no such model", func(t *testing.T) {
+		// A server that lacks the model, or has no API where its URL
+		// says: 404 to every model request. (Its URL is an OpenAI API's
+		// base, as an OpenAI client takes it: /api/v4/chat/completions.)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
@@ -582,7 +583,7 @@ func TestGatewayModelFailureHint(t *testing.T) {
 			"--attempts", "1", "--agent-cmd", once, "--wait", "ask")
 		must(t, res, 1)
 		m, _ := resultOf(t, d.ID, "agent_failed")
-		if m.Status != 404 || m.Path != "/api/v4/v1/chat/completions" || !strings.Contains(m.Hint, `check that it serves the model "m-404"`) {
+		if m.Status != 404 || m.Path != "/api/v4/chat/completions" || !strings.Contains(m.Hint, `check that it serves the model "m-404"`) {
 			t.Fatalf("model hint %+v", m)
 		}
 	})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -313,36 +314,44 @@ func TestProfileInContainer(t *testing.T) {
 // runs through agentrun as it runs bare, with no --model-server, no
 // --model, no config: the gateway forwards there with that key, and
 // neither the key nor another provider's reaches the public API or the
-// sandbox.
+// sandbox. An OpenAI-compatible API not under /v1 (Zhipu's
+// .../api/paas/v4) is reached where the CLI would reach it bare.
 func TestProfileFollowsCLIEndpoint(t *testing.T) {
 	for _, p := range []struct {
-		name  string
-		proto modelserver.Protocol
-		env   func(url string) []string
+		name, profile string
+		proto         modelserver.Protocol
+		under         string // where the server has its API: its root, or an OpenAI-compatible base
+		env           func(url string) []string
 	}{
-		{"claude", modelserver.Anthropic, func(url string) []string {
+		{"claude", "claude", modelserver.Anthropic, "", func(url string) []string {
 			return []string{"ANTHROPIC_BASE_URL=" + url, "ANTHROPIC_AUTH_TOKEN=" + realKey, "ANTHROPIC_API_KEY=sk-for-another-provider", "ANTHROPIC_MODEL=env-model"}
 		}},
-		{"qwen", modelserver.Chat, func(url string) []string {
+		{"qwen", "qwen", modelserver.Chat, "", func(url string) []string {
 			return []string{"OPENAI_BASE_URL=" + url + "/v1", "OPENAI_API_KEY=" + realKey, "OPENAI_MODEL=env-model"}
 		}},
-		{"gemini", modelserver.Gemini, func(url string) []string {
+		{"qwen api base", "qwen", modelserver.Chat, "/api/paas/v4", func(url string) []string {
+			return []string{"OPENAI_BASE_URL=" + url + "/api/paas/v4", "OPENAI_API_KEY=" + realKey, "OPENAI_MODEL=env-model"}
+		}},
+		{"gemini", "gemini", modelserver.Gemini, "", func(url string) []string {
 			return []string{"GOOGLE_GEMINI_BASE_URL=" + url, "GEMINI_API_KEY=" + realKey, "GEMINI_MODEL=env-model"}
 		}},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			bin, e, ok := profileEnv(t, p.name, p.name)
+			bin, e, ok := profileEnv(t, p.profile, p.profile)
 			if !ok {
 				return
 			}
 			srv := modelserver.New(t, realKey, "env-model", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))
+			if p.under != "" {
+				srv.Under(p.under)
+			}
 			env := append(p.env(srv.URL), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
-			d, res := e.submitJSON(env, "--agent", p.name, "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			d, res := e.submitJSON(env, "--agent", p.profile, "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
 			if res.code != 0 {
-				t.Fatalf("exit %d: %s %s\nsupervisor:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), len(srv.Requests()))
+				t.Fatalf("exit %d: %s %s\nsupervisor:\n%s\nrequests: %+v", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), paths(srv.Requests()))
 			}
 			r := e.get(d.ID)
-			if r.Agent.Model != "env-model" || r.Gateway == nil || r.Gateway.Routes[0].URL != srv.URL {
+			if r.Agent.Model != "env-model" || r.Gateway == nil || r.Gateway.Routes[0].URL != srv.URL+p.under || r.Gateway.Routes[0].Base != (p.under != "") {
 				t.Fatalf("model %q, gateway %+v", r.Agent.Model, r.Gateway)
 			}
 			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
@@ -358,11 +367,71 @@ func TestProfileFollowsCLIEndpoint(t *testing.T) {
 				}
 			}
 			for _, q := range srv.Requests() {
-				if q.Key != realKey {
-					t.Fatalf("%s %s reached the endpoint with key %q", q.Method, q.Path, q.Key)
+				if q.Key != realKey || !strings.HasPrefix(q.Path, p.under+"/") {
+					t.Fatalf("%s %s reached the endpoint with key %q (its API is under %s/)", q.Method, q.Path, q.Key, p.under)
 				}
 			}
 			assertNoKeyOnDisk(t, e)
+		})
+	}
+}
+
+// paths are the method and path of each request, for failure messages.
+func paths(reqs []modelserver.Request) []string {
+	var out []string
+	for _, q := range reqs {
+		out = append(out, q.Method+" "+q.Path)
+	}
+	return out
+}
+
+// TestModelServerAPIBase: --model-server names an OpenAI-compatible API
+// that is not under /v1 (Zhipu's https://open.bigmodel.cn/api/paas/v4,
+// Volcengine's .../api/v3) as an OpenAI client names it, its base: the
+// submit's model check asks that base for its models, and the agent's
+// requests go there, for the built-in agent and for a CLI that reads its
+// endpoint from its own config file (opencode), in the native sandbox.
+func TestModelServerAPIBase(t *testing.T) {
+	const base = "/api/paas/v4"
+	for _, c := range []struct{ name, binary string }{{"builtin", ""}, {"opencode", "opencode"}} {
+		t.Run(c.name, func(t *testing.T) {
+			var e *env
+			var env []string
+			if c.binary != "" {
+				bin, pe, ok := profileEnv(t, c.name, c.binary)
+				if !ok {
+					return
+				}
+				e, env = pe, []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")}
+			} else {
+				t.Parallel()
+				e = newEnv(t)
+			}
+			srv := modelserver.New(t, realKey, "zm-4", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))
+			srv.Under(base)
+			env = append(env, "ZM_KEY="+realKey)
+			e.writeConfig(fmt.Sprintf("[model_servers.zm]\nurl = %q\napi_key_env = \"ZM_KEY\"\n", srv.URL+base))
+			res := e.agentrun(env, "submit", "--json", "--agent", c.name, "--model", "zm-3", "--model-server", srv.URL+base, "t")
+			must(t, res, 2)
+			if !strings.Contains(res.stdout, "model_not_loaded") || !strings.Contains(res.stdout, "the server offers: zm-4") {
+				t.Fatalf("a model the server lacks: %s", res.stdout)
+			}
+			d, res := e.submitJSON(env, "--agent", c.name, "--model", "zm-4", "--model-server", "zm", "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s %s\nsupervisor:\n%s\nrequests: %+v", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), paths(srv.Requests()))
+			}
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+				t.Fatalf("hello.txt = %q", got)
+			}
+			r := e.get(d.ID)
+			if rs := r.Gateway.Routes[0]; rs.URL != srv.URL+base || !rs.Base || r.Usage == nil || r.Usage.Requests == 0 {
+				t.Fatalf("route %+v usage %+v", rs, r.Usage)
+			}
+			for _, q := range srv.Requests() {
+				if !strings.HasPrefix(q.Path, base+"/") || q.Key != realKey {
+					t.Fatalf("%s %s with key %q: the API is under %s/", q.Method, q.Path, q.Key, base)
+				}
+			}
 		})
 	}
 }

@@ -50,8 +50,10 @@ type Credential struct {
 // Route is one upstream.
 type Route struct {
 	// Upstream is the base URL forwarded to: <route>/<rest> goes to
-	// Upstream + "/" + <rest>.
+	// Upstream + "/" + <rest>, or, for a Base, <route>/v1/<rest> goes to
+	// Upstream + "/" + <rest> (run.RouteSpec.Base).
 	Upstream   *url.URL
+	Base       bool
 	Credential Credential
 	// Server names the model server for capacity ("" = no limit) and
 	// MaxConcurrent its slots.
@@ -317,7 +319,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	up := route.Upstream
 	out.URL.Scheme, out.URL.Host = up.Scheme, up.Host
-	out.URL.Path = strings.TrimRight(up.Path, "/") + pr.In.URL.Path
+	out.URL.Path = upstreamPath(up.Path, route.Base, pr.In.URL.Path)
 	out.URL.RawPath = ""
 	q := out.URL.Query()
 	if q.Has("key") {

@@ -80,6 +80,52 @@ func ModelServerURL(raw string) (string, error) {
 	return u.String(), nil
 }
 
+// ServerURL is a model server's URL as the URL of a route of family
+// (run.RouteSpec): the root the agent's paths are appended to
+// (ModelServerURL), or, for an OpenAI-compatible API whose URL has a path
+// that does not end in /v1, that API's base (base true), as an OpenAI
+// client takes it: what comes before /chat/completions
+// (https://open.bigmodel.cn/api/paas/v4,
+// https://generativelanguage.googleapis.com/v1beta/openai). A server's
+// root stays a root, whose API is under /v1 (LM Studio, Ollama, vLLM and
+// llama.cpp print their URLs either way).
+func ServerURL(raw, family string) (u string, base bool, err error) {
+	root, err := ModelServerURL(raw)
+	if err != nil || family != RouteOpenAI {
+		return root, false, err
+	}
+	pu, _ := url.Parse(strings.TrimSpace(raw)) // (ModelServerURL parsed it)
+	p := strings.TrimRight(pu.Path, "/")
+	if p == "" || strings.HasSuffix(p, "/v1") {
+		return root, false, nil
+	}
+	pu.Path, pu.RawPath, pu.RawQuery, pu.Fragment = p, "", "", ""
+	return pu.String(), true, nil
+}
+
+// URLFor is the upstream URL of the agent's path p ("/v1/models") on
+// route rs.
+func URLFor(rs run.RouteSpec, p string) string {
+	u, err := url.Parse(rs.URL)
+	if err != nil {
+		return rs.URL + p
+	}
+	u.Path = upstreamPath(u.Path, rs.Base, p)
+	u.RawPath = ""
+	return u.String()
+}
+
+// upstreamPath is where the agent's path p goes on an upstream whose
+// URL's path is up: appended to it, or for a base, in place of p's /v1.
+func upstreamPath(up string, base bool, p string) string {
+	if base {
+		if rest, ok := strings.CutPrefix(p, "/v1"); ok && (rest == "" || rest[0] == '/') {
+			p = rest
+		}
+	}
+	return strings.TrimRight(up, "/") + p
+}
+
 // RedactRaw is the URL raw without user info, for messages.
 func RedactRaw(raw string) string {
 	u, err := url.Parse(raw)
@@ -179,7 +225,7 @@ func Routes(ctx context.Context, spec *run.GatewaySpec, getenv Getenv) (map[stri
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("route %s: bad upstream URL %q", rs.Name, rs.URL)
 		}
-		rt := Route{Upstream: u, Server: rs.Server, MaxConcurrent: rs.MaxConcurrent,
+		rt := Route{Upstream: u, Base: rs.Base, Server: rs.Server, MaxConcurrent: rs.MaxConcurrent,
 			Prices: Prices{Overrides: spec.Prices, Free: rs.Server != ""}}
 		if len(rs.Keys) > 0 {
 			cred, ok, err := ResolveKey(ctx, rs, getenv)

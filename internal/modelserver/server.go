@@ -119,6 +119,7 @@ type Server struct {
 
 	srv    *httptest.Server
 	mu     sync.Mutex
+	under  string
 	script Script
 	reqs   []Request
 	n      int
@@ -142,6 +143,16 @@ func New(t testing.TB, key, model string, script Script) *Server {
 
 // Close stops the server. Safe to call twice.
 func (s *Server) Close() { s.srv.Close() }
+
+// Under serves the API under path base only, as a provider whose
+// OpenAI-compatible API is not under /v1 (https://open.bigmodel.cn/api/paas/v4):
+// base+"/chat/completions", base+"/models". Any other path is answered
+// 404, as such a provider does.
+func (s *Server) Under(base string) {
+	s.mu.Lock()
+	s.under = strings.TrimRight(base, "/")
+	s.mu.Unlock()
+}
 
 // SetScript replaces the script.
 func (s *Server) SetScript(sc Script) { s.mu.Lock(); s.script = sc; s.mu.Unlock() }
@@ -227,11 +238,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	n := s.n
-	if proto != Models && proto != Other && proto != Count {
+	outside := s.under != "" && !strings.HasPrefix(r.URL.Path, s.under+"/")
+	if proto != Models && proto != Other && proto != Count && !outside {
 		s.n++
 	}
 	script := s.script
 	s.mu.Unlock()
+	if outside {
+		s.writeError(w, proto, http.StatusNotFound, "no such path: "+r.URL.Path)
+		return
+	}
 	if rec.Key != s.Key {
 		s.writeError(w, proto, http.StatusUnauthorized, "invalid api key")
 		return

@@ -357,6 +357,11 @@ type RouteSpec struct {
 	// shared capacity; "" for a provider's public API.
 	Server        string `json:"server,omitempty"`
 	MaxConcurrent int    `json:"max_concurrent,omitempty"`
+	// Base says URL is the base of an OpenAI-compatible API that is not
+	// under /v1 (https://open.bigmodel.cn/api/paas/v4): it takes the
+	// place of the /v1 the agent's paths start with. Otherwise URL is a
+	// root the agent's paths are appended to.
+	Base bool `json:"base,omitempty"`
 	// Keys are where the real key may come from, tried in order; none for
 	// a model server that needs no key.
 	Keys []KeySource `json:"keys,omitempty"`

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -131,36 +130,15 @@ func CLIEndpoint(p agent.Info, getenv func(string) string, providers map[string]
 	if pr, set := providers[p.Protocol]; v == "" || (set && pr.URL != "" && p.Upstream == "") {
 		return rs, false, nil
 	}
-	u, err := cliBaseURL(v, p.Protocol)
+	u, base, err := gateway.ServerURL(v, p.Protocol)
 	if err != nil {
 		return rs, false, catalog.BadCLIEndpoint.New("%s=%s (where your %s CLI is set up to go): %v", p.BaseURLEnv, gateway.RedactRaw(v), p.Name, err).
-			WithFix("unset %s to use the %s profile's provider, or point it at an endpoint the model gateway can forward to (an http:// or https:// URL; OpenAI-compatible: ending in /v1)", p.BaseURLEnv, p.Name)
+			WithFix("unset %s to use the %s profile's provider, or set it to the http:// or https:// URL of an endpoint", p.BaseURLEnv, p.Name)
 	}
 	if pub, _ := gateway.Public(p.Protocol); u == pub.URL && p.Upstream == "" {
 		return rs, false, nil
 	}
-	return run.RouteSpec{Name: p.Protocol, URL: u, Keys: slices.Clone(p.BaseURLKeys)}, true, nil
-}
-
-// cliBaseURL is a CLI's base URL as the route's root. A CLI of the
-// OpenAI family appends /chat/completions to its base URL, and the
-// gateway's route /v1/chat/completions: the base URL must end in /v1, or
-// be the server's root, which the route then asks for /v1/... (servers
-// documented with a root base URL, DeepSeek's, serve both). Any other
-// path would be forwarded where the CLI would not go.
-func cliBaseURL(raw, family string) (string, error) {
-	u, err := gateway.ModelServerURL(raw)
-	if err != nil {
-		return "", err
-	}
-	if family != gateway.RouteOpenAI {
-		return u, nil
-	}
-	pu, _ := url.Parse(raw) // (ModelServerURL parsed it)
-	if p := strings.TrimRight(pu.Path, "/"); p != "" && !strings.HasSuffix(p, "/v1") {
-		return "", fmt.Errorf("the model gateway forwards OpenAI-compatible requests to a base URL ending in /v1, and this one ends in /%s", path.Base(p))
-	}
-	return u, nil
+	return run.RouteSpec{Name: p.Protocol, URL: u, Base: base, Keys: slices.Clone(p.BaseURLKeys)}, true, nil
 }
 
 // planRoute is the gateway route of family name: the user's model server
@@ -187,11 +165,11 @@ func planRoute(ctx context.Context, req Request, name, who string, def *run.Rout
 	}
 	if pr, ok := m.Providers[name]; ok && def == nil {
 		if pr.URL != "" {
-			u, err := gateway.ModelServerURL(pr.URL)
+			u, base, err := gateway.ServerURL(pr.URL, name)
 			if err != nil {
 				return rs, catalog.BadConfig.New("providers.%s.url: %v", name, err)
 			}
-			rs.URL = u
+			rs.URL, rs.Base = u, base
 		}
 		if k := KeySource(pr.KeySource, name); k != nil {
 			rs.Keys = append([]run.KeySource{*k}, rs.Keys...)
@@ -209,7 +187,7 @@ func serverRoute(m ModelRequest, name string) (run.RouteSpec, error) {
 	entry, named := m.Servers[m.Server]
 	server := m.Server
 	if !named {
-		u, err := gateway.ModelServerURL(m.Server)
+		u, base, err := gateway.ServerURL(m.Server, name)
 		if err != nil {
 			var have []string
 			for n := range m.Servers {
@@ -222,21 +200,21 @@ func serverRoute(m ModelRequest, name string) (run.RouteSpec, error) {
 			}
 			return rs, catalog.BadModelServer.New("%s", msg)
 		}
-		rs.URL, server = u, u
+		rs.URL, rs.Base, server = u, base, u
 		// A URL that a config entry names takes that entry's settings.
 		for n, e := range m.Servers {
-			if eu, err := gateway.ModelServerURL(e.URL); err == nil && eu == u {
+			if eu, _, err := gateway.ServerURL(e.URL, name); err == nil && eu == u {
 				entry, named, server = e, true, n
 				break
 			}
 		}
 	}
 	if named {
-		u, err := gateway.ModelServerURL(entry.URL)
+		u, base, err := gateway.ServerURL(entry.URL, name)
 		if err != nil {
 			return rs, catalog.BadConfig.New("model_servers.%s.url: %v", server, err)
 		}
-		rs.URL, rs.MaxConcurrent = u, entry.MaxConcurrent
+		rs.URL, rs.Base, rs.MaxConcurrent = u, base, entry.MaxConcurrent
 		if k := KeySource(entry.KeySource, name); k != nil {
 			rs.Keys = []run.KeySource{*k}
 		}

@@ -42,7 +42,7 @@ type lister func(ctx context.Context, key string, client *http.Client) ([]provid
 // kindLister lists with provider kind's own listing.
 func kindLister(kind provider.Kind, rs run.RouteSpec) lister {
 	return func(ctx context.Context, key string, client *http.Client) ([]provider.ModelInfo, error) {
-		return kind.New(provider.Config{BaseURL: rs.URL + kind.URLPath, APIKey: key, HTTPClient: client}).Models(ctx)
+		return kind.New(provider.Config{BaseURL: gateway.URLFor(rs, kind.URLPath), APIKey: key, HTTPClient: client}).Models(ctx)
 	}
 }
 

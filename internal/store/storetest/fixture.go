@@ -44,7 +44,7 @@ func FullRun(id string) *run.Run {
 			Session:  "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c",
 		},
 		Gateway: &run.GatewaySpec{
-			Routes: []run.RouteSpec{{Name: "anthropic", URL: "http://127.0.0.1:1234", Server: "lmstudio", MaxConcurrent: 4,
+			Routes: []run.RouteSpec{{Name: "anthropic", URL: "http://127.0.0.1:1234", Server: "lmstudio", MaxConcurrent: 4, Base: true,
 				Keys: []run.KeySource{{Env: "LMSTUDIO_KEY", File: "~/.lmstudio.key", Command: "pass show lm", Header: "x-api-key",
 					Extra: map[string]string{"anthropic-beta": "oauth-2025-04-20"}}}}},
 			MaxTokens: 1000000, MaxCost: 2.5,
