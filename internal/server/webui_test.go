@@ -52,6 +52,7 @@ type fakeExec struct {
 	mu    sync.Mutex
 	calls [][]string
 	stdin []string
+	over  map[string]any // a test's documents, in place of uiDocs'
 }
 
 func (f *fakeExec) exec(_ context.Context, args []string, stdin io.Reader) ([]byte, []byte, int) {
@@ -59,8 +60,12 @@ func (f *fakeExec) exec(_ context.Context, args []string, stdin io.Reader) ([]by
 	f.mu.Lock()
 	f.calls = append(f.calls, args)
 	f.stdin = append(f.stdin, string(in))
+	over, overOK := f.over[args[0]]
 	f.mu.Unlock()
 	d, ok := uiDocs[args[0]]
+	if overOK {
+		d, ok = over, true
+	}
 	if args[0] == "logs" && slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--check=") }) {
 		d = map[string]any{"id": "aaa111", "logs": []map[string]any{{"attempt": 1, "kind": "check", "name": "unit", "text": "FAIL " + hostile + "\n"}}}
 	}
@@ -205,6 +210,39 @@ func TestUIEscapes(t *testing.T) {
 		if !strings.Contains(run, want) {
 			t.Errorf("the run page lacks %q", want)
 		}
+	}
+}
+
+// TestUIFailureHints: the page of a failed run says what result says of
+// why it failed (the model server refused the key; no network), escaped;
+// a run that did not fail asks for no result.
+func TestUIFailureHints(t *testing.T) {
+	ts, f := uiServer(t, "")
+	c := browserClient(t)
+	if _, page := fetch(t, c, "GET", ts.URL+"/ui/runs/aaa111", nil); strings.Contains(page, `class="hint"`) || len(f.called("result")) != 0 {
+		t.Fatalf("a succeeded run's page asked for its result (%v) or shows a hint", f.called("result"))
+	}
+	failed := map[string]any{}
+	for k, v := range uiDocs["status"].(map[string]any) {
+		failed[k] = v
+	}
+	failed["status"], failed["reason"] = "failed", "model_error"
+	f.mu.Lock()
+	f.over = map[string]any{"status": failed, "result": map[string]any{"id": "aaa111", "status": "failed", "reason": "model_error",
+		"model":   map[string]any{"upstream": "http://127.0.0.1:1234", "status": 401, "errors": 2, "hint": "the model server refused the key from LOCAL_KEY " + hostile},
+		"network": map[string]any{"hint": "the run had no network"}}}
+	f.mu.Unlock()
+	resp, page := fetch(t, c, "GET", ts.URL+"/ui/runs/aaa111", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, page)
+	}
+	model := `<p class="hint" role="note">the model server refused the key from LOCAL_KEY &lt;script&gt;alert(1)&lt;/script&gt;`
+	network := `<p class="hint" role="note">the run had no network</p>`
+	if i, j := strings.Index(page, model), strings.Index(page, network); i < 0 || j < i {
+		t.Fatalf("the failed run's page lacks its hints, model first:\n%s", page)
+	}
+	if got := f.called("result"); len(got) != 1 || !slices.Contains(got[0], "aaa111") {
+		t.Fatalf("result calls %v", got)
 	}
 }
 

@@ -223,6 +223,30 @@ type egressDoc struct {
 	} `json:"denied"`
 }
 
+// resultDoc is what the pages show of result.schema.json: why a failed
+// run failed, where agentrun can tell.
+type resultDoc struct {
+	Model *struct {
+		Hint string `json:"hint"`
+	} `json:"model"`
+	Network *struct {
+		Hint string `json:"hint"`
+	} `json:"network"`
+}
+
+// hints are the result's hints, the model's first (as result prints
+// them).
+func (d resultDoc) hints() []string {
+	var out []string
+	if d.Model != nil && d.Model.Hint != "" {
+		out = append(out, d.Model.Hint)
+	}
+	if d.Network != nil && d.Network.Hint != "" {
+		out = append(out, d.Network.Hint)
+	}
+	return out
+}
+
 // diffDoc is diff.schema.json.
 type diffDoc struct {
 	Patch string `json:"patch"`

@@ -81,6 +81,7 @@ type runContent struct {
 	Diff      []diffFile
 	DiffNote  string
 	Egress    *egressDoc
+	Hints     []string // why a failed run failed (result's hints)
 	Usage     usageDoc
 	Cost      string
 	StreamURL string
@@ -110,6 +111,12 @@ func (u *UI) runPage(w http.ResponseWriter, r *http.Request) {
 		c.Usage, c.Cost = *c.Run.Usage, cost(c.Run.Usage)
 	}
 	c.Logs = u.logs(r, id, c.Run)
+	if c.Run.Status == "failed" {
+		var res resultDoc
+		if _, ok := u.get(r.Context(), "/v1/runs/"+id+"/result", &res); ok {
+			c.Hints = res.hints()
+		}
+	}
 	var diff diffDoc
 	if a, ok := u.get(r.Context(), "/v1/runs/"+id+"/diff", &diff); ok {
 		c.Diff, c.DiffNote = renderDiff(diff.Patch)
