@@ -52,7 +52,7 @@ var (
 	ImageMismatch    = Entry{"image_digest_mismatch", "the image does not match its pinned digest", "pull the pinned image again, or update the pin in the config file after checking the new image", ExitUsage}
 
 	// Model providers (built-in agent).
-	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp), or point --model-server (--base-url for builtin) at one that listens", ExitUsage}
+	ModelUnreachable = Entry{"model_unreachable", "the model server is unreachable", "start the server (LM Studio, Ollama, vLLM, llama.cpp), or point --model-server (--base-url for builtin) at one that listens; behind a proxy, export HTTPS_PROXY as your agent CLIs have it", ExitUsage}
 	ModelAuth        = Entry{"model_auth", "the model server refused the API key", "set a valid key in your environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY) or name a key file or command in config.toml ([providers.NAME] or [model_servers.NAME] api_key_env, api_key_file, api_key_command)", ExitUsage}
 	ModelNotLoaded   = Entry{"model_not_loaded", "the model is not available on the server", "load the model on the server or pass --model with one it lists", ExitUsage}
 	ModelProtocol    = Entry{"model_protocol", "the model server answered something agentrun cannot read", "check --provider and --base-url point at a compatible API", ExitRunFailed}

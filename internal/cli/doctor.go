@@ -438,7 +438,7 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 		}
 		req.Header.Set("Authorization", "Bearer "+cred.Value)
 	}
-	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: gateway.NewHostNet(getenv).Transport()}
 	resp, err := cl.Do(req)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = "fail", "unreachable: "+err.Error(), catalog.ModelUnreachable.Fix

@@ -385,6 +385,18 @@ func paths(reqs []modelserver.Request) []string {
 	return out
 }
 
+// agentEnv is an environment to run agent name in: the built-in agent
+// (binary "") or a profile's CLI, found on the PATH it gives (profileEnv).
+func agentEnv(t *testing.T, name, binary string) (e *env, vars []string, ok bool) {
+	t.Helper()
+	if binary == "" {
+		t.Parallel()
+		return newEnv(t), nil, true
+	}
+	bin, e, ok := profileEnv(t, name, binary)
+	return e, []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")}, ok
+}
+
 // TestModelServerAPIBase: --model-server names an OpenAI-compatible API
 // that is not under /v1 (Zhipu's https://open.bigmodel.cn/api/paas/v4,
 // Volcengine's .../api/v3) as an OpenAI client names it, its base: the
@@ -395,17 +407,9 @@ func TestModelServerAPIBase(t *testing.T) {
 	const base = "/api/paas/v4"
 	for _, c := range []struct{ name, binary string }{{"builtin", ""}, {"opencode", "opencode"}} {
 		t.Run(c.name, func(t *testing.T) {
-			var e *env
-			var env []string
-			if c.binary != "" {
-				bin, pe, ok := profileEnv(t, c.name, c.binary)
-				if !ok {
-					return
-				}
-				e, env = pe, []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")}
-			} else {
-				t.Parallel()
-				e = newEnv(t)
+			e, env, ok := agentEnv(t, c.name, c.binary)
+			if !ok {
+				return
 			}
 			srv := modelserver.New(t, realKey, "zm-4", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))
 			srv.Under(base)
@@ -432,6 +436,67 @@ func TestModelServerAPIBase(t *testing.T) {
 					t.Fatalf("%s %s with key %q: the API is under %s/", q.Method, q.Path, q.Key, base)
 				}
 			}
+		})
+	}
+}
+
+// TestGatewayThroughCompanyProxy: behind a company's proxy and its own
+// certificate authority (HTTPS_PROXY and NODE_EXTRA_CA_CERTS in the
+// user's environment, as Claude Code and the other CLIs read them bare),
+// a run reaches a model server whose name only the proxy resolves: the
+// submit's checks and the gateway go through the proxy and trust that
+// CA, in the native sandbox with --network none, for the built-in agent
+// and the real claude CLI.
+func TestGatewayThroughCompanyProxy(t *testing.T) {
+	for _, c := range []struct{ name, binary string }{{"builtin", ""}, {"claude", "claude"}} {
+		t.Run(c.name, func(t *testing.T) {
+			e, env, ok := agentEnv(t, c.name, c.binary)
+			if !ok {
+				return
+			}
+			ca := testsupport.NewPrivateCA(t)
+			srv := modelserver.NewTLS(t, realKey, "corp-model", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"), ca.Leaf(t, "models.corp.invalid"))
+			addr := strings.TrimPrefix(srv.URL, "https://")
+			_, port, _ := strings.Cut(addr, ":")
+			name := "models.corp.invalid:" + port
+			px := testsupport.NewForwardProxy(t, map[string]string{name: addr})
+			caFile := filepath.Join(e.root, "corp-ca.pem")
+			if err := os.WriteFile(caFile, ca.CAPEM, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			e.writeConfig(fmt.Sprintf("[model_servers.corp]\nurl = %q\napi_key_env = \"CORP_KEY\"\n", "https://"+name+"/v1"))
+			env = append(env, "CORP_KEY="+realKey, "HTTPS_PROXY="+px.URL, "NODE_EXTRA_CA_CERTS="+caFile)
+			res := e.agentrun(env, "submit", "--json", "--agent", c.name, "--model", "other-model", "--model-server", "corp", "t")
+			must(t, res, 2)
+			if !strings.Contains(res.stdout, "model_not_loaded") || !strings.Contains(res.stdout, "the server offers: corp-model") {
+				t.Fatalf("the submit's model check through the proxy: %s", res.stdout)
+			}
+			d, res := e.submitJSON(env, "--agent", c.name, "--model", "corp-model", "--model-server", "corp", "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s %s\nsupervisor:\n%s\nproxy: %v requests: %v", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), px.Targets(), paths(srv.Requests()))
+			}
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+				t.Fatalf("hello.txt = %q", got)
+			}
+			r := e.get(d.ID)
+			if r.Sandbox.Network != "none" || r.Usage == nil || r.Usage.Requests == 0 {
+				t.Fatalf("network %s, usage %+v", r.Sandbox.Network, r.Usage)
+			}
+			if n := len(srv.ModelRequests(modelserver.Chat)) + len(srv.ModelRequests(modelserver.Anthropic)); n == 0 {
+				t.Fatalf("no model request reached the server: %v", paths(srv.Requests()))
+			}
+			for _, q := range srv.Requests() {
+				if q.Key != realKey {
+					t.Fatalf("%s %s with key %q", q.Method, q.Path, q.Key)
+				}
+			}
+			if tg := px.Targets(); len(tg) < 2 || slices.ContainsFunc(tg, func(s string) bool { return s != name }) {
+				t.Fatalf("the proxy was asked for %v", tg)
+			}
+			if log := e.agentrun(nil, "logs", "--events", d.ID).stdout; !strings.Contains(log, "model traffic to https://"+name+" goes through the proxy "+px.URL) {
+				t.Fatalf("the journal does not say the proxy:\n%s", log)
+			}
+			assertNoKeyOnDisk(t, e)
 		})
 	}
 }

@@ -146,15 +146,7 @@ func New(o Options) (*Gateway, error) {
 	}
 	tr := o.Transport
 	if tr == nil {
-		tr = &http.Transport{
-			Proxy:                 nil, // the upstream is dialled directly
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConnsPerHost:   16,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}
+		tr = HostNet{}.Transport() // the upstream is dialled directly
 	}
 	g := &Gateway{o: o, placeh: []byte(KeyPrefix + o.Token), unpriced: map[string]bool{}, health: map[string]*health{}}
 	if o.Spent != nil {

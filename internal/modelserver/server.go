@@ -20,6 +20,7 @@
 package modelserver
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -113,7 +114,7 @@ type Script func(Turn) Reply
 
 // Server is a running scripted model server.
 type Server struct {
-	URL   string // http://127.0.0.1:PORT (no path)
+	URL   string // http://127.0.0.1:PORT (no path; https:// for NewTLS)
 	Key   string // the key every request must carry
 	Model string // the model the model lists report
 
@@ -134,6 +135,22 @@ func New(t testing.TB, key, model string, script Script) *Server {
 	}
 	s := &Server{Key: key, Model: model, script: script}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	if t != nil {
+		t.Cleanup(s.Close)
+	}
+	return s
+}
+
+// NewTLS is New serving https:// with cert (its URL names 127.0.0.1).
+func NewTLS(t testing.TB, key, model string, script Script, cert tls.Certificate) *Server {
+	if script == nil {
+		script = WriteFile("hello.txt", "hello from the model\n")
+	}
+	s := &Server{Key: key, Model: model, script: script}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	s.srv.StartTLS()
 	s.URL = s.srv.URL
 	if t != nil {
 		t.Cleanup(s.Close)

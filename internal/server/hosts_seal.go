@@ -24,6 +24,7 @@ import (
 	"net/http"
 
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/submit"
@@ -101,9 +102,15 @@ func fingerprintOf(col sql.NullString) string {
 	return h.SealKey
 }
 
-// handoffValues are the server's values of the variables run r uses.
+// handoffValues are the server's values of the variables run r uses,
+// but for those that say how to reach a model server (a proxy,
+// certificates): they are the agent host's own, from where it runs.
 func (h *Hosts) handoffValues(r *run.Run) map[string]string {
-	return submit.HandoffValues(r, h.Getenv)
+	m := submit.HandoffValues(r, h.Getenv)
+	for _, n := range gateway.NetEnv {
+		delete(m, n)
+	}
+	return m
 }
 
 // needsSeal reports whether run r needs values a host gets sealed.

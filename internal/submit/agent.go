@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,7 +150,7 @@ func planRoute(ctx context.Context, req Request, name, who string, def *run.Rout
 		if err != nil {
 			return rs, err
 		}
-		if err := reachable(ctx, rs.URL); err != nil {
+		if err := reachable(ctx, rs.URL, gateway.NewHostNet(req.Getenv)); err != nil {
 			return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
 		}
 		if ok, tried := gateway.Available(rs, req.Getenv); !ok {
@@ -238,24 +237,18 @@ func KeySource(k config.KeySource, route string) *run.KeySource {
 	return nil
 }
 
-// reachable dials a model server once: a server that refuses the
-// connection is caught at submit, not as a failed attempt.
-func reachable(ctx context.Context, raw string) error {
-	u, err := url.Parse(raw)
+// reachable dials a model server once, or the proxy the host reaches it
+// through (hn): a server that refuses the connection is caught at
+// submit, not as a failed attempt.
+func reachable(ctx context.Context, raw string, hn gateway.HostNet) error {
+	addr, err := hn.Dialled(raw)
 	if err != nil {
 		return err
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var d net.Dialer
-	c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	c, err := d.DialContext(dctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -351,10 +344,12 @@ func LookPath(name, path string) (string, error) {
 }
 
 // HandoffNames are the variables a run's supervisor needs the values of:
-// those the agent gets (--env) and those its gateway reads keys from.
+// those the agent gets (--env), and those its gateway reads keys from and
+// reaches its model servers by (gateway.NetEnv).
 func HandoffNames(r *run.Run) []string {
 	names := slices.Clone(r.Agent.Env)
 	if r.Gateway != nil {
+		names = append(names, gateway.NetEnv...)
 		for _, rs := range r.Gateway.Routes {
 			for _, k := range rs.Keys {
 				if k.Env != "" {

@@ -64,7 +64,7 @@ func checkServerModel(ctx context.Context, model string, rs run.RouteSpec, geten
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	client := &http.Client{Transport: gateway.NewHostNet(getenv).Transport()}
 	defer client.CloseIdleConnections()
 	have, err := list(lctx, key, client)
 	var he *provider.HTTPError

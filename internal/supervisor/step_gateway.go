@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,12 +59,14 @@ func (g *gatewayStep) Start(ctx context.Context) error {
 	for _, rs := range r.Gateway.Routes {
 		names = append(names, rs.Name)
 	}
+	hn := g.hostNet()
 	gw, err := gateway.New(gateway.Options{
-		Token:    gateway.NewToken(),
-		Routes:   routes,
-		Budget:   gateway.Budget{MaxTokens: r.Gateway.MaxTokens, MaxCost: r.Gateway.MaxCost},
-		Spent:    r.Usage,
-		Capacity: g.Capacity,
+		Token:     gateway.NewToken(),
+		Routes:    routes,
+		Transport: hn.Transport(),
+		Budget:    gateway.Budget{MaxTokens: r.Gateway.MaxTokens, MaxCost: r.Gateway.MaxCost},
+		Spent:     r.Usage,
+		Capacity:  g.Capacity,
 		OnEvent: func(e gateway.Event) {
 			data := map[string]any{"kind": e.Kind}
 			for k, v := range e.Data {
@@ -87,6 +90,30 @@ func (g *gatewayStep) Start(ctx context.Context) error {
 	}
 	g.gw, g.socket, g.clean, g.routes = gw, sock, clean, names
 	return nil
+}
+
+// hostNet is how the gateway reaches the run's model servers, as the
+// submitting user's CLIs would (gateway.NetEnv, handed over with the
+// run): it journals each route that goes through a proxy, and the
+// certificate files that added nothing.
+func (g *gatewayStep) hostNet() gateway.HostNet {
+	hn := gateway.NewHostNet(g.Getenv)
+	for _, w := range hn.Warnings {
+		g.Event(run.NewEvent(run.EventGateway, "the model gateway could not add trusted certificates from "+w+"; it trusts the system's and any others named",
+			map[string]any{"kind": "certificates"}))
+	}
+	for _, rs := range g.Record.Gateway.Routes {
+		u, err := url.Parse(rs.URL)
+		if err != nil {
+			continue
+		}
+		if p, err := hn.Proxy(u); err == nil && p != nil {
+			p.User = nil
+			g.Event(run.NewEvent(run.EventGateway, fmt.Sprintf("model traffic to %s goes through the proxy %s", gateway.RedactRaw(rs.URL), p),
+				map[string]any{"kind": "proxy", "route": rs.Name, "proxy": p.String()}))
+		}
+	}
+	return hn
 }
 
 // Stop implements resource.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/seal"
@@ -201,7 +202,8 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 // handoffEnv are the values of the variables claimed run c uses: the
 // server's, opened from the claim in memory (they are never written here:
 // the supervisor keeps its Handoff in memory too), and for the names in
-// OwnEnv that the server sent no value for, this host's own.
+// OwnEnv that the server sent no value for, and those that say how to
+// reach a model server from here (gateway.NetEnv), this host's own.
 func (w *Remote) handoffEnv(j *job, c server.Claim) (map[string]string, error) {
 	env := map[string]string{}
 	names := submit.HandoffNames(c.Run)
@@ -214,14 +216,14 @@ func (w *Remote) handoffEnv(j *job, c server.Claim) (map[string]string, error) {
 			return nil, fmt.Errorf("run %s: %w", j.id, err)
 		}
 		for _, n := range names {
-			if v := values[n]; v != "" {
+			if v := values[n]; v != "" && !slices.Contains(gateway.NetEnv, n) {
 				env[n] = v
 			}
 		}
 	}
 	if w.Getenv != nil {
 		for _, n := range names {
-			if _, ok := env[n]; !ok && slices.Contains(w.OwnEnv, n) {
+			if _, ok := env[n]; !ok && (slices.Contains(w.OwnEnv, n) || slices.Contains(gateway.NetEnv, n)) {
 				if v := w.Getenv(n); v != "" {
 					env[n] = v
 				}

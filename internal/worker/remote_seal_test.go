@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/run"
@@ -45,5 +46,32 @@ func TestHandoffEnvIsTheServers(t *testing.T) {
 	w.Key = nil
 	if _, err := w.handoffEnv(j, server.Claim{Run: r, Token: 3, SealedEnv: blob}); err == nil {
 		t.Error("opened without a key")
+	}
+}
+
+// TestHandoffEnvNetworkIsTheHosts: how a run's gateway reaches its model
+// server (the proxy, the certificate authorities) is the agent host's
+// own environment, never the server's, --own-env or not.
+func TestHandoffEnvNetworkIsTheHosts(t *testing.T) {
+	key, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]string{"HTTPS_PROXY": "http://host-proxy:3128", "NO_PROXY": "gpu.internal", "MODEL_KEY": "host-key"}
+	w := &Remote{HostID: "h1", Key: key, Getenv: func(n string) string { return own[n] }}
+	r := &run.Run{ID: "r1", Gateway: &run.GatewaySpec{Routes: []run.RouteSpec{{Name: "openai", URL: "https://models.example",
+		Keys: []run.KeySource{{Env: "MODEL_KEY", Header: "authorization"}}}}}}
+	blob, err := seal.Seal(key.Public(), seal.Info{Run: "r1", Host: "h1", Token: 3},
+		map[string]string{"MODEL_KEY": "server-key", "HTTPS_PROXY": "http://server-proxy:3128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := w.handoffEnv(newJob("r1", 3, "p"), server.Claim{Run: r, Token: 3, SealedEnv: blob})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"MODEL_KEY": "server-key", "HTTPS_PROXY": "http://host-proxy:3128", "NO_PROXY": "gpu.internal"}
+	if !maps.Equal(env, want) {
+		t.Errorf("env %v, want %v", env, want)
 	}
 }

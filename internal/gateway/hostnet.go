@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpproxy"
+)
+
+// NetEnv are the variables that say how this host reaches a model
+// server, as the agents' CLIs read them when they run bare: the proxy for
+// https:// and http:// URLs and the hosts that bypass it (Claude Code,
+// Codex, Gemini CLI, Qwen Code and opencode honour them), and the
+// certificate authorities trusted besides the system's (the Node.js
+// CLIs' NODE_EXTRA_CA_CERTS, OpenSSL's SSL_CERT_FILE and SSL_CERT_DIR).
+// A run's supervisor gets their values with its handoff, as it gets
+// keys: its own environment is kept minimal.
+var NetEnv = []string{"https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY",
+	"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+
+// HostNet is how the host reaches model servers: directly, or through
+// the user's proxy, trusting the system's certificate authorities and
+// any the user added. A proxy never carries a request to the host's own
+// loopback (localhost, 127.0.0.1, ::1), whatever NO_PROXY says.
+type HostNet struct {
+	proxy func(*url.URL) (*url.URL, error)
+	roots *x509.CertPool // nil: the system's alone
+	// Warnings name the certificate files and directories that added
+	// nothing (unreadable, or no PEM certificate in them).
+	Warnings []string
+}
+
+// NewHostNet reads NetEnv through getenv (nil: none set). The lower-case
+// proxy variables come first, as Node.js CLIs read them.
+func NewHostNet(getenv Getenv) HostNet {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	first := func(names ...string) string {
+		for _, n := range names {
+			if v := strings.TrimSpace(getenv(n)); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	var n HostNet
+	cfg := httpproxy.Config{
+		HTTPSProxy: first("https_proxy", "HTTPS_PROXY"),
+		HTTPProxy:  first("http_proxy", "HTTP_PROXY"),
+		NoProxy:    first("no_proxy", "NO_PROXY"),
+	}
+	if cfg.HTTPSProxy != "" || cfg.HTTPProxy != "" {
+		n.proxy = cfg.ProxyFunc()
+	}
+	var files []string
+	for _, k := range []string{"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"} {
+		if v := getenv(k); v != "" {
+			files = append(files, k+"="+v)
+		}
+	}
+	for d := range strings.SplitSeq(getenv("SSL_CERT_DIR"), ":") {
+		if d != "" {
+			files = append(files, "SSL_CERT_DIR="+d)
+		}
+	}
+	if len(files) == 0 {
+		return n
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	for _, f := range files {
+		name, path, _ := strings.Cut(f, "=")
+		if err := addCerts(pool, path, name == "SSL_CERT_DIR"); err != nil {
+			n.Warnings = append(n.Warnings, fmt.Sprintf("%s: %v", f, err))
+		}
+	}
+	n.roots = pool
+	return n
+}
+
+// addCerts adds the PEM certificates in file path (every file in it,
+// for a directory) to pool.
+func addCerts(pool *x509.CertPool, path string, dir bool) error {
+	paths := []string{path}
+	if dir {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		paths = paths[:0]
+		for _, e := range ents {
+			if !e.IsDir() {
+				paths = append(paths, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	added := false
+	var errs []error
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if pool.AppendCertsFromPEM(b) {
+			added = true
+		}
+	}
+	if !added {
+		return errors.Join(append(errs, errors.New("no PEM certificate read"))...)
+	}
+	return nil
+}
+
+// Proxy is the proxy a request to u goes through, nil for none.
+func (n HostNet) Proxy(u *url.URL) (*url.URL, error) {
+	if n.proxy == nil {
+		return nil, nil
+	}
+	return n.proxy(u)
+}
+
+// Transport is an HTTP transport to model servers.
+func (n HostNet) Transport() *http.Transport {
+	tr := &http.Transport{
+		Proxy:                 func(r *http.Request) (*url.URL, error) { return n.Proxy(r.URL) },
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	if n.roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: n.roots}
+	}
+	return tr
+}
+
+// Dialled is the host:port a connection to the server at URL raw goes
+// to: the server's, or its proxy's.
+func (n HostNet) Dialled(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if p, err := n.Proxy(u); err != nil {
+		return "", err
+	} else if p != nil {
+		u = p
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
