@@ -147,6 +147,7 @@ func TestProfileRefusedAtSubmit(t *testing.T) {
 		{"provider flag", []string{"ANTHROPIC_API_KEY=sk-x"}, []string{"--agent", "codex", "--provider", "openai"}, "unsupported_flag"},
 		{"bad model server", nil, []string{"--agent-cmd", "true", "--model-server", "not a url"}, "bad_model_server"},
 		{"unreachable model server", nil, []string{"--agent-cmd", "true", "--model-server", "http://127.0.0.1:9"}, "model_unreachable"},
+		{"unreachable model server, built-in agent", nil, []string{"--agent", "builtin", "--model", "m", "--model-server", "http://127.0.0.1:9"}, "model_unreachable"},
 		{"negative budget", nil, []string{"--agent-cmd", "true", "--max-cost", "-1"}, "bad_budget"},
 		{"missing --ro path", nil, []string{"--agent-cmd", "true", "--ro", "/nonexistent/agentrun"}, "bad_path"},
 		// The CLI's own endpoint, from the environment: one the gateway

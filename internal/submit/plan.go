@@ -415,6 +415,9 @@ func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec, kind pro
 	if err != nil {
 		return rs, err
 	}
+	if err := reachable(ctx, rs.URL, gateway.NewHostNet(req.Getenv)); err != nil {
+		return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
+	}
 	if len(rs.Keys) == 0 {
 		// An OpenAI-compatible server that wants a key gets the usual one
 		// when it is set (a hosted API through --base-url).
