@@ -488,14 +488,16 @@ func (g *Gateway) refuse(w http.ResponseWriter, kind Kind, status int, msg strin
 		}
 		body = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": st}}
 	default:
-		code := "invalid_request_error"
+		typ, code := "invalid_request_error", "invalid_request_error"
 		switch status {
 		case http.StatusUnauthorized:
 			code = "invalid_api_key"
 		case http.StatusBadRequest:
 			code = "budget_exceeded"
+		case http.StatusBadGateway, http.StatusServiceUnavailable:
+			typ, code = "server_error", "server_error" // as OpenAI's own 5xx answers
 		}
-		body = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": code}}
+		body = map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("x-should-retry", "false")

@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 )
@@ -56,12 +58,37 @@ func (e *Endpoint) Once(ctx context.Context, method, url string, body []byte) ([
 	return Send(ctx, e.Client, Retry{Attempts: 1}, method, url, e.Headers, body)
 }
 
+// gatewayMark starts the message of an answer the run's model gateway
+// gives itself (gateway.refuse).
+const gatewayMark = "agentrun gateway: "
+
+// gatewayMessage is the message of the model gateway's answer body (in
+// any protocol's error format: error.message), without its mark.
+func gatewayMessage(body string) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msg := body
+	if json.Unmarshal([]byte(body), &e) == nil && e.Error.Message != "" {
+		msg = e.Error.Message
+	}
+	if _, after, ok := strings.Cut(msg, gatewayMark); ok {
+		return after
+	}
+	return msg
+}
+
 func (e *Endpoint) classify(ctx context.Context, model string, w Wire, err error) error {
 	var he *HTTPError
 	if !errors.As(err, &he) {
 		return err
 	}
 	switch {
+	case he.Status == http.StatusBadGateway && strings.Contains(he.Body, gatewayMark):
+		// The run's model gateway could not reach the model server.
+		return catalog.ModelUnreachable.New("%s", Clip(gatewayMessage(he.Body), 400))
 	case he.Status == http.StatusUnauthorized || he.Status == http.StatusForbidden:
 		return catalog.ModelAuth.Wrap(err, "the server answered %s%s", http.StatusText(he.Status), w.AuthHint)
 	case w.NotFoundIsModel && he.Status == http.StatusNotFound, LooksLikeModelMissing(he.Status, he.Body):

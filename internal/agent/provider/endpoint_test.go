@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 )
@@ -51,6 +52,9 @@ func TestEndpointChatClassifies(t *testing.T) {
 		{"plain 404", 404, "page not found", nil, catalog.ModelProtocol, "http 404: page not found"},
 		{"plain 404 as model", 404, "page not found", func(w *Wire) { w.NotFoundIsModel = true }, catalog.ModelNotLoaded, "other"},
 		{"protocol", 400, long, nil, catalog.ModelProtocol, "http 400: xxx"},
+		{"gateway could not reach the server", 502, `{"error":{"message":"agentrun gateway: the model server http://127.0.0.1:9 could not be reached: connection refused","type":"server_error"}}`,
+			nil, catalog.ModelUnreachable, "the model server http://127.0.0.1:9 could not be reached: connection refused"},
+		{"another 502", 502, "bad gateway", nil, catalog.ModelProtocol, "http 502: bad gateway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testWire()
@@ -65,6 +69,28 @@ func TestEndpointChatClassifies(t *testing.T) {
 				t.Fatalf("message not clipped: %d bytes", len(err.Error()))
 			}
 		})
+	}
+}
+
+// TestSendHonoursShouldRetry: an answer that says x-should-retry: false
+// (the model gateway's, the providers' APIs') is not tried again.
+func TestSendHonoursShouldRetry(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if r.URL.Path == "/final" {
+			w.Header().Set("x-should-retry", "false")
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	policy := Retry{Attempts: 3, Base: time.Millisecond}
+	if _, err := Send(context.Background(), nil, policy, http.MethodGet, srv.URL+"/final", nil, nil); err == nil || n.Load() != 1 {
+		t.Fatalf("%v after %d requests", err, n.Load())
+	}
+	n.Store(0)
+	if _, err := Send(context.Background(), nil, policy, http.MethodGet, srv.URL+"/again", nil, nil); err == nil || n.Load() != 3 {
+		t.Fatalf("%v after %d requests", err, n.Load())
 	}
 }
 

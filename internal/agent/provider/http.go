@@ -103,6 +103,11 @@ func Send(ctx context.Context, hc *http.Client, policy Retry, method, url string
 			return data, nil
 		}
 		he := &HTTPError{Status: resp.StatusCode, Body: Clip(string(data), 2000)}
+		if resp.Header.Get("x-should-retry") == "false" {
+			// The server (the model gateway, the providers' APIs) says
+			// another try would fare no better, as their SDKs honour.
+			return nil, he
+		}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 			lastErr = &retryAfter{HTTPError: he, after: parseRetryAfter(resp.Header.Get("Retry-After"))}
 			continue
