@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
@@ -77,6 +78,9 @@ func modelHintOf(r *run.Run, evs []run.Event) *modelHint {
 	switch {
 	case h.Status == 0:
 		h.Hint = fmt.Sprintf("the model server %s could not be reached (%s in attempt %d): %s", h.Upstream, times, a.N, catalog.ModelUnreachable.Fix)
+	case h.Status == http.StatusNotFound && strings.HasSuffix(h.Path, "/responses"):
+		h.Hint = fmt.Sprintf("the model server %s answered 404 Not Found to the agent's requests to %s (%s in attempt %d): codex speaks only the OpenAI Responses API, which this server may not serve; run codex on a server that does (vLLM, Ollama, recent LM Studio), or use a profile that speaks chat completions (--agent qwen, --agent opencode); else check that it serves the model %q",
+			h.Upstream, h.Path, times, a.N, r.Agent.Model)
 	case h.Status == http.StatusNotFound:
 		h.Hint = fmt.Sprintf("the model server %s answered 404 Not Found to the agent's model requests (%s in attempt %d; the last to %s): check that it serves the model %q (its model list names it) and that its API is at that path (for an OpenAI-compatible API, give the URL an OpenAI client takes as its base: the server's root or .../v1, or the provider's own, such as .../api/paas/v4)",
 			h.Upstream, times, a.N, h.Path, r.Agent.Model)

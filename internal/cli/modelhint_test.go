@@ -54,6 +54,12 @@ func TestModelHintOf(t *testing.T) {
 		!strings.Contains(h.Hint, `answered 404 Not Found to the agent's model requests (once in attempt 2; the last to /api/v4/v1/chat/completions): check that it serves the model "qwen3-coder"`) {
 		t.Errorf("%+v", h)
 	}
+	// 404 to the Responses API: codex's, which many servers lack.
+	responses := upstream(21, map[string]any{"route": "openai", "status": 404, "upstream": "http://127.0.0.1:1234", "path": "/v1/responses"})
+	if h := modelHintOf(failed, []run.Event{responses}); h == nil || !strings.Contains(h.Hint, "codex speaks only the OpenAI Responses API") ||
+		!strings.Contains(h.Hint, "--agent qwen") || !strings.Contains(h.Hint, "to /v1/responses (once in attempt 2)") {
+		t.Errorf("%+v", h)
+	}
 	// Nothing to say for a run that did not fail, or ran out of budget.
 	for _, r := range []*run.Run{
 		{State: run.StateSucceeded, Attempts: failed.Attempts},
