@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -138,6 +139,9 @@ func (app *App) runDoctor(ctx context.Context) error {
 			}
 		}
 		push(checkKey(app.Deps.Agents, own, rs, app.Getenv))
+	}
+	if c, ok := checkModelNetwork(app.Getenv); ok {
+		push(c)
 	}
 	for _, name := range slices.Sorted(maps.Keys(settings.File.ModelServers)) {
 		m := settings.File.ModelServers[name]
@@ -344,6 +348,37 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool, image 
 		c.Status, c.Detail = "warn", "can run here, but does not isolate: used only when named (--sandbox "+b.Name()+")"
 	}
 	return c
+}
+
+// checkModelNetwork says how the model gateway reaches model servers
+// when the environment names a proxy or certificate authorities
+// (gateway.NetEnv): ok false when it names neither.
+func checkModelNetwork(getenv func(string) string) (doctorCheck, bool) {
+	hn := gateway.NewHostNet(getenv)
+	if len(hn.Proxies)+len(hn.CAs)+len(hn.Warnings) == 0 {
+		return doctorCheck{}, false
+	}
+	c := doctorCheck{Name: "model_network", Status: "ok"}
+	var parts []string
+	if len(hn.Proxies) > 0 {
+		p := "model servers are reached through " + strings.Join(hn.Proxies, " and ")
+		if np := cmp.Or(getenv("no_proxy"), getenv("NO_PROXY")); np != "" {
+			p += ", except " + np + " and this machine"
+		} else {
+			p += ", except this machine"
+		}
+		parts = append(parts, p)
+	}
+	if len(hn.CAs) > 0 {
+		parts = append(parts, "trusting the certificate authorities of "+strings.Join(hn.CAs, ", ")+" besides the system's")
+	}
+	if len(hn.Warnings) > 0 {
+		c.Status = "warn"
+		parts = append(parts, "no certificate added from "+strings.Join(hn.Warnings, "; "))
+		c.Fix = "point the variable at a readable PEM file (or a directory of them, for SSL_CERT_DIR), or unset it"
+	}
+	c.Detail = strings.Join(parts, "; ")
+	return c, true
 }
 
 // checkEndpoint is the check of profile p's CLI's own endpoint (ok false

@@ -34,9 +34,13 @@ var NetEnv = []string{"https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", 
 type HostNet struct {
 	proxy func(*url.URL) (*url.URL, error)
 	roots *x509.CertPool // nil: the system's alone
-	// Warnings name the certificate files and directories that added
-	// nothing (unreadable, or no PEM certificate in them).
-	Warnings []string
+	// Proxies name the variables a proxy comes from, with their values
+	// (credentials left out): "https_proxy=http://proxy:3128".
+	Proxies []string
+	// CAs name the certificate files and directories that added to the
+	// system's, as VARIABLE=PATH; Warnings those that added nothing
+	// (unreadable, or no PEM certificate in them), with why.
+	CAs, Warnings []string
 }
 
 // NewHostNet reads NetEnv through getenv (nil: none set). The lower-case
@@ -45,15 +49,18 @@ func NewHostNet(getenv Getenv) HostNet {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	var n HostNet
 	first := func(names ...string) string {
-		for _, n := range names {
-			if v := strings.TrimSpace(getenv(n)); v != "" {
+		for _, name := range names {
+			if v := strings.TrimSpace(getenv(name)); v != "" {
+				if strings.HasSuffix(strings.ToLower(name), "proxy") && !strings.HasPrefix(strings.ToLower(name), "no_") {
+					n.Proxies = append(n.Proxies, name+"="+RedactRaw(v))
+				}
 				return v
 			}
 		}
 		return ""
 	}
-	var n HostNet
 	cfg := httpproxy.Config{
 		HTTPSProxy: first("https_proxy", "HTTPS_PROXY"),
 		HTTPProxy:  first("http_proxy", "HTTP_PROXY"),
@@ -84,6 +91,8 @@ func NewHostNet(getenv Getenv) HostNet {
 		name, path, _ := strings.Cut(f, "=")
 		if err := addCerts(pool, path, name == "SSL_CERT_DIR"); err != nil {
 			n.Warnings = append(n.Warnings, fmt.Sprintf("%s: %v", f, err))
+		} else {
+			n.CAs = append(n.CAs, f)
 		}
 	}
 	n.roots = pool
