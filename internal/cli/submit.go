@@ -230,7 +230,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.IntVar(&o.MaxParallel, "max-parallel", 0, fmt.Sprintf("runs at once on this machine (default %d)", config.DefaultMaxParallel))
 	f.StringVar(&o.Model, "model", "", "model to ask for (default: the profile's)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "print only the run id (with --wait: when it ends; the exit status says how)")
-	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234) or a [model_servers] name")
+	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234; an OpenAI-compatible API as its clients name it, .../v1 or .../api/paas/v4) or a [model_servers] name")
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
 	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
