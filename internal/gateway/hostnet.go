@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -43,30 +44,33 @@ type HostNet struct {
 	CAs, Warnings []string
 }
 
-// NewHostNet reads NetEnv through getenv (nil: none set). The lower-case
-// proxy variables come first, as Node.js CLIs read them.
+// NewHostNet reads NetEnv through getenv (nil: none set) as Node.js
+// CLIs read them (undici's EnvHttpProxyAgent): the lower-case variables
+// first, and an https:// URL goes through the http:// proxy when no
+// https:// one is named.
 func NewHostNet(getenv Getenv) HostNet {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	var n HostNet
-	first := func(names ...string) string {
+	first := func(names ...string) (value, from string) {
 		for _, name := range names {
 			if v := strings.TrimSpace(getenv(name)); v != "" {
-				if strings.HasSuffix(strings.ToLower(name), "proxy") && !strings.HasPrefix(strings.ToLower(name), "no_") {
-					n.Proxies = append(n.Proxies, name+"="+RedactRaw(v))
-				}
-				return v
+				return v, name
 			}
 		}
-		return ""
+		return "", ""
 	}
-	cfg := httpproxy.Config{
-		HTTPSProxy: first("https_proxy", "HTTPS_PROXY"),
-		HTTPProxy:  first("http_proxy", "HTTP_PROXY"),
-		NoProxy:    first("no_proxy", "NO_PROXY"),
+	var n HostNet
+	httpsProxy, httpsFrom := first("https_proxy", "HTTPS_PROXY")
+	httpProxy, httpFrom := first("http_proxy", "HTTP_PROXY")
+	noProxy, _ := first("no_proxy", "NO_PROXY")
+	for _, p := range [][2]string{{httpsFrom, httpsProxy}, {httpFrom, httpProxy}} {
+		if p[0] != "" {
+			n.Proxies = append(n.Proxies, p[0]+"="+RedactRaw(p[1]))
+		}
 	}
-	if cfg.HTTPSProxy != "" || cfg.HTTPProxy != "" {
+	if httpsProxy != "" || httpProxy != "" {
+		cfg := httpproxy.Config{HTTPSProxy: cmp.Or(httpsProxy, httpProxy), HTTPProxy: httpProxy, NoProxy: noProxy}
 		n.proxy = cfg.ProxyFunc()
 	}
 	var files []string
