@@ -161,7 +161,7 @@ func (p *progress) event(e run.Event, now time.Time) {
 		var d struct{ Kind string }
 		if json.Unmarshal(e.Data, &d) == nil {
 			switch d.Kind {
-			case "capacity_wait", "budget_exceeded", "upstream_error":
+			case "capacity_wait", "budget_exceeded", "upstream_error", "proxy", "certificates":
 				p.line(now, "model: "+e.Message)
 			case "model_failing":
 				p.line(now, "model: "+e.Message+"; ending the attempt")

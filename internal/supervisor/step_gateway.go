@@ -102,11 +102,13 @@ func (g *gatewayStep) hostNet() gateway.HostNet {
 		g.Event(run.NewEvent(run.EventGateway, "the model gateway could not add trusted certificates from "+w+"; it trusts the system's and any others named",
 			map[string]any{"kind": "certificates"}))
 	}
+	seen := map[string]bool{} // an agent command's routes may share a server
 	for _, rs := range g.Record.Gateway.Routes {
 		u, err := url.Parse(rs.URL)
-		if err != nil {
+		if err != nil || seen[rs.URL] {
 			continue
 		}
+		seen[rs.URL] = true
 		if p, err := hn.Proxy(u); err == nil && p != nil {
 			p.User = nil
 			g.Event(run.NewEvent(run.EventGateway, fmt.Sprintf("model traffic to %s goes through the proxy %s", gateway.RedactRaw(rs.URL), p),
