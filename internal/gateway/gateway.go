@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -101,6 +100,10 @@ type Options struct {
 	// Transport reaches the upstreams (nil: a default transport that
 	// ignores proxy variables).
 	Transport http.RoundTripper
+	// Redial are the waits before each new try of a request whose
+	// connection to the upstream could not be made (nil: redialDelays;
+	// empty: none).
+	Redial []time.Duration
 }
 
 // Gateway is one run's model gateway.
@@ -148,13 +151,17 @@ func New(o Options) (*Gateway, error) {
 	if tr == nil {
 		tr = HostNet{}.Transport() // the upstream is dialled directly
 	}
+	redial := o.Redial
+	if redial == nil {
+		redial = redialDelays
+	}
 	g := &Gateway{o: o, placeh: []byte(KeyPrefix + o.Token), unpriced: map[string]bool{}, health: map[string]*health{}}
 	if o.Spent != nil {
 		g.usage = *o.Spent.Clone()
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      tr,
+		Transport:      redialer{next: tr, delays: redial},
 		FlushInterval:  -1, // streams pass through as they come
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler:   g.upstreamError,
@@ -261,7 +268,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				Data: map[string]any{"server": route.Server, "max_concurrent": route.MaxConcurrent, "wait": waited.String()}})
 		}
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	rewindable(r, body)
 	r.ContentLength = int64(len(body))
 	r.Header.Del("Content-Length")
 	ctx := context.WithValue(r.Context(), keyRoute, name)

@@ -342,6 +342,9 @@ func startGateway(t testing.TB, o Options) *testGW {
 	if o.Token == "" {
 		o.Token = testToken
 	}
+	if o.Redial == nil {
+		o.Redial = []time.Duration{} // a dead upstream answers at once (TestRedial tries again)
+	}
 	tg := &testGW{events: &eventLog{}, reasons: make(chan string, 64)}
 	prevEv, prevEx := o.OnEvent, o.OnExceeded
 	o.OnEvent = func(e Event) {
