@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentrun/agentrun/internal/egress"
+	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/run"
 )
 
@@ -23,6 +24,10 @@ type networkHint struct {
 	// them (telemetry a run never needs is left out).
 	Denied []string `json:"denied,omitempty"`
 	Flags  []string `json:"flags,omitempty"`
+	// Unreachable are hosts the allowlist let through that this machine
+	// could not reach: their name did not resolve, or no connection to
+	// them was made.
+	Unreachable []string `json:"unreachable,omitempty"`
 	// Offline is set when a log of a run without network shows a failed
 	// connection (name resolution, "network is unreachable").
 	Offline string `json:"offline,omitempty"`
@@ -58,7 +63,11 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 		sum := egress.Summarize(recs)
 		notNeeded(app.Deps.Agents, r, sum.Denied)
 		for _, d := range sum.Denied {
-			if d.Code == "not_needed" {
+			switch d.Code {
+			case "not_needed":
+				continue
+			case egress.CodeResolve, egress.CodeUnresolved:
+				h.Unreachable = append(h.Unreachable, hostPort(d.Host, d.Port))
 				continue
 			}
 			h.Denied = append(h.Denied, hostPort(d.Host, d.Port))
@@ -66,13 +75,15 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 				h.Flags = append(h.Flags, d.Flag)
 			}
 		}
-		if len(h.Denied) == 0 {
+		for _, a := range sum.Allowed {
+			if a.Errors > 0 && a.Errors == a.Count {
+				h.Unreachable = append(h.Unreachable, hostPort(a.Host, a.Port))
+			}
+		}
+		if len(h.Denied)+len(h.Unreachable) == 0 {
 			return nil
 		}
-		h.Hint = fmt.Sprintf("%d host(s) were denied by the allowlist (%s): see 'agentrun egress %s'", len(h.Denied), oneLine(strings.Join(h.Denied, ", "), 80), r.ID)
-		if len(h.Flags) > 0 {
-			h.Hint += "; to allow them: " + strings.Join(h.Flags, " ")
-		}
+		h.Hint = app.allowlistHint(h, r.ID)
 		return h
 	}
 	// No network: look for a failed connection in the last attempt's logs.
@@ -97,6 +108,31 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 		}
 	}
 	return nil
+}
+
+// allowlistHint is the hint of an allowlist run: the hosts denied and
+// the flags that allow them, and the allowed hosts that this machine
+// could not reach, saying so when it names a proxy the egress proxy does
+// not go through.
+func (app *App) allowlistHint(h *networkHint, id string) string {
+	var parts []string
+	if len(h.Denied) > 0 {
+		s := fmt.Sprintf("%d host(s) were denied by the allowlist (%s): see 'agentrun egress %s'", len(h.Denied), oneLine(strings.Join(h.Denied, ", "), 80), id)
+		if len(h.Flags) > 0 {
+			s += "; to allow them: " + strings.Join(h.Flags, " ")
+		}
+		parts = append(parts, s)
+	}
+	if len(h.Unreachable) > 0 {
+		s := fmt.Sprintf("%d allowed host(s) could not be reached from this machine (%s)", len(h.Unreachable), oneLine(strings.Join(h.Unreachable, ", "), 80))
+		if px := gateway.NewHostNet(app.Getenv).Proxies; len(px) > 0 {
+			s += fmt.Sprintf(": this machine names a proxy (%s), and the sandbox's egress proxy connects directly, so a host that only that proxy reaches cannot be reached from a run", px[0])
+		} else {
+			s += fmt.Sprintf(": their names did not resolve or they did not answer here; see 'agentrun egress %s'", id)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // readTail is the last n bytes of a file.

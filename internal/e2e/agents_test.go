@@ -310,6 +310,21 @@ func TestNetworkHintOnFailure(t *testing.T) {
 	if !strings.Contains(st.stdout, "proxy.golang.org:443") || !strings.Contains(st.stdout, "--allow proxy.golang.org:443") || !strings.Contains(st.stdout, "agentrun egress "+d.ID) {
 		t.Fatalf("status:\n%s", st.stdout)
 	}
+	// Allowed, but this machine cannot reach it (here: its name resolves
+	// nowhere): not a denial, and where this machine names a proxy, the
+	// hint says the egress proxy does not go through it.
+	d, res = e.submitJSON(nil, "--sandbox", "native", "--allow", "models.corp.invalid", "--agent-cmd", "echo x > x.txt", "--attempts", "1",
+		"--check", "fetch=curl -sS --max-time 5 https://models.corp.invalid/ >/dev/null", "--wait", "unreachable")
+	must(t, res, 1)
+	out = e.agentrun([]string{"HTTPS_PROXY=http://proxy.corp.example:3128"}, "result", d.ID)
+	if !strings.Contains(out.stdout, "1 allowed host(s) could not be reached from this machine (models.corp.invalid:443)") ||
+		!strings.Contains(out.stdout, "this machine names a proxy (HTTPS_PROXY=http://proxy.corp.example:3128)") || strings.Contains(out.stdout, "denied by the allowlist") {
+		t.Fatalf("result:\n%s", out.stdout)
+	}
+	js = e.run("result", "--json", d.ID)
+	if !strings.Contains(js.stdout, `"unreachable": [`) || !strings.Contains(js.stdout, "did not resolve or they did not answer here") {
+		t.Fatalf("result --json: %s", js.stdout)
+	}
 }
 
 func TestSubmitQuiet(t *testing.T) {
