@@ -140,7 +140,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 		}
 		push(checkKey(app.Deps.Agents, own, rs, app.Getenv))
 	}
-	if c, ok := checkModelNetwork(app.Getenv); ok {
+	if c, ok := checkProxy(app.Getenv); ok {
 		push(c)
 	}
 	for _, name := range slices.Sorted(maps.Keys(settings.File.ModelServers)) {
@@ -350,18 +350,18 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool, image 
 	return c
 }
 
-// checkModelNetwork says how the model gateway reaches model servers
-// when the environment names a proxy or certificate authorities
+// checkProxy says how the model gateway and the egress proxy reach the
+// network when the environment names a proxy or certificate authorities
 // (gateway.NetEnv): ok false when it names neither.
-func checkModelNetwork(getenv func(string) string) (doctorCheck, bool) {
+func checkProxy(getenv func(string) string) (doctorCheck, bool) {
 	hn := gateway.NewHostNet(getenv)
 	if len(hn.Proxies)+len(hn.CAs)+len(hn.Warnings) == 0 {
 		return doctorCheck{}, false
 	}
-	c := doctorCheck{Name: "model_network", Status: "ok"}
+	c := doctorCheck{Name: "proxy", Status: "ok"}
 	var parts []string
 	if len(hn.Proxies) > 0 {
-		p := "model servers are reached through " + strings.Join(hn.Proxies, " and ")
+		p := "model servers and the hosts --allow admits are reached through " + strings.Join(hn.Proxies, " and ")
 		if np := cmp.Or(getenv("no_proxy"), getenv("NO_PROXY")); np != "" {
 			p += ", except " + np + " and this machine"
 		} else {

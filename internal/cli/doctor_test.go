@@ -227,16 +227,16 @@ func TestDoctorCLIEndpoint(t *testing.T) {
 	}
 }
 
-// TestDoctorModelNetwork: behind a proxy, doctor says how model servers
+// TestDoctorProxy: behind a proxy, doctor says how model servers
 // are reached (the proxy without its credentials, what bypasses it, the
 // certificate authorities added) and warns of a certificate file that
 // added nothing; with none of those variables there is no such check.
-func TestDoctorModelNetwork(t *testing.T) {
+func TestDoctorProxy(t *testing.T) {
 	h := newTestHome(t)
 	h.executable = testsupport.Agentrun(t)
 	h.env["AGENTRUN_SANDBOX"] = "host"
-	if _, _, _, got := doctorJSON(t, h); got["model_network"].Name != "" {
-		t.Fatalf("a model_network check without a proxy: %+v", got["model_network"])
+	if _, _, _, got := doctorJSON(t, h); got["proxy"].Name != "" {
+		t.Fatalf("a proxy check without a proxy: %+v", got["proxy"])
 	}
 	ca := filepath.Join(t.TempDir(), "corp.pem")
 	if err := os.WriteFile(ca, testsupport.NewPrivateCA(t).CAPEM, 0o600); err != nil {
@@ -247,15 +247,15 @@ func TestDoctorModelNetwork(t *testing.T) {
 	h.env["NODE_EXTRA_CA_CERTS"] = ca
 	h.env["SSL_CERT_FILE"] = "/nonexistent/ca.pem"
 	_, js, _, got := doctorJSON(t, h)
-	c := got["model_network"]
-	for _, want := range []string{"reached through HTTPS_PROXY=http://proxy.corp.example:3128, except .corp.example and this machine",
+	c := got["proxy"]
+	for _, want := range []string{"are reached through HTTPS_PROXY=http://proxy.corp.example:3128, except .corp.example and this machine",
 		"NODE_EXTRA_CA_CERTS=" + ca + " besides the system's", "no certificate added from SSL_CERT_FILE=/nonexistent/ca.pem"} {
 		if !strings.Contains(c.Detail, want) {
-			t.Errorf("model_network %+v lacks %q", c, want)
+			t.Errorf("proxy %+v lacks %q", c, want)
 		}
 	}
 	if c.Status != "warn" || c.Fix == "" {
-		t.Errorf("model_network %+v: a certificate file that added nothing is a warning", c)
+		t.Errorf("proxy %+v: a certificate file that added nothing is a warning", c)
 	}
 	if strings.Contains(js, "s3cret-proxy-pass") {
 		t.Error("doctor printed the proxy's password")

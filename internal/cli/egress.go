@@ -124,6 +124,9 @@ func (app *App) printEgress(r *run.Run, out *egressOutput) error {
 		t := table{header: []string{"  HOST", "CONNS", "UP", "DOWN", "RULE"}, colour: col}
 		for _, a := range out.Allowed {
 			rule := strings.Join(a.Rules, ", ")
+			if a.Via != "" {
+				rule += " (via " + a.Via + ")"
+			}
 			if a.Errors > 0 {
 				rule += fmt.Sprintf(" (%d failed upstream)", a.Errors)
 			}

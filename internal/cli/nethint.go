@@ -28,6 +28,7 @@ type networkHint struct {
 	// could not reach: their name did not resolve, or no connection to
 	// them was made.
 	Unreachable []string `json:"unreachable,omitempty"`
+	unresolved  bool     // some of them because their names did not resolve
 	// Offline is set when a log of a run without network shows a failed
 	// connection (name resolution, "network is unreachable").
 	Offline string `json:"offline,omitempty"`
@@ -68,6 +69,7 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 				continue
 			case egress.CodeResolve, egress.CodeUnresolved:
 				h.Unreachable = append(h.Unreachable, hostPort(d.Host, d.Port))
+				h.unresolved = true
 				continue
 			}
 			h.Denied = append(h.Denied, hostPort(d.Host, d.Port))
@@ -112,8 +114,8 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 
 // allowlistHint is the hint of an allowlist run: the hosts denied and
 // the flags that allow them, and the allowed hosts that this machine
-// could not reach, saying so when it names a proxy the egress proxy does
-// not go through.
+// could not reach, saying, when it names a proxy, that a name must still
+// resolve here.
 func (app *App) allowlistHint(h *networkHint, id string) string {
 	var parts []string
 	if len(h.Denied) > 0 {
@@ -125,8 +127,8 @@ func (app *App) allowlistHint(h *networkHint, id string) string {
 	}
 	if len(h.Unreachable) > 0 {
 		s := fmt.Sprintf("%d allowed host(s) could not be reached from this machine (%s)", len(h.Unreachable), oneLine(strings.Join(h.Unreachable, ", "), 80))
-		if px := gateway.NewHostNet(app.Getenv).Proxies; len(px) > 0 {
-			s += fmt.Sprintf(": this machine names a proxy (%s), and the sandbox's egress proxy connects directly, so a host that only that proxy reaches cannot be reached from a run", px[0])
+		if px := gateway.NewHostNet(app.Getenv).Proxies; len(px) > 0 && h.unresolved {
+			s += fmt.Sprintf(": a name must resolve here, where the egress proxy checks its addresses before it goes through this machine's proxy (%s), so a name only that proxy resolves cannot be allowed; see 'agentrun egress %s'", px[0], id)
 		} else {
 			s += fmt.Sprintf(": their names did not resolve or they did not answer here; see 'agentrun egress %s'", id)
 		}

@@ -3,6 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -498,5 +501,50 @@ func TestGatewayThroughCompanyProxy(t *testing.T) {
 			}
 			assertNoKeyOnDisk(t, e)
 		})
+	}
+}
+
+// TestEgressThroughCompanyProxy: behind a company proxy (HTTP_PROXY and
+// HTTPS_PROXY in the user's environment), what a run's allowlist admits
+// goes out through that proxy, as the user's own tools do: a forwarded
+// http:// request in absolute form, an https:// tunnel by CONNECT. The
+// destinations (documentation addresses, reachable only through the
+// proxy) are named by address, so that nothing depends on this machine's
+// DNS; what the allowlist does not admit never reaches the proxy.
+func TestEgressThroughCompanyProxy(t *testing.T) {
+	e := newEnv(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "through the company proxy "+r.URL.Path+"\n")
+	}))
+	t.Cleanup(origin.Close)
+	tlsOrigin := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "tunnelled "+r.URL.Path+"\n")
+	}))
+	t.Cleanup(tlsOrigin.Close)
+	px := testsupport.NewForwardProxy(t, map[string]string{
+		"192.0.2.10:80": origin.Listener.Addr().String(), "192.0.2.11:443": tlsOrigin.Listener.Addr().String()})
+	env := []string{"HTTP_PROXY=" + px.URL, "HTTPS_PROXY=" + px.URL}
+	check := `curl -sSf --max-time 10 http://192.0.2.10/pkg > plain.txt && curl -sSfk --max-time 10 https://192.0.2.11/pkg > tls.txt && ! curl -sSf --max-time 5 http://192.0.2.12/ 2>/dev/null`
+	d, res := e.submitJSON(env, "--sandbox", "native", "--allow", "192.0.2.10:80", "--allow", "192.0.2.11:443",
+		"--agent-cmd", check, "--attempts", "1", "--wait", "fetch through the proxy")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s %s\n%s\nproxy: %v\nagent: %s\negress: %s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID), px.Targets(),
+			e.run("logs", d.ID).stdout, e.run("egress", d.ID).stdout)
+	}
+	if got, _ := resultFile(e, d.Commit, "plain.txt"); got != "through the company proxy /pkg" {
+		t.Fatalf("plain.txt %q", got)
+	}
+	if got, _ := resultFile(e, d.Commit, "tls.txt"); got != "tunnelled /pkg" {
+		t.Fatalf("tls.txt %q", got)
+	}
+	if got := px.Targets(); !slices.Equal(got, []string{"192.0.2.10:80", "192.0.2.11:443"}) {
+		t.Fatalf("the proxy was asked for %v", got)
+	}
+	eg := e.run("egress", d.ID)
+	if !strings.Contains(eg.stdout, "(via "+px.URL+")") || !strings.Contains(eg.stdout, "192.0.2.12:80") {
+		t.Fatalf("egress:\n%s", eg.stdout)
 	}
 }

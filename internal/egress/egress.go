@@ -65,4 +65,7 @@ type Record struct {
 	BytesDn int64  `json:"bytes_down"`
 	Code    string `json:"code,omitempty"`  // the Decision code (Code* constants)
 	Error   string `json:"error,omitempty"` // what went wrong after the decision (dial, upstream)
+	// Via is this machine's proxy the connection went through (without
+	// its credentials), "" when it went directly.
+	Via string `json:"via,omitempty"`
 }

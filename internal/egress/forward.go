@@ -48,7 +48,7 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	if !ok {
 		return false
 	}
-	u, err := p.dial(t)
+	u, err := p.dial(t, "http")
 	if err != nil {
 		p.upstreamFailed(c, t.rec, err)
 		return false
@@ -130,7 +130,15 @@ func (p *Proxy) sendRequest(c, u net.Conn, req *http.Request, t *target) bool {
 	// A failed send (an upstream that answered early and closed, a client
 	// body that stopped) ends both connections: what the client still
 	// sends of its body must never be read as its next request.
-	err := req.Write(ubw)
+	var err error
+	if t.via != nil {
+		if t.via.auth != "" {
+			req.Header.Set("Proxy-Authorization", t.via.auth)
+		}
+		err = req.WriteProxy(ubw)
+	} else {
+		err = req.Write(ubw)
+	}
 	if err == nil {
 		err = ubw.Flush()
 	}

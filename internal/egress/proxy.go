@@ -31,6 +31,10 @@ type ProxyOptions struct {
 	Resolver func(ctx context.Context, host string) ([]net.IP, error)
 	// Dial connects to an upstream "ip:port" (default net.Dialer).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Upstream, when set, names the proxy of this machine a connection
+	// goes through once the policy has admitted it (dialVia); nil, or a
+	// nil URL, dials the checked addresses directly.
+	Upstream UpstreamFunc
 	// OnRecord receives one Record per CONNECT tunnel and per forwarded
 	// HTTP request, when it ends, with its byte counts; also one for every
 	// denial. It may be called concurrently; Stop returns only after the
@@ -382,6 +386,7 @@ func (p *Proxy) handle(c net.Conn) {
 type target struct {
 	rec Record
 	ips []net.IP
+	via *via // a forwarded request's way through this machine's proxy
 }
 
 // decide resolves (once) and decides host:port. On denial it has already
@@ -446,10 +451,21 @@ func (p *Proxy) deny(c net.Conn, rec Record, status int) {
 	p.emit(rec)
 }
 
-// dial connects to the first reachable checked address.
-func (p *Proxy) dial(t *target) (net.Conn, error) {
+// dial connects to the first reachable checked address, or through this
+// machine's proxy for scheme ("https" for a tunnel, "http" for a
+// forwarded request) when Upstream names one.
+func (p *Proxy) dial(t *target, scheme string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
 	defer cancel()
+	if p.opts.Upstream != nil {
+		px, err := p.opts.Upstream(scheme, t.rec.Host, t.rec.Port)
+		if err != nil {
+			return nil, err
+		}
+		if px != nil {
+			return p.dialVia(ctx, px, t, scheme)
+		}
+	}
 	var firstErr error
 	for _, ip := range t.ips {
 		addr := net.JoinHostPort(ip.String(), strconv.Itoa(t.rec.Port))
@@ -497,7 +513,7 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 	if !ok {
 		return
 	}
-	u, err := p.dial(t)
+	u, err := p.dial(t, "https")
 	if err != nil {
 		p.upstreamFailed(c, t.rec, err)
 		return

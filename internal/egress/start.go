@@ -6,14 +6,15 @@ import (
 )
 
 // StartProxy starts an allowlist proxy for one run on a unix socket: the
-// policy is the run's canonical allowlist, every decision goes to onRecord.
-// It returns the proxy's Stop.
-func StartProxy(ctx context.Context, allow []string, socket string, onRecord func(Record)) (stop func(context.Context) error, err error) {
+// policy is the run's canonical allowlist, an admitted connection goes
+// through upstream's proxy where it names one, every decision goes to
+// onRecord. It returns the proxy's Stop.
+func StartProxy(ctx context.Context, allow []string, socket string, upstream UpstreamFunc, onRecord func(Record)) (stop func(context.Context) error, err error) {
 	a, err := NewAllowlist(allow)
 	if err != nil {
 		return nil, fmt.Errorf("allowlist: %w", err)
 	}
-	p := NewProxy(ProxyOptions{Socket: socket, Policy: a, OnRecord: onRecord})
+	p := NewProxy(ProxyOptions{Socket: socket, Policy: a, Upstream: upstream, OnRecord: onRecord})
 	if err := p.Start(ctx); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,8 @@ type AllowedHost struct {
 	BytesDn int64    `json:"bytes_down"`
 	Rules   []string `json:"rules,omitempty"` // entries that allowed it
 	Errors  int      `json:"errors,omitempty"`
+	// Via is this machine's proxy its connections went through, if any.
+	Via string `json:"via,omitempty"`
 }
 
 // DeniedHost is one host:port the run was denied.
@@ -57,6 +59,9 @@ func Summarize(records []Record) Summary {
 			a.BytesDn += r.BytesDn
 			if r.Error != "" {
 				a.Errors++
+			}
+			if r.Via != "" {
+				a.Via = r.Via
 			}
 			if r.Rule != "" && !contains(a.Rules, r.Rule) {
 				a.Rules = append(a.Rules, r.Rule)

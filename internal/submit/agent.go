@@ -344,12 +344,12 @@ func LookPath(name, path string) (string, error) {
 }
 
 // HandoffNames are the variables a run's supervisor needs the values of:
-// those the agent gets (--env), and those its gateway reads keys from and
-// reaches its model servers by (gateway.NetEnv).
+// those the agent gets (--env), those its gateway reads keys from, and
+// those its gateway and egress proxy reach the network by
+// (gateway.NetEnv).
 func HandoffNames(r *run.Run) []string {
-	names := slices.Clone(r.Agent.Env)
+	names := append(slices.Clone(r.Agent.Env), gateway.NetEnv...)
 	if r.Gateway != nil {
-		names = append(names, gateway.NetEnv...)
 		for _, rs := range r.Gateway.Routes {
 			for _, k := range rs.Keys {
 				if k.Env != "" {

@@ -53,9 +53,10 @@ type Deps struct {
 	// Capacity shares model servers' request slots among every run on
 	// the machine.
 	Capacity gateway.Capacity
-	// StartEgress starts the egress proxy for the run on a unix socket and
+	// StartEgress starts the egress proxy for the run on a unix socket,
+	// going out as getenv's proxy variables say (gateway.NetEnv), and
 	// returns a stop function.
-	StartEgress func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
+	StartEgress func(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
 	// RecordWithin bounds the wait for the store to record an export
 	// (0: DefaultRecordWithin); past it the branch goes back and the run
 	// fails. A store across the network (an agent host's) waits longer:

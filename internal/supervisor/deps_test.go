@@ -35,8 +35,8 @@ func testDeps(st run.Store, l layout.Layout) Deps {
 			}
 			return external.New(r.Agent)
 		},
-		StartEgress: func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
-			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
+		StartEgress: func(ctx context.Context, r *run.Run, socket string, _ func(string) string, onRecord func(egress.Record)) (func(context.Context) error, error) {
+			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, nil, onRecord)
 		},
 		Capacity: gateway.FlockCapacity{Dir: l.Capacity()},
 	}

@@ -216,7 +216,7 @@ func (s *Supervisor) prepare(ctx context.Context, r *run.Run, rs *resources) (*p
 	if lm, ok := backend.(sandbox.LayerMounter); ok {
 		ws.Probe = lm.ProbeLayers
 	}
-	eg := &egressStep{Record: r, Layout: l, StartProxy: s.StartEgress, Event: s.event}
+	eg := &egressStep{Record: r, Layout: l, StartProxy: s.StartEgress, Getenv: s.getenv, Event: s.event}
 	gw := &gatewayStep{Record: r, Layout: l, Getenv: s.getenv, Capacity: s.Capacity, Event: s.event}
 	for _, step := range []resource{ws, eg, gw} {
 		if err := rs.start(ctx, step); err != nil {

@@ -25,7 +25,7 @@ func BuildSetup(ctx context.Context, d Deps, r *run.Run, scratch string, event f
 	backend := d.Backends[r.Sandbox.Backend]
 	st := &setupStep{Record: r, Layout: l, Cache: d.Layers, Backend: backend, Copy: d.Workspaces,
 		StateDir: l.WorkspaceState(r.ID), Env: setupToolchainEnv(r.Sandbox.Toolchains), ReadOnly: toolchainPaths(r.Sandbox.Toolchains),
-		StartProxy: d.StartEgress, Event: event}
+		StartProxy: d.StartEgress, Getenv: os.Getenv, Event: event} // (the command's process: the user's environment)
 	if d.Layers == nil {
 		return workspace.SetupLayer{}, errMissing("the layer cache")
 	}

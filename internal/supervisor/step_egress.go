@@ -23,8 +23,10 @@ type egressStep struct {
 	Record *run.Run
 	Layout layout.Layout
 	// StartProxy is Deps.StartEgress (nil: this build has no proxy).
-	StartProxy func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
-	Event      func(run.Event)
+	StartProxy func(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
+	// Getenv gives the run's handoff values: the proxy variables.
+	Getenv func(string) string
+	Event  func(run.Event)
 
 	socket string
 	stop   func(context.Context) error
@@ -44,7 +46,7 @@ func (s *egressStep) Start(ctx context.Context) error {
 		return fmt.Errorf("egress socket: %w", err)
 	}
 	s.clean = clean
-	stop, err := s.StartProxy(ctx, s.Record, sock, func(rec egress.Record) {
+	stop, err := s.StartProxy(ctx, s.Record, sock, s.Getenv, func(rec egress.Record) {
 		s.Event(run.NewEvent(run.EventEgress, "", rec))
 	})
 	if err != nil {

@@ -101,7 +101,7 @@ func TestEgressStep(t *testing.T) {
 // proxy: nothing is started and there is no socket.
 func TestEgressStepNoNetwork(t *testing.T) {
 	r, l := stepRun(t, t.TempDir(), "")
-	s := &egressStep{Record: r, Layout: l, StartProxy: func(context.Context, *run.Run, string, func(egress.Record)) (func(context.Context) error, error) {
+	s := &egressStep{Record: r, Layout: l, StartProxy: func(context.Context, *run.Run, string, func(string) string, func(egress.Record)) (func(context.Context) error, error) {
 		t.Fatal("the proxy was started")
 		return nil, nil
 	}}

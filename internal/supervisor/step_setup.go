@@ -54,8 +54,10 @@ type setupStep struct {
 	Env []string
 	// ReadOnly are further host paths the setup sees read-only.
 	ReadOnly   []string
-	StartProxy func(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
-	Event      func(run.Event)
+	StartProxy func(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (stop func(context.Context) error, err error)
+	// Getenv gives the proxy variables the setup's egress goes out by.
+	Getenv func(string) string
+	Event  func(run.Event)
 }
 
 // Run implements the step; see setupStep.
@@ -164,7 +166,7 @@ func (s *setupStep) proxy(ctx context.Context, spec *sandbox.Spec) (stop func(),
 	if err != nil {
 		return nil, fmt.Errorf("setup egress socket: %w", err)
 	}
-	stopProxy, err := s.StartProxy(ctx, &r, sock, func(rec egress.Record) {
+	stopProxy, err := s.StartProxy(ctx, &r, sock, s.Getenv, func(rec egress.Record) {
 		s.Event(run.NewEvent(run.EventEgress, "", rec))
 	})
 	if err != nil {
@@ -213,7 +215,7 @@ func isSetupFailure(err error) bool {
 // point the toolchains at it.
 func (s *Supervisor) setup(ctx context.Context, r *run.Run, ws *workspaceStep, sb *sandboxStep) error {
 	st := &setupStep{Record: r, Layout: s.Layout, Cache: s.Layers, Backend: sb.Backend, Copy: s.Workspaces,
-		StateDir: ws.StateDir, Env: setupToolchainEnv(r.Sandbox.Toolchains), ReadOnly: sb.ReadOnly, StartProxy: s.StartEgress, Event: s.event}
+		StateDir: ws.StateDir, Env: setupToolchainEnv(r.Sandbox.Toolchains), ReadOnly: sb.ReadOnly, StartProxy: s.StartEgress, Getenv: s.getenv, Event: s.event}
 	if s.Layers == nil {
 		return errMissing("the layer cache")
 	}

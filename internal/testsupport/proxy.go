@@ -27,6 +27,10 @@ type ForwardProxy struct {
 	URL   string // http://127.0.0.1:PORT
 	Hosts map[string]string
 
+	// Auth, when set, is the Proxy-Authorization every request must
+	// carry; others get 407.
+	Auth string
+
 	mu      sync.Mutex
 	targets []string
 }
@@ -63,6 +67,11 @@ func (p *ForwardProxy) dialled(target string) string {
 }
 
 func (p *ForwardProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.Auth != "" && r.Header.Get("Proxy-Authorization") != p.Auth {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="proxy"`)
+		http.Error(w, "proxy authentication required", http.StatusProxyAuthRequired)
+		return
+	}
 	if r.Method == http.MethodConnect {
 		up, err := net.DialTimeout("tcp", p.dialled(r.Host), 5*time.Second)
 		if err != nil {
@@ -98,6 +107,7 @@ func (p *ForwardProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.Header.Del("Proxy-Connection")
+	out.Header.Del("Proxy-Authorization")
 	if err := out.Write(up); err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return

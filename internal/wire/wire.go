@@ -13,8 +13,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/external"
@@ -190,8 +193,18 @@ func NewAgent(r *run.Run, getenv func(string) string, warn func(string), gw *age
 	return external.New(r.Agent)
 }
 
-func startEgress(ctx context.Context, r *run.Run, socket string, onRecord func(egress.Record)) (func(context.Context) error, error) {
-	return egress.StartProxy(ctx, r.Sandbox.Allow, socket, onRecord)
+// startEgress starts run r's egress proxy; an admitted connection goes
+// through the proxy that getenv's variables name (gateway.NetEnv, the
+// submitting user's or, on a team, the agent host's), as the user's own
+// tools reach the network.
+func startEgress(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (func(context.Context) error, error) {
+	var up egress.UpstreamFunc
+	if hn := gateway.NewHostNet(getenv); len(hn.Proxies) > 0 {
+		up = func(scheme, host string, port int) (*url.URL, error) {
+			return hn.Proxy(&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))})
+		}
+	}
+	return egress.StartProxy(ctx, r.Sandbox.Allow, socket, up, onRecord)
 }
 
 // cacheDir is agentrun's directory in the user's cache ("" when there is

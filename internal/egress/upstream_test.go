@@ -1,0 +1,129 @@
+package egress
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/testsupport"
+)
+
+// public is where the test's names resolve: a public address, never
+// dialled (every connection goes through the machine's proxy).
+const public = "93.184.216.34"
+
+// viaProxy is a test proxy whose Upstream is the forward proxy px for
+// every scheme.
+func viaProxy(t *testing.T, entries []string, dns map[string][]string, px *testsupport.ForwardProxy, user *url.Userinfo) *testProxy {
+	u, err := url.Parse(px.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = user
+	return newTestProxy(t, entries, dns, func(o *ProxyOptions) {
+		o.Upstream = func(scheme, host string, port int) (*url.URL, error) { return u, nil }
+	})
+}
+
+// TestUpstreamTunnel: behind this machine's proxy, an allowed CONNECT is
+// tunnelled through it, by name, with the proxy's credentials; the
+// checked address is never dialled, and the record names the proxy
+// without its password.
+func TestUpstreamTunnel(t *testing.T) {
+	echo := testsupport.EchoTCP(t)
+	px := testsupport.NewForwardProxy(t, map[string]string{"pkg.example.com:443": "127.0.0.1:" + strconv.Itoa(echo)})
+	px.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
+	tp := viaProxy(t, []string{"pkg.example.com"}, map[string][]string{"pkg.example.com": {public}}, px, url.UserPassword("alice", "s3cret"))
+	c, br, resp := tp.connect(t, "pkg.example.com:443")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	io.WriteString(c, "ping")
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("through the tunnel: %q %v", buf, err)
+	}
+	c.Close()
+	rec := tp.rec.next(t)
+	if !rec.Allow || rec.Via != px.URL || strings.Contains(fmt.Sprint(rec), "s3cret") {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := px.Targets(); !slices.Equal(got, []string{"pkg.example.com:443"}) {
+		t.Fatalf("the proxy was asked for %v", got)
+	}
+	if slices.ContainsFunc(tp.dialedAddrs(), func(a string) bool { return strings.HasPrefix(a, public) }) {
+		t.Fatalf("the checked address was dialled directly: %v", tp.dialedAddrs())
+	}
+}
+
+// TestUpstreamForward: a forwarded http:// request goes to this machine's
+// proxy in absolute form (proxies commonly refuse CONNECT to port 80),
+// with its credentials, never the sandbox's own Proxy-Authorization.
+func TestUpstreamForward(t *testing.T) {
+	var got http.Header
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		io.WriteString(w, "from the origin "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	px := testsupport.NewForwardProxy(t, map[string]string{"pkg.example.com:80": origin.Listener.Addr().String()})
+	px.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
+	tp := viaProxy(t, []string{"pkg.example.com:80"}, map[string][]string{"pkg.example.com": {public}}, px, url.UserPassword("alice", "s3cret"))
+	req, _ := http.NewRequest(http.MethodGet, "http://pkg.example.com/simple/", nil)
+	req.Header.Set("Proxy-Authorization", "Basic c2FuZGJveA==") // the sandbox's: never passed on
+	resp, err := tp.client(nil).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp); resp.StatusCode != http.StatusOK || body != "from the origin /simple/" {
+		t.Fatalf("%s: %q", resp.Status, body)
+	}
+	if got.Get("Proxy-Authorization") != "" {
+		t.Fatalf("the origin got a Proxy-Authorization: %v", got)
+	}
+	if rec := tp.rec.next(t); !rec.Allow || rec.Via != px.URL {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := px.Targets(); !slices.Equal(got, []string{"pkg.example.com:80"}) {
+		t.Fatalf("the proxy was asked for %v", got)
+	}
+}
+
+// TestUpstreamKeepsThePolicy: this machine's proxy changes only how an
+// admitted connection is made. A name the allowlist does not list, and
+// an allowed name that resolves to this machine's loopback, are refused
+// as before, and the proxy never hears of them; a proxy that refuses
+// (407) is an upstream failure naming it, without its password.
+func TestUpstreamKeepsThePolicy(t *testing.T) {
+	px := testsupport.NewForwardProxy(t, nil)
+	px.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:right"))
+	dns := map[string][]string{"pkg.example.com": {public}, "evil.example.com": {public}, "rebind.example.com": {"127.0.0.1"}}
+	tp := viaProxy(t, []string{"pkg.example.com", "rebind.example.com"}, dns, px, url.UserPassword("alice", "wrong-pass"))
+	for _, target := range []string{"evil.example.com:443", "rebind.example.com:443"} {
+		_, _, resp := tp.connect(t, target)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("CONNECT %s: %s", target, resp.Status)
+		}
+		if rec := tp.rec.next(t); rec.Allow || rec.Via != "" {
+			t.Fatalf("CONNECT %s: record %+v", target, rec)
+		}
+	}
+	if got := px.Targets(); len(got) != 0 {
+		t.Fatalf("the proxy was asked for %v", got)
+	}
+	_, _, resp := tp.connect(t, "pkg.example.com:443")
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("CONNECT through a proxy that refuses: %s", resp.Status)
+	}
+	rec := tp.rec.next(t)
+	if rec.Code != CodeUpstream || !strings.Contains(rec.Error, "answered 407") || strings.Contains(fmt.Sprint(rec), "wrong-pass") {
+		t.Fatalf("record %+v", rec)
+	}
+}
