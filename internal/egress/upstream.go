@@ -78,7 +78,12 @@ func (p *Proxy) dialVia(ctx context.Context, px *url.URL, t *target, scheme stri
 	}
 	u.SetDeadline(time.Time{})
 	if br.Buffered() > 0 { // the far end spoke first, within the proxy's answer
-		return &bufferedConn{Conn: u, r: br}, nil
+		bc := &bufferedConn{Conn: u, r: br}
+		p.mu.Lock() // the caller untracks what it is given
+		delete(p.conns, u)
+		p.conns[bc] = struct{}{}
+		p.mu.Unlock()
+		return bc, nil
 	}
 	return u, nil
 }

@@ -1,9 +1,11 @@
 package egress
 
 import (
+	"bufio"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -125,5 +127,52 @@ func TestUpstreamKeepsThePolicy(t *testing.T) {
 	rec := tp.rec.next(t)
 	if rec.Code != CodeUpstream || !strings.Contains(rec.Error, "answered 407") || strings.Contains(fmt.Sprint(rec), "wrong-pass") {
 		t.Fatalf("record %+v", rec)
+	}
+}
+
+// TestUpstreamBanner: a far end that speaks first (its bytes arrive with
+// the proxy's answer) is read from the start, and its connection is
+// let go of when the tunnel ends.
+func TestUpstreamBanner(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c))
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-banner\r\n")
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	px := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	tp := newTestProxy(t, []string{"git.example.com:22"}, map[string][]string{"git.example.com": {public}}, func(o *ProxyOptions) {
+		o.Upstream = func(string, string, int) (*url.URL, error) { return px, nil }
+	})
+	c, br, resp := tp.connect(t, "git.example.com:22")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || line != "SSH-2.0-banner\r\n" {
+		t.Fatalf("banner %q %v", line, err)
+	}
+	c.Close()
+	if rec := tp.rec.next(t); !rec.Allow || rec.Via == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	tp.Proxy.mu.Lock()
+	n := len(tp.Proxy.conns)
+	tp.Proxy.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d connections still tracked after the tunnel ended", n)
 	}
 }
