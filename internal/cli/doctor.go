@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,9 +142,11 @@ func (app *App) runDoctor(ctx context.Context) error {
 		}
 		push(checkKey(app.Deps.Agents, own, rs, app.Getenv))
 	}
-	if c, ok := checkProxy(app.Getenv); ok {
-		push(c)
-	}
+	wg.Go(func() {
+		if c, ok := checkProxy(ctx, app.Getenv); ok {
+			push(c)
+		}
+	})
 	for _, name := range slices.Sorted(maps.Keys(settings.File.ModelServers)) {
 		m := settings.File.ModelServers[name]
 		wg.Go(func() { push(checkModelServer(ctx, name, m, app.Getenv)) })
@@ -352,8 +356,9 @@ func checkBackend(ctx context.Context, b sandbox.Backend, isDefault bool, image 
 
 // checkProxy says how the model gateway and the egress proxy reach the
 // network when the environment names a proxy or certificate authorities
-// (gateway.NetEnv): ok false when it names neither.
-func checkProxy(getenv func(string) string) (doctorCheck, bool) {
+// (gateway.NetEnv), and whether the proxy takes a connection: ok false
+// when it names neither.
+func checkProxy(ctx context.Context, getenv func(string) string) (doctorCheck, bool) {
 	hn := gateway.NewHostNet(getenv)
 	if len(hn.Proxies)+len(hn.CAs)+len(hn.Warnings) == 0 {
 		return doctorCheck{}, false
@@ -368,6 +373,25 @@ func checkProxy(getenv func(string) string) (doctorCheck, bool) {
 			p += ", except this machine"
 		}
 		parts = append(parts, p)
+		for _, scheme := range []string{"https", "http"} {
+			// The proxy of an outside host of this scheme, if any.
+			if px, err := hn.Proxy(&url.URL{Scheme: scheme, Host: "agentrun.invalid"}); err != nil || px == nil {
+				continue
+			}
+			addr, err := hn.Dialled(scheme + "://agentrun.invalid")
+			if err != nil {
+				continue
+			}
+			dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+			cancel()
+			if err != nil {
+				c.Status, c.Fix = "warn", "start the proxy, or set the variable to one that listens"
+				parts = append(parts, fmt.Sprintf("the %s:// proxy at %s takes no connection: %v", scheme, addr, err))
+				break
+			}
+			conn.Close()
+		}
 	}
 	if len(hn.CAs) > 0 {
 		parts = append(parts, "trusting the certificate authorities of "+strings.Join(hn.CAs, ", ")+" besides the system's")
@@ -375,7 +399,11 @@ func checkProxy(getenv func(string) string) (doctorCheck, bool) {
 	if len(hn.Warnings) > 0 {
 		c.Status = "warn"
 		parts = append(parts, "no certificate added from "+strings.Join(hn.Warnings, "; "))
-		c.Fix = "point the variable at a readable PEM file (or a directory of them, for SSL_CERT_DIR), or unset it"
+		fix := "point the certificate variable at a readable PEM file (or a directory of them, for SSL_CERT_DIR), or unset it"
+		if c.Fix != "" {
+			fix = c.Fix + "; " + fix
+		}
+		c.Fix = fix
 	}
 	c.Detail = strings.Join(parts, "; ")
 	return c, true

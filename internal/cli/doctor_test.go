@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -254,10 +255,24 @@ func TestDoctorProxy(t *testing.T) {
 			t.Errorf("proxy %+v lacks %q", c, want)
 		}
 	}
-	if c.Status != "warn" || c.Fix == "" {
+	if c.Status != "warn" || !strings.Contains(c.Fix, "point the certificate variable") {
 		t.Errorf("proxy %+v: a certificate file that added nothing is a warning", c)
+	}
+	if !strings.Contains(c.Detail, "the https:// proxy at proxy.corp.example:3128 takes no connection") || !strings.Contains(c.Fix, "start the proxy") {
+		t.Errorf("proxy %+v: a proxy that takes no connection is a warning", c)
 	}
 	if strings.Contains(js, "s3cret-proxy-pass") {
 		t.Error("doctor printed the proxy's password")
+	}
+	// A proxy that listens, and nothing else amiss: ok.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	h.env["HTTPS_PROXY"] = "http://" + ln.Addr().String()
+	delete(h.env, "SSL_CERT_FILE")
+	if _, _, _, got := doctorJSON(t, h); got["proxy"].Status != "ok" || strings.Contains(got["proxy"].Detail, "takes no connection") {
+		t.Errorf("proxy %+v", got["proxy"])
 	}
 }

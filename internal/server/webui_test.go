@@ -40,7 +40,7 @@ var uiDocs = map[string]any{
 	"logs": map[string]any{"id": "aaa111", "logs": []map[string]any{{"attempt": 1, "kind": "agent", "text": "agent says " + hostile + "\n"}}},
 	"diff": map[string]any{"id": "aaa111", "patch": "diff --git a/" + hostile + ".go b/" + hostile + ".go\nnew file mode 100644\n--- /dev/null\n+++ b/" + hostile + ".go\n@@ -0,0 +1,2 @@\n+package main\n+// " + hostile + "\n"},
 	"egress": map[string]any{"id": "aaa111", "network": "allowlist", "allow": []string{"proxy.golang.org"},
-		"allowed": []map[string]any{{"host": "proxy.golang.org", "port": 443, "count": 2, "bytes_up": 10, "bytes_down": 20}},
+		"allowed": []map[string]any{{"host": "proxy.golang.org", "port": 443, "count": 2, "bytes_up": 10, "bytes_down": 20, "via": "http://proxy.corp.example:3128"}},
 		"denied":  []map[string]any{{"host": hostile, "port": 80, "count": 1, "why": hostile, "code": "x", "flag": ""}}},
 	"verdict": map[string]any{"id": "aaa111", "verdict": map[string]any{"value": "accept", "at": "2026-01-02T03:04:05Z"}},
 	"submit":  map[string]any{"id": "ccc333", "status": "queued", "reason": "", "branch": "agentrun/ccc333", "commit": "", "patch": "", "run_dir": "/x"},
@@ -206,6 +206,7 @@ func TestUIEscapes(t *testing.T) {
 		"unit: failed (exit 1)",               // the check's result in words
 		`<span class="kn">package</span>`,     // the diff highlighted
 		"$0.0123", "1200", "proxy.golang.org", // cost, usage, egress
+		`via http://proxy.corp.example:3128`, // through this machine's proxy
 	} {
 		if !strings.Contains(run, want) {
 			t.Errorf("the run page lacks %q", want)

@@ -213,6 +213,7 @@ type egressDoc struct {
 		Count     int    `json:"count"`
 		BytesUp   int64  `json:"bytes_up"`
 		BytesDown int64  `json:"bytes_down"`
+		Via       string `json:"via"` // this machine's proxy, if any
 	} `json:"allowed"`
 	Denied []struct {
 		Host  string `json:"host"`
