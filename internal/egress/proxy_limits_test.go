@@ -78,38 +78,24 @@ func TestProxyDenialWithUnreadBody(t *testing.T) {
 // response, is cut off with 502 or 504.
 func TestProxyUpstreamHeaderBounds(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	target := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if req.URL.Path == "/slow" {
+			time.Sleep(2 * time.Second)
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+		for range 20_000 {
+			if _, err := io.WriteString(c, "X-Junk: "+strings.Repeat("j", 100)+"\r\n"); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil {
-					return
-				}
-				if req.URL.Path == "/slow" {
-					time.Sleep(2 * time.Second)
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
-				for range 20_000 {
-					if _, err := io.WriteString(c, "X-Junk: "+strings.Repeat("j", 100)+"\r\n"); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	target := "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	})
 	for path, want := range map[string]int{"/junk": http.StatusBadGateway, "/slow": http.StatusGatewayTimeout} {
 		tp := newTestProxy(t, []string{target}, nil, func(o *ProxyOptions) {
 			o.MaxHeaderBytes = 4096

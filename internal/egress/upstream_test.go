@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
@@ -134,26 +135,13 @@ func TestUpstreamKeepsThePolicy(t *testing.T) {
 // the proxy's answer) is read from the start, and its connection is
 // let go of when the tunnel ends.
 func TestUpstreamBanner(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				http.ReadRequest(bufio.NewReader(c))
-				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-banner\r\n")
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	px := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	addr := serveTCP(t, func(c net.Conn) {
+		defer c.Close()
+		http.ReadRequest(bufio.NewReader(c))
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-banner\r\n")
+		io.Copy(io.Discard, c)
+	})
+	px := &url.URL{Scheme: "http", Host: addr}
 	tp := newTestProxy(t, []string{"git.example.com:22"}, map[string][]string{"git.example.com": {public}}, func(o *ProxyOptions) {
 		o.Upstream = func(string, string, int) (*url.URL, error) { return px, nil }
 	})
@@ -169,10 +157,16 @@ func TestUpstreamBanner(t *testing.T) {
 	if rec := tp.rec.next(t); !rec.Allow || rec.Via == "" {
 		t.Fatalf("record %+v", rec)
 	}
-	tp.Proxy.mu.Lock()
-	n := len(tp.Proxy.conns)
-	tp.Proxy.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d connections still tracked after the tunnel ended", n)
+	// The record comes before the tunnel's connections are let go of.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tp.Proxy.mu.Lock()
+		n := len(tp.Proxy.conns)
+		tp.Proxy.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still tracked 5 s after the tunnel ended", n)
+		}
 	}
 }
