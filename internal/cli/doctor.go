@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,19 +365,15 @@ func checkProxy(ctx context.Context, getenv func(string) string) (doctorCheck, b
 	var parts []string
 	if len(hn.Proxies) > 0 {
 		p := "model servers and the hosts --allow admits are reached through " + strings.Join(hn.Proxies, " and ")
-		if np := cmp.Or(getenv("no_proxy"), getenv("NO_PROXY")); np != "" {
-			p += ", except " + np + " and this machine"
+		if hn.NoProxy != "" {
+			p += ", except " + hn.NoProxy + " and this machine"
 		} else {
 			p += ", except this machine"
 		}
 		parts = append(parts, p)
 		for _, scheme := range []string{"https", "http"} {
-			// The proxy of an outside host of this scheme, if any.
-			if px, err := hn.Proxy(&url.URL{Scheme: scheme, Host: "agentrun.invalid"}); err != nil || px == nil {
-				continue
-			}
-			addr, err := hn.Dialled(scheme + "://agentrun.invalid")
-			if err != nil {
+			addr := hn.ProxyAddr(scheme)
+			if addr == "" {
 				continue
 			}
 			dctx, cancel := context.WithTimeout(ctx, 3*time.Second)

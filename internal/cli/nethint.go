@@ -127,7 +127,7 @@ func (app *App) allowlistHint(h *networkHint, id string) string {
 	}
 	if len(h.Unreachable) > 0 {
 		s := fmt.Sprintf("%d allowed host(s) could not be reached from this machine (%s)", len(h.Unreachable), oneLine(strings.Join(h.Unreachable, ", "), 80))
-		if px := gateway.NewHostNet(app.Getenv).Proxies; len(px) > 0 && h.unresolved {
+		if px := gateway.ProxiesOf(app.Getenv).Proxies; len(px) > 0 && h.unresolved {
 			s += fmt.Sprintf(": a name must resolve here, where the egress proxy checks its addresses before it goes through this machine's proxy (%s), so a name only that proxy resolves cannot be allowed; see 'agentrun egress %s'", px[0], id)
 		} else {
 			s += fmt.Sprintf(": their names did not resolve or they did not answer here; see 'agentrun egress %s'", id)

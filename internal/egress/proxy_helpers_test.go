@@ -187,25 +187,3 @@ func readBody(t *testing.T, resp *http.Response) string {
 	}
 	return string(b)
 }
-
-// serveTCP accepts connections on loopback until the test ends and hands
-// each to handle, which owns it, on a goroutine of its own. It returns
-// the listener's address.
-func serveTCP(t *testing.T, handle func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go handle(c)
-		}
-	}()
-	return ln.Addr().String()
-}

@@ -78,7 +78,7 @@ func TestProxyDenialWithUnreadBody(t *testing.T) {
 // response, is cut off with 502 or 504.
 func TestProxyUpstreamHeaderBounds(t *testing.T) {
 	t.Parallel()
-	target := serveTCP(t, func(c net.Conn) {
+	target := testsupport.ServeTCP(t, func(c net.Conn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		req, err := http.ReadRequest(br)

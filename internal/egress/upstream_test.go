@@ -135,7 +135,7 @@ func TestUpstreamKeepsThePolicy(t *testing.T) {
 // the proxy's answer) is read from the start, and its connection is
 // let go of when the tunnel ends.
 func TestUpstreamBanner(t *testing.T) {
-	addr := serveTCP(t, func(c net.Conn) {
+	addr := testsupport.ServeTCP(t, func(c net.Conn) {
 		defer c.Close()
 		http.ReadRequest(bufio.NewReader(c))
 		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nSSH-2.0-banner\r\n")

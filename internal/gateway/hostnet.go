@@ -38,41 +38,21 @@ type HostNet struct {
 	// Proxies name the variables a proxy comes from, with their values
 	// (credentials left out): "https_proxy=http://proxy:3128".
 	Proxies []string
+	// NoProxy is what bypasses them (no_proxy, else NO_PROXY).
+	NoProxy string
 	// CAs name the certificate files and directories that added to the
 	// system's, as VARIABLE=PATH; Warnings those that added nothing
 	// (unreadable, or no PEM certificate in them), with why.
 	CAs, Warnings []string
 }
 
-// NewHostNet reads NetEnv through getenv (nil: none set) as Node.js
-// CLIs read them (undici's EnvHttpProxyAgent): the lower-case variables
-// first, and an https:// URL goes through the http:// proxy when no
-// https:// one is named.
+// NewHostNet reads NetEnv through getenv (nil: none set): the proxies
+// (ProxiesOf) and the certificate authorities, whose files it reads.
 func NewHostNet(getenv Getenv) HostNet {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	first := func(names ...string) (value, from string) {
-		for _, name := range names {
-			if v := strings.TrimSpace(getenv(name)); v != "" {
-				return v, name
-			}
-		}
-		return "", ""
-	}
-	var n HostNet
-	httpsProxy, httpsFrom := first("https_proxy", "HTTPS_PROXY")
-	httpProxy, httpFrom := first("http_proxy", "HTTP_PROXY")
-	noProxy, _ := first("no_proxy", "NO_PROXY")
-	for _, p := range [][2]string{{httpsFrom, httpsProxy}, {httpFrom, httpProxy}} {
-		if p[0] != "" {
-			n.Proxies = append(n.Proxies, p[0]+"="+RedactRaw(p[1]))
-		}
-	}
-	if httpsProxy != "" || httpProxy != "" {
-		cfg := httpproxy.Config{HTTPSProxy: cmp.Or(httpsProxy, httpProxy), HTTPProxy: httpProxy, NoProxy: noProxy}
-		n.proxy = cfg.ProxyFunc()
-	}
+	n := ProxiesOf(getenv)
 	var files []string
 	for _, k := range []string{"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"} {
 		if v := getenv(k); v != "" {
@@ -100,6 +80,39 @@ func NewHostNet(getenv Getenv) HostNet {
 		}
 	}
 	n.roots = pool
+	return n
+}
+
+// ProxiesOf is the proxy part of NewHostNet alone, for what only dials
+// (no certificate file is read): the proxy variables as Node.js CLIs read
+// them (undici's EnvHttpProxyAgent), the lower-case ones first, and an
+// https:// URL through the http:// proxy when no https:// one is named.
+func ProxiesOf(getenv Getenv) HostNet {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	first := func(names ...string) (value, from string) {
+		for _, name := range names {
+			if v := strings.TrimSpace(getenv(name)); v != "" {
+				return v, name
+			}
+		}
+		return "", ""
+	}
+	var n HostNet
+	httpsProxy, httpsFrom := first("https_proxy", "HTTPS_PROXY")
+	httpProxy, httpFrom := first("http_proxy", "HTTP_PROXY")
+	noProxy, _ := first("no_proxy", "NO_PROXY")
+	n.NoProxy = noProxy
+	for _, p := range [][2]string{{httpsFrom, httpsProxy}, {httpFrom, httpProxy}} {
+		if p[0] != "" {
+			n.Proxies = append(n.Proxies, p[0]+"="+RedactRaw(p[1]))
+		}
+	}
+	if httpsProxy != "" || httpProxy != "" {
+		cfg := httpproxy.Config{HTTPSProxy: cmp.Or(httpsProxy, httpProxy), HTTPProxy: httpProxy, NoProxy: noProxy}
+		n.proxy = cfg.ProxyFunc()
+	}
 	return n
 }
 
@@ -174,6 +187,20 @@ func (n HostNet) Dialled(raw string) (string, error) {
 	} else if p != nil {
 		u = p
 	}
+	return addrOf(u), nil
+}
+
+// ProxyAddr is the host:port of the proxy a host outside this machine is
+// reached through by scheme ("https" or "http"), "" for none.
+func (n HostNet) ProxyAddr(scheme string) string {
+	if p, err := n.Proxy(&url.URL{Scheme: scheme, Host: "agentrun.invalid"}); err == nil && p != nil {
+		return addrOf(p)
+	}
+	return ""
+}
+
+// addrOf is u's host and port, the scheme's when it names none.
+func addrOf(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
 		port = "80"
@@ -181,5 +208,5 @@ func (n HostNet) Dialled(raw string) (string, error) {
 			port = "443"
 		}
 	}
-	return net.JoinHostPort(u.Hostname(), port), nil
+	return net.JoinHostPort(u.Hostname(), port)
 }

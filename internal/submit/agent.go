@@ -150,7 +150,7 @@ func planRoute(ctx context.Context, req Request, name, who string, def *run.Rout
 		if err != nil {
 			return rs, err
 		}
-		if err := reachable(ctx, rs.URL, gateway.NewHostNet(req.Getenv)); err != nil {
+		if err := reachable(ctx, rs.URL, gateway.ProxiesOf(req.Getenv)); err != nil {
 			return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
 		}
 		if ok, tried := gateway.Available(rs, req.Getenv); !ok {

@@ -415,7 +415,7 @@ func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec, kind pro
 	if err != nil {
 		return rs, err
 	}
-	if err := reachable(ctx, rs.URL, gateway.NewHostNet(req.Getenv)); err != nil {
+	if err := reachable(ctx, rs.URL, gateway.ProxiesOf(req.Getenv)); err != nil {
 		return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
 	}
 	if len(rs.Keys) == 0 {

@@ -54,7 +54,12 @@ func EchoUnix(tb testing.TB, path string) string {
 
 // Echo echoes every connection ln accepts until ln is closed, which
 // happens at cleanup (or earlier, by the caller).
-func Echo(tb testing.TB, ln net.Listener) {
+func Echo(tb testing.TB, ln net.Listener) { Serve(tb, ln, echo) }
+
+// Serve hands every connection ln accepts to handle, which owns it, on a
+// goroutine of its own, until ln is closed, which happens at cleanup (or
+// earlier, by the caller).
+func Serve(tb testing.TB, ln net.Listener, handle func(net.Conn)) {
 	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -62,9 +67,20 @@ func Echo(tb testing.TB, ln net.Listener) {
 			if err != nil {
 				return
 			}
-			go echo(c)
+			go handle(c)
 		}
 	}()
+}
+
+// ServeTCP serves handle (Serve) on 127.0.0.1 and returns its address.
+func ServeTCP(tb testing.TB, handle func(net.Conn)) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	Serve(tb, ln, handle)
+	return ln.Addr().String()
 }
 
 func echo(c net.Conn) {

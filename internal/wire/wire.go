@@ -199,7 +199,7 @@ func NewAgent(r *run.Run, getenv func(string) string, warn func(string), gw *age
 // tools reach the network.
 func startEgress(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (func(context.Context) error, error) {
 	var up egress.UpstreamFunc
-	if hn := gateway.NewHostNet(getenv); len(hn.Proxies) > 0 {
+	if hn := gateway.ProxiesOf(getenv); len(hn.Proxies) > 0 {
 		up = func(scheme, host string, port int) (*url.URL, error) {
 			return hn.Proxy(&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))})
 		}
