@@ -510,7 +510,9 @@ func TestGatewayThroughCompanyProxy(t *testing.T) {
 // http:// request in absolute form, an https:// tunnel by CONNECT. The
 // destinations (documentation addresses, reachable only through the
 // proxy) are named by address, so that nothing depends on this machine's
-// DNS; what the allowlist does not admit never reaches the proxy.
+// DNS, and one by a name only the proxy resolves, as behind a company
+// proxy whose network's DNS knows only its own names; what the allowlist
+// does not admit never reaches the proxy.
 func TestEgressThroughCompanyProxy(t *testing.T) {
 	e := newEnv(t)
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -522,10 +524,12 @@ func TestEgressThroughCompanyProxy(t *testing.T) {
 	}))
 	t.Cleanup(tlsOrigin.Close)
 	px := testsupport.NewForwardProxy(t, map[string]string{
-		"192.0.2.10:80": origin.Listener.Addr().String(), "192.0.2.11:443": tlsOrigin.Listener.Addr().String()})
+		"192.0.2.10:80": origin.Listener.Addr().String(), "192.0.2.11:443": tlsOrigin.Listener.Addr().String(),
+		"pkg.corp.invalid:443": tlsOrigin.Listener.Addr().String()})
 	env := []string{"HTTP_PROXY=" + px.URL, "HTTPS_PROXY=" + px.URL}
-	check := `curl -sSf --max-time 10 http://192.0.2.10/pkg > plain.txt && curl -sSfk --max-time 10 https://192.0.2.11/pkg > tls.txt && ! curl -sSf --max-time 5 http://192.0.2.12/ 2>/dev/null`
-	d, res := e.submitJSON(env, "--sandbox", "native", "--allow", "192.0.2.10:80", "--allow", "192.0.2.11:443",
+	check := `curl -sSf --max-time 10 http://192.0.2.10/pkg > plain.txt && curl -sSfk --max-time 10 https://192.0.2.11/pkg > tls.txt && ` +
+		`curl -sSfk --max-time 10 https://pkg.corp.invalid/named > named.txt && ! curl -sSf --max-time 5 http://192.0.2.12/ 2>/dev/null`
+	d, res := e.submitJSON(env, "--sandbox", "native", "--allow", "192.0.2.10:80", "--allow", "192.0.2.11:443", "--allow", "pkg.corp.invalid",
 		"--agent-cmd", check, "--attempts", "1", "--wait", "fetch through the proxy")
 	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
 		requireCaps(t, "the native sandbox", false, res.stdout)
@@ -540,7 +544,12 @@ func TestEgressThroughCompanyProxy(t *testing.T) {
 	if got, _ := resultFile(e, d.Commit, "tls.txt"); got != "tunnelled /pkg" {
 		t.Fatalf("tls.txt %q", got)
 	}
-	if got := px.Targets(); !slices.Equal(got, []string{"192.0.2.10:80", "192.0.2.11:443"}) {
+	// A name only the proxy resolves (pkg.corp.invalid resolves nowhere
+	// but there) is left to it.
+	if got, _ := resultFile(e, d.Commit, "named.txt"); got != "tunnelled /named" {
+		t.Fatalf("named.txt %q", got)
+	}
+	if got := px.Targets(); !slices.Equal(got, []string{"192.0.2.10:80", "192.0.2.11:443", "pkg.corp.invalid:443"}) {
 		t.Fatalf("the proxy was asked for %v", got)
 	}
 	eg := e.run("egress", d.ID)

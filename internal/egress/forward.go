@@ -44,7 +44,7 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, req *http.Request) bool {
 	if !ok {
 		return false
 	}
-	t, ok := p.decide(c, req.Method, host, port)
+	t, ok := p.decide(c, req.Method, "http", host, port)
 	if !ok {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -77,7 +78,9 @@ var ErrStopped = errors.New("egress proxy stopped")
 // on a unix socket (and any listener given to Serve). Every connection is
 // resolved once on the host, decided by the Policy, and dialed to the
 // checked address itself, so a second resolution cannot move it (no DNS
-// rebinding). Denials get 403 with header X-Agentrun-Deny and a one-line
+// rebinding); behind this machine's proxy (Upstream), the admitted name
+// goes to that proxy, and a name that does not resolve here is left to
+// it to resolve. Denials get 403 with header X-Agentrun-Deny and a one-line
 // body; a name that does not resolve or an upstream that fails gets 502
 // (504 on a timeout) with header X-Agentrun-Error; anything but CONNECT or
 // an absolute http:// URI gets 400, oversized headers 431, a connection
@@ -386,12 +389,28 @@ func (p *Proxy) handle(c net.Conn) {
 type target struct {
 	rec Record
 	ips []net.IP
-	via *via // a forwarded request's way through this machine's proxy
+	px  *url.URL // this machine's proxy when the name resolves only there
+	via *via     // a forwarded request's way through this machine's proxy
 }
 
-// decide resolves (once) and decides host:port. On denial it has already
+// ResolveBesideProxyTimeout bounds resolving a name on this machine when
+// this machine's proxy will carry the connection: past it, the name is
+// left to the proxy to resolve, as an unknown one is.
+const ResolveBesideProxyTimeout = 3 * time.Second
+
+// upstream is the proxy of this machine a connection to host:port for
+// scheme goes through (nil: none).
+func (p *Proxy) upstream(scheme, host string, port int) (*url.URL, error) {
+	if p.opts.Upstream == nil {
+		return nil, nil
+	}
+	return p.opts.Upstream(scheme, host, port)
+}
+
+// decide resolves (once) and decides host:port, for a tunnel (scheme
+// "https") or a forwarded request ("http"). On denial it has already
 // answered the client and emitted the record.
-func (p *Proxy) decide(c net.Conn, method, rawHost string, port int) (*target, bool) {
+func (p *Proxy) decide(c net.Conn, method, scheme, rawHost string, port int) (*target, bool) {
 	rec := Record{Host: clip(strings.ToLower(rawHost)), Port: port, Method: method}
 	h, addr, err := normalizeHost(rawHost)
 	if err != nil {
@@ -404,17 +423,32 @@ func (p *Proxy) decide(c net.Conn, method, rawHost string, port int) (*target, b
 	if addr.IsValid() {
 		ips = []net.IP{addr.AsSlice()}
 	} else {
+		var byName Decision
 		if nc, ok := p.opts.Policy.(NameChecker); ok {
-			if d := nc.CheckName(p.ctx, h, port); !d.Allow {
-				p.deny(c, fill(rec, d), http.StatusForbidden)
+			if byName = nc.CheckName(p.ctx, h, port); !byName.Allow {
+				p.deny(c, fill(rec, byName), http.StatusForbidden)
 				return nil, false
 			}
 		}
-		ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
+		px, _ := p.upstream(scheme, h, port) // an error is dial's to report
+		wait := p.opts.DialTimeout
+		if px != nil {
+			wait = min(wait, ResolveBesideProxyTimeout)
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, wait)
 		ips, err = p.opts.Resolver(ctx, h)
 		cancel()
 		if err == nil && len(ips) == 0 {
 			err = errors.New("no addresses")
+		}
+		if err != nil && px != nil && byName.Allow {
+			// Behind a company proxy, this machine's DNS often knows only
+			// the company's own names, and the proxy resolves the rest,
+			// as it does for the user's own tools. The name is admitted;
+			// there are no addresses here to check.
+			rec = fill(rec, byName)
+			rec.Why += fmt.Sprintf("; %s does not resolve here (%v), the proxy %s resolves it", h, err, redactProxy(px))
+			return &target{rec: rec, px: px}, true
 		}
 		if err != nil {
 			rec.Why, rec.Code = fmt.Sprintf("cannot resolve %s: %v", h, err), CodeResolve
@@ -457,14 +491,15 @@ func (p *Proxy) deny(c net.Conn, rec Record, status int) {
 func (p *Proxy) dial(t *target, scheme string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
 	defer cancel()
-	if p.opts.Upstream != nil {
-		px, err := p.opts.Upstream(scheme, t.rec.Host, t.rec.Port)
-		if err != nil {
+	px := t.px
+	if px == nil {
+		var err error
+		if px, err = p.upstream(scheme, t.rec.Host, t.rec.Port); err != nil {
 			return nil, err
 		}
-		if px != nil {
-			return p.dialVia(ctx, px, t, scheme)
-		}
+	}
+	if px != nil {
+		return p.dialVia(ctx, px, t, scheme)
 	}
 	var firstErr error
 	for _, ip := range t.ips {
@@ -509,7 +544,7 @@ func (p *Proxy) connect(c net.Conn, br *bufio.Reader, req *http.Request) {
 		writeStatus(c, http.StatusBadRequest, "", "CONNECT needs host:port")
 		return
 	}
-	t, ok := p.decide(c, http.MethodConnect, host, port)
+	t, ok := p.decide(c, http.MethodConnect, "https", host, port)
 	if !ok {
 		return
 	}

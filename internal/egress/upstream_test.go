@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -128,6 +129,85 @@ func TestUpstreamKeepsThePolicy(t *testing.T) {
 	rec := tp.rec.next(t)
 	if rec.Code != CodeUpstream || !strings.Contains(rec.Error, "answered 407") || strings.Contains(fmt.Sprint(rec), "wrong-pass") {
 		t.Fatalf("record %+v", rec)
+	}
+}
+
+// TestUpstreamResolvesNames: behind this machine's proxy, where this
+// machine's DNS knows only its network's own names (or does not answer),
+// an allowed name that does not resolve here is left to the proxy to
+// resolve, as the user's own tools do: a tunnel and a forwarded request
+// go through by name, and the record says why. A name the allowlist does
+// not admit is still refused before any lookup, and without a proxy an
+// unresolved name is still a resolve failure.
+func TestUpstreamResolvesNames(t *testing.T) {
+	echo := testsupport.EchoTCP(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "from the origin "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	px := testsupport.NewForwardProxy(t, map[string]string{
+		"pkg.corp.example:443":  "127.0.0.1:" + strconv.Itoa(echo),
+		"slow.corp.example:443": "127.0.0.1:" + strconv.Itoa(echo),
+		"pkg.corp.example:80":   origin.Listener.Addr().String(),
+	})
+	u, _ := url.Parse(px.URL)
+	tp := newTestProxy(t, []string{"pkg.corp.example:80", "pkg.corp.example:443", "slow.corp.example"}, nil, func(o *ProxyOptions) {
+		o.Upstream = func(scheme, host string, port int) (*url.URL, error) { return u, nil }
+		o.DialTimeout = 300 * time.Millisecond
+		next := o.Resolver
+		o.Resolver = func(ctx context.Context, host string) ([]net.IP, error) {
+			if host == "slow.corp.example" { // a DNS server that does not answer
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return next(ctx, host)
+		}
+	})
+	for _, target := range []string{"pkg.corp.example:443", "slow.corp.example:443"} {
+		c, br, resp := tp.connect(t, target)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("CONNECT %s: %s", target, resp.Status)
+		}
+		io.WriteString(c, "ping")
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("through the tunnel to %s: %q %v", target, buf, err)
+		}
+		c.Close()
+		rec := tp.rec.next(t)
+		if !rec.Allow || rec.Code != CodeAllowed || rec.Via != px.URL || rec.IP != "" ||
+			!strings.Contains(rec.Why, "does not resolve here") || !strings.Contains(rec.Why, "the proxy "+px.URL+" resolves it") {
+			t.Fatalf("CONNECT %s: record %+v", target, rec)
+		}
+	}
+	resp, err := tp.client(nil).Get("http://pkg.corp.example/simple/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp); resp.StatusCode != http.StatusOK || body != "from the origin /simple/" {
+		t.Fatalf("%s: %q", resp.Status, body)
+	}
+	if rec := tp.rec.next(t); !rec.Allow || rec.Via != px.URL {
+		t.Fatalf("record %+v", rec)
+	}
+	resolves := tp.resolves.Load()
+	if _, _, resp := tp.connect(t, "other.corp.example:443"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("CONNECT to a name not listed: %s", resp.Status)
+	}
+	if rec := tp.rec.next(t); rec.Allow || rec.Code != CodeNotListed || tp.resolves.Load() != resolves {
+		t.Fatalf("a name not listed: record %+v, looked up: %v", rec, tp.resolves.Load() != resolves)
+	}
+	want := []string{"pkg.corp.example:443", "slow.corp.example:443", "pkg.corp.example:80"}
+	if got := px.Targets(); !slices.Equal(got, want) {
+		t.Fatalf("the proxy was asked for %v, want %v", got, want)
+	}
+
+	direct := newTestProxy(t, []string{"pkg.corp.example"}, nil, nil)
+	if _, _, resp := direct.connect(t, "pkg.corp.example:443"); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("CONNECT to a name that does not resolve, without a proxy: %s", resp.Status)
+	}
+	if rec := direct.rec.next(t); rec.Allow || rec.Code != CodeResolve {
+		t.Fatalf("without a proxy: record %+v", rec)
 	}
 }
 
