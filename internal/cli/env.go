@@ -35,6 +35,11 @@ type Env struct {
 	// Waiting says why a queued run waits when no agent host could ever
 	// take it (a team server's hosts); "" otherwise, or nil.
 	Waiting func(ctx context.Context, r *run.Run) string
+	// HostHas and OnHosts are a team server's (submit.Request's): an
+	// agent host has a profile's CLI; the runs execute on agent hosts
+	// only.
+	HostHas func(profile string) bool
+	OnHosts bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in
 	// config.toml never stops list, status or logs.

@@ -212,12 +212,15 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	// marked interrupted all the same.
 	hosts := newHosts(app, be, data, projects)
 	hosts.Log, env.Remote, env.Waiting = log, hosts.Remote, hosts.Waiting
-	hosts.LocalWorker = slots > 0
+	hosts.LocalWorker, hosts.Agents = slots > 0, app.Deps.Agents
+	// A profile's CLI may be on an agent host's PATH only; with no local
+	// worker, the model server is the hosts' to reach.
+	env.HostHas, env.OnHosts = hosts.HostHas, slots == 0
 	// The provider keys are the server's: its hosts get them sealed.
 	hosts.Getenv = app.Getenv
 	metrics.WatchHosts(hosts)
 	w = &worker.Local{Home: supervisor.Home{Store: be.Store, Coord: be.Coord, Layout: l, Claimed: true, Sweepers: sweepers, Remote: hosts.Remote},
-		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Log: log,
+		Deps: be.SupervisorDeps(l), Slots: slots, Getenv: app.Getenv, Agents: app.Deps.Agents, Log: log,
 		Claimed: func(_ *run.Run, waited time.Duration) { metrics.Dispatched(waited) }, Queue: be.Queue, Queued: hosts.Enqueue}
 	if err := w.Start(ctx); err != nil {
 		return err

@@ -368,6 +368,9 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	req := o.request(s, app.Getenv)
+	if app.env != nil { // a team server's
+		req.HostHas, req.OnHosts = app.env.HostHas, app.env.OnHosts
+	}
 	if home := DataHome(app.Getenv); filepath.IsAbs(home) {
 		// The data directory's layout, for the workspace's preflight;
 		// opening it (which creates it) waits until the run is planned.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/client"
 	"github.com/agentrun/agentrun/internal/seal"
 	"github.com/agentrun/agentrun/internal/server"
+	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/worker"
 )
 
@@ -133,9 +135,10 @@ func (app *App) runWorker(ctx context.Context, o *workerOptions) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(app.Stderr, nil))
-	fmt.Fprintf(app.Stderr, "agentrun worker: %s, %d slots, backends %s, sealing key %s (data %s)\n", id, o.Slots, strings.Join(backends, ","),
-		seal.Fingerprint(key.Public()), data)
-	w := &worker.Remote{Client: cl, Data: data, Deps: app.Deps.SupervisorDeps, Slots: o.Slots, Backends: backends, Getenv: app.Getenv,
+	agents := strings.Join(submit.Installed(app.Deps.Agents, app.Getenv("PATH")), ",")
+	fmt.Fprintf(app.Stderr, "agentrun worker: %s, %d slots, backends %s, agent CLIs %s, sealing key %s (data %s)\n", id, o.Slots,
+		strings.Join(backends, ","), cmp.Or(agents, "none on PATH"), seal.Fingerprint(key.Public()), data)
+	w := &worker.Remote{Client: cl, Data: data, Deps: app.Deps.SupervisorDeps, Slots: o.Slots, Backends: backends, Getenv: app.Getenv, Agents: app.Deps.Agents,
 		HostID: id.HostID, Key: key, OwnEnv: o.OwnEnv,
 		Sweepers: app.Deps.sweepers(app.Executable), Log: log}
 	if err := w.Run(ctx); err != nil {

@@ -38,6 +38,8 @@ type team struct {
 	host int
 	// slots are the slots of the hosts startHost starts (0: 2).
 	slots int
+	// backend is the sandbox backend of the hosts it starts ("": host).
+	backend string
 }
 
 // eachDB runs fn on a team server on SQLite and on one on PostgreSQL
@@ -135,7 +137,7 @@ func (tm *team) startHostIn(url, name, data, tok string) *agentHost {
 func (tm *team) startHostCmd(url, name, data, tok string, prefix []string) *agentHost {
 	tm.e.t.Helper()
 	h := &agentHost{name: name, data: data, done: make(chan struct{})}
-	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", "host", "--slots", strconv.Itoa(cmp.Or(tm.slots, 2)), "--data", h.data)
+	args := append(append(slices.Clone(prefix), tm.e.bin), "worker", "--server", url, "--name", h.name, "--backend", cmp.Or(tm.backend, "host"), "--slots", strconv.Itoa(cmp.Or(tm.slots, 2)), "--data", h.data)
 	if tok != "" {
 		args = append(args, "--enrol-token-file", tok)
 	}

@@ -48,6 +48,10 @@ type Offer struct {
 	// Sealed says the run needs values that reach a remote taker sealed
 	// to its key (internal/seal): a taker without one cannot have it.
 	Sealed bool
+	// Agent is the agent profile whose CLI the taker runs ("": none, the
+	// built-in agent or an agent command): a taker without it on its
+	// PATH cannot have it.
+	Agent string
 }
 
 // Queued is one queueing of a run: its id and its update time then.

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/lazyre"
@@ -72,11 +73,16 @@ type Hosts struct {
 	Cancels *Cancels
 	// Metrics count the claims served and the runs lost (nil: none).
 	Metrics *Metrics
+	// Agents are the agent CLI profiles (hosts_agents.go).
+	Agents agent.Catalog
 
 	mu    sync.Mutex
 	locks map[string]*runLock
 	// seenAt is when this server last recorded each host as seen.
 	seenAt sync.Map
+	// agents are the agent profiles each host said in its last claim
+	// it has (hosts_agents.go).
+	agents sync.Map
 }
 
 func (h *Hosts) log() *slog.Logger {

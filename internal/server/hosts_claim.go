@@ -103,6 +103,9 @@ func (h *Hosts) fence(ctx context.Context, host *Host, id string, token int64) e
 type ClaimRequest struct {
 	// Backends are the sandbox backends the host can start.
 	Backends []string `json:"backends"`
+	// Agents are the agent profiles whose CLI is on the host's PATH (nil:
+	// it does not say, and is given runs of any).
+	Agents []string `json:"agents"`
 	// WaitMS is how long to wait for a run (at most MaxClaimWait).
 	WaitMS int64 `json:"wait_ms,omitempty"`
 }
@@ -141,6 +144,7 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	if h.Queue == nil {
 		return Claim{}, catalog.Internal.New("the server has no dispatch queue")
 	}
+	h.heard(host.ID, in.Agents)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
@@ -163,7 +167,7 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 			}
 			continue
 		}
-		o, done, err := h.Queue.Next(wctx, func(o queue.Offer) bool { return fits(host, in.Backends, o) })
+		o, done, err := h.Queue.Next(wctx, func(o queue.Offer) bool { return fits(host, in.Backends, in.Agents, o) })
 		if err != nil {
 			return none, ctx.Err()
 		}
@@ -187,11 +191,15 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	}
 }
 
-// fits reports whether a host with backends can execute the run offered:
-// it has the run's backend and all its labels, and a sealing key if the
-// run needs values.
-func fits(host *Host, backends []string, o queue.Offer) bool {
+// fits reports whether a host with backends and agents can execute the
+// run offered: it has the run's backend and all its labels, the CLI of
+// its agent profile (agents nil: it did not say), and a sealing key if
+// the run needs values.
+func fits(host *Host, backends, agents []string, o queue.Offer) bool {
 	if !slices.Contains(backends, o.Backend) || o.Sealed && host.sealKey == nil {
+		return false
+	}
+	if o.Agent != "" && agents != nil && !slices.Contains(agents, o.Agent) {
 		return false
 	}
 	for k, v := range o.Labels {

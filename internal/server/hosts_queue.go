@@ -84,31 +84,38 @@ func (h *Hosts) check(ctx context.Context, id string) (queue.Offer, bool, error)
 }
 
 func (h *Hosts) offerOf(r *run.Run) queue.Offer {
-	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels, Sealed: h.needsSeal(r)}
+	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels, Sealed: h.needsSeal(r), Agent: profileOf(r)}
 }
 
 // Waiting says why queued run r waits if no taker could ever have it: no
-// enrolled host, revoked ones aside, has its sandbox backend and all its
-// labels, and the server's own worker (which has no labels) does not take
-// it. It is "" for a run some taker could have.
+// enrolled host, revoked ones aside, has its sandbox backend, all its
+// labels and its agent's CLI, and the server's own worker (which has no
+// labels) does not take it. It is "" for a run some taker could have.
 func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
-	if !waits(r) || h.Remote(ctx, r.ID) || h.LocalWorker && len(r.Labels) == 0 {
+	if !waits(r) || h.Remote(ctx, r.ID) {
+		return ""
+	}
+	o := h.offerOf(r)
+	if h.LocalWorker && len(r.Labels) == 0 && (o.Agent == "" || h.localHas(o.Agent)) {
 		return ""
 	}
 	hosts, err := h.List(ctx)
 	if err != nil {
 		return ""
 	}
-	o := h.offerOf(r)
-	for _, hs := range hosts {
-		if !hs.Revoked && fits(hs, hs.Backends, o) {
-			return ""
-		}
+	fitting := func(o queue.Offer) bool {
+		return slices.ContainsFunc(hosts, func(hs *Host) bool {
+			return !hs.Revoked && fits(hs, hs.Backends, h.hostAgents(hs.ID), o)
+		})
 	}
-	if o.Sealed && slices.ContainsFunc(hosts, func(hs *Host) bool {
-		return !hs.Revoked && fits(hs, hs.Backends, queue.Offer{Backend: o.Backend, Labels: o.Labels})
-	}) {
+	if fitting(o) {
+		return ""
+	}
+	if o.Sealed && fitting(queue.Offer{Backend: o.Backend, Labels: o.Labels, Agent: o.Agent}) {
 		return noSealKey
+	}
+	if o.Agent != "" && fitting(queue.Offer{Backend: o.Backend, Labels: o.Labels, Sealed: o.Sealed}) {
+		return "no agent host that can execute it has the " + o.Agent + " CLI on its PATH: install it on one (its next claim says so)"
 	}
 	need := "the " + o.Backend + " sandbox"
 	if len(o.Labels) > 0 {

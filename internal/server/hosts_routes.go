@@ -177,7 +177,8 @@ var errStale = errors.New("stale")
 
 // write stores in's record over the run's, if the run is still at the
 // version the host read: the server's own fields (the id, the order, the
-// repository, the paths, the cancel request, the verdict) stay its own.
+// repository, the paths, the cancel request, the verdict, where its
+// PATH has the agent's CLI) stay its own.
 // in.Events are journaled with the record, in the same transaction where
 // the store can (else just before); always: also when the record is not
 // written (a PUT's events are journaled whatever its answer), else they
@@ -220,6 +221,8 @@ func (s *Server) writeRecord(ctx context.Context, id string, in RecordWrite, js 
 		*r = *in.Record
 		r.ID, r.Seq, r.Version, r.Repo, r.CreatedAt, r.UpdatedAt = keep.ID, keep.Seq, keep.Version, keep.Repo, keep.CreatedAt, keep.UpdatedAt
 		r.CancelRequested, r.Verdict, r.Patch = keep.CancelRequested, keep.Verdict, keep.Patch
+		// Where the host found the agent's CLI is the host's view.
+		r.Agent.Binary, r.Agent.Launcher, r.Sandbox.ReadOnlyPaths = keep.Agent.Binary, keep.Agent.Launcher, keep.Sandbox.ReadOnlyPaths
 		if in.Transition == nil {
 			r.State, r.Reason, r.Message, r.StartedAt, r.FinishedAt = keep.State, keep.Reason, keep.Message, keep.StartedAt, keep.FinishedAt
 		}

@@ -60,14 +60,21 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 	for _, name := range req.Models.BuiltinFields {
 		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; the %s profile would ignore it", f(name), p.Name)
 	}
-	bin, visible, err := findCLI(p, req.Getenv("PATH"))
-	if err != nil {
+	spec = run.AgentSpec{Name: p.Name, Hosts: p.Hosts, Model: req.Models.Model}
+	var visible []string
+	var err error
+	spec.Binary, spec.Launcher, visible, err = LocateProfile(p, req.Getenv("PATH"))
+	switch {
+	case err == nil:
+	case req.HostHas == nil:
 		return spec, nil, nil, err
-	}
-	spec = run.AgentSpec{Name: p.Name, Binary: bin, Hosts: p.Hosts, Model: req.Models.Model}
-	if prog, _, ok := p.Native.Resolve(bin, runtime.GOOS, runtime.GOARCH); ok {
-		// The program the launcher would run, in its package (visible).
-		spec.Binary, spec.Launcher = prog, bin
+	case req.HostHas(p.Name):
+		// Not here: the agent host that takes the run finds it on its
+		// own PATH at the run's start (the worker's LocateProfile).
+		spec.Binary, spec.Launcher, visible = p.Binary, "", nil
+	default:
+		return spec, nil, nil, catalog.AgentMissing.New("%s (the %s profile's CLI) is on neither this server's PATH nor any agent host's", p.Binary, p.Name).
+			WithFix("install it on an agent host (%s, tested with %s): its runs go to the hosts that have it", p.Install, cmp.Or(p.Tested, "no version yet"))
 	}
 	if spec.Model == "" && p.ModelEnv != "" {
 		spec.Model = strings.TrimSpace(req.Getenv(p.ModelEnv))
@@ -150,7 +157,7 @@ func planRoute(ctx context.Context, req Request, name, who string, def *run.Rout
 		if err != nil {
 			return rs, err
 		}
-		if err := reachable(ctx, rs.URL, gateway.ProxiesOf(req.Getenv)); err != nil {
+		if err := reachable(ctx, req, rs.URL); err != nil {
 			return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
 		}
 		if ok, tried := gateway.Available(rs, req.Getenv); !ok {
@@ -240,8 +247,11 @@ func KeySource(k config.KeySource, route string) *run.KeySource {
 // reachable dials a model server once, or the proxy the host reaches it
 // through (hn): a server that refuses the connection is caught at
 // submit, not as a failed attempt.
-func reachable(ctx context.Context, raw string, hn gateway.HostNet) error {
-	addr, err := hn.Dialled(raw)
+func reachable(ctx context.Context, req Request, raw string) error {
+	if req.OnHosts {
+		return nil // from the agent host's network, by the run's first request
+	}
+	addr, err := gateway.ProxiesOf(req.Getenv).Dialled(raw)
 	if err != nil {
 		return err
 	}
@@ -254,6 +264,34 @@ func reachable(ctx context.Context, raw string, hn gateway.HostNet) error {
 	}
 	c.Close()
 	return nil
+}
+
+// LocateProfile finds profile p's CLI on path: the program to run (where
+// p's launcher runs a native program, that program, and the launcher),
+// and the host paths it needs visible read-only. A team's agent host
+// calls it at a run's start, for its own PATH.
+func LocateProfile(p agent.Info, path string) (binary, launcher string, visible []string, err error) {
+	bin, visible, err := findCLI(p, path)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if prog, _, ok := p.Native.Resolve(bin, runtime.GOOS, runtime.GOARCH); ok {
+		// The program the launcher would run, in its package (visible).
+		return prog, bin, visible, nil
+	}
+	return bin, "", visible, nil
+}
+
+// Installed names the profiles of c whose CLI is on path: what a team's
+// agent host (or the server's own worker) can run.
+func Installed(c agent.Catalog, path string) []string {
+	out := []string{}
+	for _, p := range c {
+		if _, err := LookPath(p.Binary, path); err == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // findCLI looks p's binary up on path and returns the path to run (links

@@ -110,6 +110,17 @@ type Request struct {
 	// DiskBudget bounds the runs' workspaces and the layer cache together
 	// (0: no budget).
 	DiskBudget int64
+	// HostHas, on a team server, reports whether an agent host said it
+	// has profile's CLI: a profile's CLI missing from this machine's PATH
+	// is then found on the host's at the run's start (nil: it must be
+	// here).
+	HostHas func(profile string) bool
+	// OnHosts: the run executes on a team's agent hosts, never here, so
+	// what only their network can answer (is the model server listening,
+	// does it list the model) is not asked from this one: the run's first
+	// request asks it there. Keys are still checked: they are this
+	// machine's.
+	OnHosts bool
 }
 
 // Plan validates req against the repository and the machine and returns
@@ -359,8 +370,10 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 		if err != nil {
 			return spec, nil, nil, "", nil, err
 		}
-		if err := checkBuiltinModel(ctx, spec, rs, kind, req.Getenv); err != nil {
-			return spec, nil, nil, "", nil, err
+		if !req.OnHosts {
+			if err := checkBuiltinModel(ctx, spec, rs, kind, req.Getenv); err != nil {
+				return spec, nil, nil, "", nil, err
+			}
 		}
 		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	case req.AgentName != "":
@@ -415,7 +428,7 @@ func builtinRoute(ctx context.Context, req Request, spec run.AgentSpec, kind pro
 	if err != nil {
 		return rs, err
 	}
-	if err := reachable(ctx, rs.URL, gateway.ProxiesOf(req.Getenv)); err != nil {
+	if err := reachable(ctx, req, rs.URL); err != nil {
 		return rs, catalog.ModelUnreachable.Wrap(err, "%s: %v", rs.URL, err)
 	}
 	if len(rs.Keys) == 0 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
@@ -36,6 +38,9 @@ type Local struct {
 	// Getenv reads the values of the variables a run uses (its agent's
 	// and its gateway's); they reach the supervisor, never the store.
 	Getenv func(string) string
+	// Agents are the agent CLI profiles: with a Queue, it takes only the
+	// runs whose profile's CLI is on its PATH (Getenv's; nil: any).
+	Agents agent.Catalog
 	Log    *slog.Logger
 	// Claimed, when set, is told of each run as its supervisor starts,
 	// with how long it waited in the queue.
@@ -198,9 +203,16 @@ func (w *Local) reconcile(ctx context.Context) {
 // ctx ends.
 func (w *Local) take(ctx context.Context) {
 	// The server's own worker has no labels: it takes the runs that ask
-	// for none.
-	fits := func(o queue.Offer) bool { return len(o.Labels) == 0 }
+	// for none, and whose agent CLI is on its PATH (looked up for each
+	// wait: a CLI installed meanwhile counts).
 	for ctx.Err() == nil {
+		var agents []string
+		if w.Agents != nil && w.Getenv != nil {
+			agents = submit.Installed(w.Agents, w.Getenv("PATH"))
+		}
+		fits := func(o queue.Offer) bool {
+			return len(o.Labels) == 0 && (o.Agent == "" || agents == nil || slices.Contains(agents, o.Agent))
+		}
 		if w.Running() >= w.Slots {
 			select {
 			case <-ctx.Done():

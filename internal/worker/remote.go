@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/client"
 	"github.com/agentrun/agentrun/internal/layout"
@@ -44,6 +45,10 @@ type Remote struct {
 	Slots int
 	// Backends are the sandbox backends it can start.
 	Backends []string
+	// Agents are the agent CLI profiles: each claim names those whose CLI
+	// is on this host's PATH (Getenv's), and a claimed run's profile CLI
+	// is the one found there (remote_job.go).
+	Agents agent.Catalog
 	// HostID and Key are the host's id and private sealing key: the
 	// server's values of a run's variables (its provider keys) come in the
 	// claim sealed to it, and are opened in memory only (remote_job.go).
@@ -228,7 +233,8 @@ func (w *Remote) claims(ctx context.Context) {
 			}
 			continue
 		}
-		b, err := w.Client.Post(ctx, "/v1/hosts/claim", server.ClaimRequest{Backends: w.Backends, WaitMS: server.MaxClaimWait.Milliseconds()})
+		b, err := w.Client.Post(ctx, "/v1/hosts/claim", server.ClaimRequest{Backends: w.Backends, Agents: w.installed(),
+			WaitMS: server.MaxClaimWait.Milliseconds()})
 		var c server.Claim
 		if err == nil {
 			err = json.Unmarshal(b, &c)

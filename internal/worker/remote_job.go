@@ -154,7 +154,7 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 		return err
 	}
 	sh := &shipper{c: w.Client, j: j, dir: l.RunDir(j.id)}
-	st := &remoteStore{c: w.Client, j: j, repo: repo, patch: l.Patch(j.id), flush: sh.ship,
+	st := &remoteStore{c: w.Client, j: j, repo: repo, patch: l.Patch(j.id), flush: sh.ship, locate: w.locate(c.Run),
 		bundle: func(ctx context.Context, branch, base string) (string, error) {
 			return w.bundleBranch(ctx, repo, l.RunDir(j.id), branch, base)
 		}, log: w.log()}
@@ -197,6 +197,39 @@ func (w *Remote) run(ctx context.Context, j *job, c server.Claim, l layout.Layou
 		w.log().Info("run ended", "run", j.id, "state", string(r.State), "reason", string(r.Reason), "took", time.Since(t0).String())
 	}
 	return err
+}
+
+// installed names the agent profiles whose CLI is on this host's PATH
+// (nil without Agents: the claim does not say).
+func (w *Remote) installed() []string {
+	if w.Agents == nil || w.Getenv == nil {
+		return nil
+	}
+	return submit.Installed(w.Agents, w.Getenv("PATH"))
+}
+
+// locate is how this host sees claimed run r's agent: its profile's CLI
+// as found on this host's PATH, and what that needs visible read-only,
+// in place of what the server found on its own PATH (or of the bare name
+// when the server has none). nil: nothing to change (no profile, or its
+// CLI is not here, which the run's attempt then reports).
+func (w *Remote) locate(r *run.Run) func(*run.Run) {
+	if r == nil || w.Getenv == nil {
+		return nil
+	}
+	p, ok := w.Agents.Lookup(r.Agent.Name)
+	if !ok {
+		return nil
+	}
+	bin, launcher, visible, err := submit.LocateProfile(p, w.Getenv("PATH"))
+	if err != nil {
+		w.log().Warn("the run's agent CLI is not on this host's PATH", "run", r.ID, "agent", p.Name, "error", err.Error())
+		return nil
+	}
+	return func(r *run.Run) {
+		r.Agent.Binary, r.Agent.Launcher = bin, launcher
+		r.Sandbox.ReadOnlyPaths = slices.Clone(visible)
+	}
 }
 
 // handoffEnv are the values of the variables claimed run c uses: the

@@ -47,6 +47,9 @@ type remoteStore struct {
 	bundle func(ctx context.Context, branch, base string) (string, error)
 	// flush sends the logs written so far, before a terminal state.
 	flush func(ctx context.Context)
+	// locate, when set, puts this host's own agent CLI into a record
+	// (Remote.locate): the server keeps its own.
+	locate func(r *run.Run)
 
 	mu sync.Mutex
 	// held are the export's events, sent with the result upload.
@@ -141,6 +144,9 @@ func (s *remoteStore) tokenQuery() url.Values {
 // local is r as this host's supervisor sees it.
 func (s *remoteStore) local(r *run.Run) *run.Run {
 	r.Repo = s.repo
+	if s.locate != nil {
+		s.locate(r)
+	}
 	if r.Result != nil && r.Result.Commit != "" {
 		r.Patch, r.Result.Patch = s.patch, s.patch
 	}

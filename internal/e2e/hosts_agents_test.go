@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/sqldb/sqltest"
+	"github.com/agentrun/agentrun/internal/testsupport"
+)
+
+// TestHostRunsItsOwnCLI: on a team whose runs go to agent hosts, the
+// claude profile's CLI is on one host's PATH only, not the server's (nor
+// the other host's). Before that host joins, a submit is refused
+// (agent_missing, nothing made); once it has claimed, the run is taken,
+// goes to that host only, and the real claude CLI found on the host's
+// own PATH runs in the host's native sandbox with --network none through
+// the gateway, with the server's key (sealed to the host), and lands its
+// change on the branch.
+func TestHostRunsItsOwnCLI(t *testing.T) {
+	bin, e, ok := profileEnv(t, "claude", "claude")
+	if !ok {
+		return
+	}
+	content := "hello from the host\n"
+	model := e.scriptedServer(modelserver.WriteFileIn("/workspace", "hello.txt", content), "")
+	own := e.vars
+	e.vars = append(slices.Clone(own), "SCRIPTED_KEY="+realKey)
+	tm := teamOn(e, t, sqltest.Targets[0], 0, hostTTL)
+	e.vars = own // the CLI and the hosts do not have the key
+	tm.backend = "native"
+	args := []string{"--sandbox", "native", "--agent", "claude", "--model", "test-model", "--model-server", "scripted",
+		"--attempts", "1", "--timeout", "3m", "Write hello.txt"}
+
+	_, res := e.submitJSON(tm.srv, args...)
+	if res.code != 2 || !strings.Contains(res.stdout, "agent_missing") || !strings.Contains(res.stdout, "any agent host") {
+		t.Fatalf("submit with claude on no PATH: exit %d %s %s", res.code, res.stdout, res.stderr)
+	}
+	tm.startHost(tm.url) // host1: no claude
+	e.vars = append(slices.Clone(own), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	h2 := tm.startHost(tm.url)
+	e.vars = own
+	if !strings.Contains(h2.output(), "agent CLIs claude") {
+		tm.waitFor("host2 to name its agent CLIs", func() bool { return strings.Contains(h2.output(), "agent CLIs claude") })
+	}
+
+	var d submitDoc
+	tm.waitFor("the server to hear that host2 has claude", func() bool {
+		d, res = e.submitJSON(tm.srv, args...)
+		if res.code != 0 && !strings.Contains(res.stdout, "agent_missing") {
+			t.Fatalf("submit: exit %d %s %s", res.code, res.stdout, res.stderr)
+		}
+		return res.code == 0
+	})
+	got := tm.waitEnded(d.ID)
+	if got.Status != "succeeded" {
+		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h2.output())
+	}
+	if cs := tm.claims(d.ID); len(cs) != 1 || cs[0].host != "host2" {
+		t.Fatalf("claims: %+v", cs)
+	}
+	// The server's record keeps the profile's name, not where host2's
+	// PATH had the CLI, nor what that needed visible.
+	var rec struct {
+		Agent struct {
+			Binary string `json:"binary"`
+		} `json:"agent"`
+		Sandbox struct {
+			ReadOnly []string `json:"read_only_paths"`
+		} `json:"sandbox"`
+	}
+	res = e.agentrun(tm.srv, "status", "--json", d.ID)
+	if err := json.Unmarshal([]byte(res.stdout), &rec); err != nil || rec.Agent.Binary != "claude" || len(rec.Sandbox.ReadOnly) != 0 {
+		t.Fatalf("the server's record: %+v %v\n%s", rec, err, res.stdout)
+	}
+	res = e.agentrun(tm.srv, "result", "--json", d.ID)
+	if res.code != 0 {
+		t.Fatalf("result: %s %s", res.stdout, res.stderr)
+	}
+	if got := testsupport.Git(t, e.repo, "show", "agentrun/"+d.ID+":hello.txt"); got != strings.TrimSpace(content) {
+		t.Fatalf("hello.txt on the branch: %q", got)
+	}
+	reqs := model.ModelRequests(modelserver.Anthropic)
+	if len(reqs) == 0 {
+		t.Fatal("the model server got no request")
+	}
+	for _, q := range model.Requests() {
+		if q.Key != realKey {
+			t.Fatalf("%s %s reached the model server with key %q", q.Method, q.Path, q.Key)
+		}
+	}
+	assertNoKeyOnDisk(t, e)
+}
