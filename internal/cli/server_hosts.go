@@ -155,7 +155,7 @@ func printHosts(w io.Writer, list []*server.Host) {
 		fmt.Fprintln(w, "no agent hosts are enrolled ('agentrun server enrol-token' makes a token for one)")
 		return
 	}
-	rows := [][]string{{"ID", "NAME", "SLOTS", "LABELS", "HEARTBEAT", "SEAL KEY", "RUNS"}}
+	rows := [][]string{{"ID", "NAME", "SLOTS", "LABELS", "HEARTBEAT", "SEAL KEY", "AGENT CLIS", "RUNS"}}
 	for _, h := range list {
 		var labels []string
 		for k, v := range h.Labels {
@@ -170,9 +170,13 @@ func printHosts(w io.Writer, list []*server.Host) {
 			seen = "revoked"
 		}
 		key := cmp.Or(h.SealKey, "none")
-		rows = append(rows, []string{h.ID, h.Name, fmt.Sprint(h.Slots), strings.Join(labels, ","), seen, key, strings.Join(h.Runs, ",")})
+		agents := "-" // not said yet
+		if h.Agents != nil {
+			agents = cmp.Or(strings.Join(h.Agents, ","), "none")
+		}
+		rows = append(rows, []string{h.ID, h.Name, fmt.Sprint(h.Slots), strings.Join(labels, ","), seen, key, agents, strings.Join(h.Runs, ",")})
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-14s %-20s %-5s %-24s %-14s %-16s %s\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6])
+		fmt.Fprintf(w, "%-14s %-20s %-5s %-24s %-14s %-16s %-20s %s\n", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
 	}
 }

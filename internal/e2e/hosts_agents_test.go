@@ -56,6 +56,20 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 		}
 		return res.code == 0
 	})
+	var list struct {
+		Hosts []struct {
+			Name   string   `json:"name"`
+			Agents []string `json:"agents"`
+		} `json:"hosts"`
+	}
+	res = tm.admin("hosts", "--json")
+	if err := json.Unmarshal([]byte(res.stdout), &list); err != nil || len(list.Hosts) != 2 ||
+		list.Hosts[0].Agents == nil || len(list.Hosts[0].Agents) != 0 || !slices.Equal(list.Hosts[1].Agents, []string{"claude"}) {
+		t.Fatalf("hosts: %v %s", err, res.stdout)
+	}
+	if res := tm.admin("hosts"); !strings.Contains(res.stdout, "AGENT CLIS") || !strings.Contains(res.stdout, " claude ") {
+		t.Errorf("the host list shows no agent CLIs:\n%s", res.stdout)
+	}
 	got := tm.waitEnded(d.ID)
 	if got.Status != "succeeded" {
 		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h2.output())

@@ -80,9 +80,6 @@ type Hosts struct {
 	locks map[string]*runLock
 	// seenAt is when this server last recorded each host as seen.
 	seenAt sync.Map
-	// agents are the agent profiles each host said in its last claim
-	// it has (hosts_agents.go).
-	agents sync.Map
 }
 
 func (h *Hosts) log() *slog.Logger {
@@ -214,22 +211,26 @@ type Host struct {
 	Runs []string `json:"runs"`
 	// SealKey is the fingerprint of its sealing key ("": it has none yet).
 	SealKey string `json:"seal_key,omitempty"`
+	// Agents are the agent profiles whose CLI its last claim said is on
+	// its PATH (null: it has not said).
+	Agents []string `json:"agents"`
 
 	sealKey []byte // the key itself
 }
 
-const hostColumns = `id, name, labels, backends, slots, enrolled_at, last_seen, revoked_at, seal_key`
+const hostColumns = `id, name, labels, backends, slots, enrolled_at, last_seen, revoked_at, seal_key, agents`
 
 func scanHost(sc interface{ Scan(...any) error }) (*Host, error) {
 	var h Host
 	var labels, backends string
 	var enrolled int64
 	var seen, revoked sql.NullInt64
-	var key sql.NullString
-	if err := sc.Scan(&h.ID, &h.Name, &labels, &backends, &h.Slots, &enrolled, &seen, &revoked, &key); err != nil {
+	var key, agents sql.NullString
+	if err := sc.Scan(&h.ID, &h.Name, &labels, &backends, &h.Slots, &enrolled, &seen, &revoked, &key, &agents); err != nil {
 		return nil, err
 	}
 	h.setSealKey(key)
+	h.setAgents(agents)
 	_ = json.Unmarshal([]byte(labels), &h.Labels)
 	_ = json.Unmarshal([]byte(backends), &h.Backends)
 	h.EnrolledAt = time.UnixMicro(enrolled).UTC()
@@ -286,8 +287,8 @@ func (h *Hosts) authenticate(r *http.Request) (*Host, error) {
 	var labels, backends, hash string
 	var enrolled int64
 	var seen, revoked sql.NullInt64
-	var key sql.NullString
-	err := row.Scan(&hs.ID, &hs.Name, &labels, &backends, &hs.Slots, &enrolled, &seen, &revoked, &key, &hash)
+	var key, agents sql.NullString
+	err := row.Scan(&hs.ID, &hs.Name, &labels, &backends, &hs.Slots, &enrolled, &seen, &revoked, &key, &agents, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, catalog.HostRefused.New("no host %s is enrolled", id)
 	}
@@ -303,6 +304,7 @@ func (h *Hosts) authenticate(r *http.Request) (*Host, error) {
 	_ = json.Unmarshal([]byte(labels), &hs.Labels)
 	_ = json.Unmarshal([]byte(backends), &hs.Backends)
 	hs.setSealKey(key)
+	hs.setAgents(agents)
 	return &hs, nil
 }
 

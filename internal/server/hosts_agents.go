@@ -4,11 +4,14 @@ package server
 // on the PATH of the machine that runs it: each host says in every claim
 // which profiles' CLIs are on its PATH (submit.Installed), and is given
 // only runs whose CLI it has; the server's own worker has those on the
-// server's PATH. What the hosts said last is kept in memory: it is
-// theirs to say again, within a claim's wait of the server's start.
+// server's PATH. What a host said last is kept with it (the column
+// agents), written when it changes.
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -25,21 +28,33 @@ func profileOf(r *run.Run) string {
 	return ""
 }
 
-// heard keeps the profiles host said it has (nil: it did not say, as a
-// host of an earlier version does not).
-func (h *Hosts) heard(host string, agents []string) {
-	if agents != nil {
-		h.agents.Store(host, slices.Clone(agents))
+// heard records the profiles host said it has in a claim, when they
+// are not what it said last (agents nil: it does not say, as a host of
+// an earlier version does not).
+func (h *Hosts) heard(ctx context.Context, host *Host, agents []string) error {
+	if agents == nil {
+		return nil
 	}
+	said := slices.Clone(agents)
+	slices.Sort(said)
+	said = slices.Compact(said)
+	if host.Agents != nil && slices.Equal(said, host.Agents) {
+		return nil
+	}
+	b, _ := json.Marshal(said)
+	if _, err := h.DB.Write.ExecContext(ctx, `UPDATE hosts SET agents = $1 WHERE id = $2`, string(b), host.ID); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	host.Agents = said
+	return nil
 }
 
-// hostAgents are the profiles host said it has in its last claim (nil:
-// not heard since this server started, or it does not say).
-func (h *Hosts) hostAgents(host string) []string {
-	if v, ok := h.agents.Load(host); ok {
-		return v.([]string)
+// setAgents sets the profiles from the column agents (NULL: unsaid).
+func (hs *Host) setAgents(col sql.NullString) {
+	if col.Valid {
+		hs.Agents = []string{}
+		_ = json.Unmarshal([]byte(col.String), &hs.Agents)
 	}
-	return nil
 }
 
 // localHas reports whether the server's own worker has profile's CLI.
@@ -61,6 +76,6 @@ func (h *Hosts) HostHas(profile string) bool {
 		return false
 	}
 	return slices.ContainsFunc(hosts, func(hs *Host) bool {
-		return !hs.Revoked && slices.Contains(h.hostAgents(hs.ID), profile)
+		return !hs.Revoked && slices.Contains(hs.Agents, profile)
 	})
 }

@@ -144,7 +144,9 @@ func (h *Hosts) claimWait(ctx context.Context, host *Host, in ClaimRequest) (Cla
 	if h.Queue == nil {
 		return Claim{}, catalog.Internal.New("the server has no dispatch queue")
 	}
-	h.heard(host.ID, in.Agents)
+	if err := h.heard(ctx, host, in.Agents); err != nil {
+		return Claim{}, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {

@@ -105,7 +105,7 @@ func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
 	}
 	fitting := func(o queue.Offer) bool {
 		return slices.ContainsFunc(hosts, func(hs *Host) bool {
-			return !hs.Revoked && fits(hs, hs.Backends, h.hostAgents(hs.ID), o)
+			return !hs.Revoked && fits(hs, hs.Backends, hs.Agents, o)
 		})
 	}
 	if fitting(o) {
