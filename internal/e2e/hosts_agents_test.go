@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/modelserver"
@@ -40,8 +41,21 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stdout, "agent_missing") || !strings.Contains(res.stdout, "any agent host") {
 		t.Fatalf("submit with claude on no PATH: exit %d %s %s", res.code, res.stdout, res.stderr)
 	}
-	tm.startHost(tm.url) // host1: no claude
-	e.vars = append(slices.Clone(own), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	h1 := tm.startHost(tm.url) // host1: no claude, no tools
+	// host2's own tool, outside every directory a sandbox shows (nor
+	// /tmp, the sandbox's own).
+	tools, err := os.MkdirTemp("/var/tmp", "agentrun-host2-tools-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tools) })
+	if err := os.Chmod(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "host2-tool"), []byte("#!/bin/sh\necho \"from host2's tool\" > tool.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.vars = append(slices.Clone(own), "PATH="+filepath.Dir(bin)+":"+tools+":"+os.Getenv("PATH"))
 	h2 := tm.startHost(tm.url)
 	e.vars = own
 	if !strings.Contains(h2.output(), "agent CLIs claude") {
@@ -108,4 +122,23 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 		}
 	}
 	assertNoKeyOnDisk(t, e)
+
+	// An agent command whose program is on host2's PATH only: the server
+	// takes it (its runs go to hosts), and host2 (the only host left)
+	// shows the program in its sandbox, as it found it.
+	_ = h1.cmd.Process.Signal(syscall.SIGTERM)
+	<-h1.done
+	d, res = e.submitJSON(tm.srv, "--sandbox", "native", "--agent-cmd", "host2-tool", "--attempts", "1", "Run the tool")
+	if res.code != 0 {
+		t.Fatalf("submit of host2's tool: exit %d %s %s", res.code, res.stdout, res.stderr)
+	}
+	if got := tm.waitEnded(d.ID); got.Status != "succeeded" {
+		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h2.output())
+	}
+	if res := e.agentrun(tm.srv, "result", "--json", d.ID); res.code != 0 {
+		t.Fatalf("result: %s %s", res.stdout, res.stderr)
+	}
+	if got := testsupport.Git(t, e.repo, "show", "agentrun/"+d.ID+":tool.txt"); got != "from host2's tool" {
+		t.Fatalf("tool.txt on the branch: %q", got)
+	}
 }

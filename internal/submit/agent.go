@@ -429,14 +429,14 @@ var shellWords = map[string]bool{
 	"wait": true, "while": true,
 }
 
-// commandPreflight checks, for an --agent-cmd whose first word is a plain
+// CommandPreflight checks, for an --agent-cmd whose first word is a plain
 // program name, that the program is on the submitting PATH (a run would
 // otherwise spend its attempts on "command not found"), and returns what
 // must be made visible read-only for it to run in the sandbox: the program
 // (its package directory) and its interpreter, outside the system
 // directories. A command line that starts with anything else (a shell
 // construct, a variable, a relative path) is left to the shell.
-func commandPreflight(cmd, path string) ([]string, error) {
+func CommandPreflight(cmd, path string) ([]string, error) {
 	fields := strings.Fields(cmd)
 	if len(fields) == 0 {
 		return nil, nil

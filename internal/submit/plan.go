@@ -331,8 +331,8 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	switch {
 	case req.AgentCmd != "":
 		spec = run.AgentSpec{Name: agent.CommandName, Command: req.AgentCmd}
-		vis, err := commandPreflight(req.AgentCmd, req.Getenv("PATH"))
-		if err != nil {
+		vis, err := CommandPreflight(req.AgentCmd, req.Getenv("PATH"))
+		if err != nil && !req.OnHosts { // (on a team's hosts: theirs to find)
 			return spec, nil, nil, "", nil, err
 		}
 		visible = vis

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
@@ -216,6 +217,15 @@ func (w *Remote) installed() []string {
 func (w *Remote) locate(r *run.Run) func(*run.Run) {
 	if r == nil || w.Getenv == nil {
 		return nil
+	}
+	if r.Agent.Name == agent.CommandName {
+		// An agent command's program (and its interpreter), as found on
+		// this host's PATH; not here: the command's shell says so.
+		visible, err := submit.CommandPreflight(r.Agent.Command, w.Getenv("PATH"))
+		if err != nil {
+			w.log().Warn("the agent command's program is not on this host's PATH", "run", r.ID, "error", err.Error())
+		}
+		return func(r *run.Run) { r.Sandbox.ReadOnlyPaths = slices.Clone(visible) }
 	}
 	p, ok := w.Agents.Lookup(r.Agent.Name)
 	if !ok {
