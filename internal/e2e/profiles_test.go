@@ -556,4 +556,25 @@ func TestEgressThroughCompanyProxy(t *testing.T) {
 	if !strings.Contains(eg.stdout, "(via "+px.URL+")") || !strings.Contains(eg.stdout, "192.0.2.12:80") {
 		t.Fatalf("egress:\n%s", eg.stdout)
 	}
+
+	// An https:// proxy, its certificate from the company's authority,
+	// which NODE_EXTRA_CA_CERTS names (as for the user's CLIs).
+	ca := testsupport.NewPrivateCA(t)
+	caFile := filepath.Join(e.root, "corp-ca.pem")
+	if err := os.WriteFile(caFile, ca.CAPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tlsPx := testsupport.NewTLSForwardProxy(t, map[string]string{"pkg.corp.invalid:443": tlsOrigin.Listener.Addr().String()}, ca)
+	d, res = e.submitJSON([]string{"HTTPS_PROXY=" + tlsPx.URL, "NODE_EXTRA_CA_CERTS=" + caFile}, "--sandbox", "native", "--allow", "pkg.corp.invalid",
+		"--agent-cmd", "curl -sSfk --max-time 10 https://pkg.corp.invalid/over-tls > over-tls.txt", "--attempts", "1", "--wait", "fetch through the https proxy")
+	if res.code != 0 {
+		t.Fatalf("through an https proxy: exit %d: %s %s\nagent: %s\negress: %s", res.code, res.stdout, res.stderr,
+			e.run("logs", d.ID).stdout, e.run("egress", d.ID).stdout)
+	}
+	if got, _ := resultFile(e, d.Commit, "over-tls.txt"); got != "tunnelled /over-tls" {
+		t.Fatalf("over-tls.txt %q", got)
+	}
+	if got := tlsPx.Targets(); !slices.Equal(got, []string{"pkg.corp.invalid:443"}) {
+		t.Fatalf("the https proxy was asked for %v", got)
+	}
 }

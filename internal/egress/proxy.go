@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,9 @@ type ProxyOptions struct {
 	// goes through once the policy has admitted it (dialVia); nil, or a
 	// nil URL, dials the checked addresses directly.
 	Upstream UpstreamFunc
+	// UpstreamRoots are the certificate authorities an https:// proxy
+	// that Upstream names is checked against (nil: the system's).
+	UpstreamRoots *x509.CertPool
 	// OnRecord receives one Record per CONNECT tunnel and per forwarded
 	// HTTP request, when it ends, with its byte counts; also one for every
 	// denial. It may be called concurrently; Stop returns only after the

@@ -3,6 +3,8 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -19,24 +21,42 @@ import (
 // CONNECT tunnel and "http" for a forwarded request.
 type UpstreamFunc func(scheme, host string, port int) (*url.URL, error)
 
+// Upstream is how an admitted connection leaves: through the proxy Func
+// names (nil: directly), an https:// one checked against Roots (nil: the
+// system's certificate authorities).
+type Upstream struct {
+	Func  UpstreamFunc
+	Roots *x509.CertPool
+}
+
 // dialVia connects to t through the proxy px, with px's credentials, if
 // any, as Basic Proxy-Authorization: for a tunnel (scheme "https"), a
 // CONNECT to the name (the policy has already admitted it and every
 // address it resolves to here); for a forwarded request (scheme "http"),
 // the connection to the proxy itself, which the request is then written
 // to in absolute form (target.via), as a proxy's clients do: proxies
-// commonly refuse CONNECT to port 80. Only an http:// proxy is spoken to.
+// commonly refuse CONNECT to port 80. An http:// proxy is spoken to in
+// the clear, an https:// one over TLS (checked against UpstreamRoots).
 func (p *Proxy) dialVia(ctx context.Context, px *url.URL, t *target, scheme string) (net.Conn, error) {
-	if px.Scheme != "http" && px.Scheme != "" {
-		return nil, fmt.Errorf("this machine's proxy %s is not an http:// proxy, the only kind the egress proxy goes through", redactProxy(px))
+	port := map[string]string{"": "80", "http": "80", "https": "443"}[px.Scheme]
+	if port == "" {
+		return nil, fmt.Errorf("this machine's proxy %s is neither an http:// nor an https:// proxy, the kinds the egress proxy goes through", redactProxy(px))
 	}
 	addr := px.Host
 	if px.Port() == "" {
-		addr = net.JoinHostPort(px.Hostname(), "80")
+		addr = net.JoinHostPort(px.Hostname(), port)
 	}
 	u, err := p.opts.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("this machine's proxy %s: %w", redactProxy(px), err)
+	}
+	if px.Scheme == "https" {
+		tc := tls.Client(u, &tls.Config{ServerName: px.Hostname(), RootCAs: p.opts.UpstreamRoots, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			u.Close()
+			return nil, fmt.Errorf("this machine's proxy %s: TLS: %w", redactProxy(px), err)
+		}
+		u = tc
 	}
 	if !p.track(u, false) {
 		u.Close()

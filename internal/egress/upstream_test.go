@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -208,6 +209,70 @@ func TestUpstreamResolvesNames(t *testing.T) {
 	}
 	if rec := direct.rec.next(t); rec.Allow || rec.Code != CodeResolve {
 		t.Fatalf("without a proxy: record %+v", rec)
+	}
+}
+
+// TestUpstreamTLSProxy: an https:// proxy of this machine is spoken to
+// over TLS, its certificate checked against the user's certificate
+// authorities: a tunnel and a forwarded request go through it; a proxy
+// whose certificate no trusted authority signed is an upstream failure
+// that says so, and nothing is sent to it in the clear.
+func TestUpstreamTLSProxy(t *testing.T) {
+	echo := testsupport.EchoTCP(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "from the origin "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	ca := testsupport.NewPrivateCA(t)
+	px := testsupport.NewTLSForwardProxy(t, map[string]string{
+		"pkg.example.com:443": "127.0.0.1:" + strconv.Itoa(echo), "pkg.example.com:80": origin.Listener.Addr().String()}, ca)
+	u, _ := url.Parse(px.URL)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CAPEM)
+	dns := map[string][]string{"pkg.example.com": {public}}
+	proxyWith := func(roots *x509.CertPool) *testProxy {
+		return newTestProxy(t, []string{"pkg.example.com:443", "pkg.example.com:80"}, dns, func(o *ProxyOptions) {
+			o.Upstream = func(scheme, host string, port int) (*url.URL, error) { return u, nil }
+			o.UpstreamRoots = roots
+		})
+	}
+	tp := proxyWith(roots)
+	c, br, resp := tp.connect(t, "pkg.example.com:443")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	io.WriteString(c, "ping")
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("through the tunnel: %q %v", buf, err)
+	}
+	c.Close()
+	if rec := tp.rec.next(t); !rec.Allow || rec.Via != px.URL {
+		t.Fatalf("record %+v", rec)
+	}
+	resp2, err := tp.client(nil).Get("http://pkg.example.com/simple/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp2); resp2.StatusCode != http.StatusOK || body != "from the origin /simple/" {
+		t.Fatalf("%s: %q", resp2.Status, body)
+	}
+	if rec := tp.rec.next(t); !rec.Allow || rec.Via != px.URL {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := px.Targets(); !slices.Equal(got, []string{"pkg.example.com:443", "pkg.example.com:80"}) {
+		t.Fatalf("the proxy was asked for %v", got)
+	}
+
+	untrusting := proxyWith(nil) // the system's authorities alone
+	if _, _, resp := untrusting.connect(t, "pkg.example.com:443"); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("CONNECT through a proxy whose certificate is not trusted: %s", resp.Status)
+	}
+	if rec := untrusting.rec.next(t); rec.Code != CodeUpstream || !strings.Contains(rec.Error, "TLS") || !strings.Contains(rec.Error, "certificate") {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := px.Targets(); len(got) != 2 {
+		t.Fatalf("the untrusted proxy was asked for %v", got[2:])
 	}
 }
 

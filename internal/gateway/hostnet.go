@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,6 +157,20 @@ func (n HostNet) Proxy(u *url.URL) (*url.URL, error) {
 		return nil, nil
 	}
 	return n.proxy(u)
+}
+
+// Roots are the certificate authorities a server (or an https://
+// proxy) of this machine is checked against: the system's and the
+// user's (nil: the system's alone).
+func (n HostNet) Roots() *x509.CertPool { return n.roots }
+
+// TLSProxy reports whether a proxy it names is an https:// one (spoken
+// to over TLS, checked against Roots).
+func (n HostNet) TLSProxy() bool {
+	return slices.ContainsFunc(n.Proxies, func(p string) bool {
+		_, v, _ := strings.Cut(p, "=")
+		return strings.HasPrefix(strings.ToLower(v), "https://")
+	})
 }
 
 // Transport is an HTTP transport to model servers.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -33,8 +34,9 @@ func TestHostNetThroughProxy(t *testing.T) {
 		_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
 		return "models.corp.invalid:" + port
 	}
-	px := testsupport.NewForwardProxy(t, map[string]string{
-		name(tlsUp): tlsUp.Listener.Addr().String(), name(plainUp): plainUp.Listener.Addr().String()})
+	hosts := map[string]string{name(tlsUp): tlsUp.Listener.Addr().String(), name(plainUp): plainUp.Listener.Addr().String()}
+	px := testsupport.NewForwardProxy(t, hosts)
+	tlsPx := testsupport.NewTLSForwardProxy(t, hosts, ca) // an https:// proxy, its certificate from the same CA
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "corp.pem")
 	if err := os.WriteFile(caFile, ca.CAPEM, 0o600); err != nil {
@@ -65,14 +67,18 @@ func TestHostNetThroughProxy(t *testing.T) {
 		name, upstream string
 		env            map[string]string
 		want           int
+		px             *testsupport.ForwardProxy // (nil: px)
 	}{
-		{"https, NODE_EXTRA_CA_CERTS", "https://" + name(tlsUp), map[string]string{"HTTPS_PROXY": px.URL, "NODE_EXTRA_CA_CERTS": caFile}, 200},
-		{"https, SSL_CERT_FILE", "https://" + name(tlsUp), map[string]string{"https_proxy": px.URL, "SSL_CERT_FILE": caFile}, 200},
-		{"https, SSL_CERT_DIR", "https://" + name(tlsUp), map[string]string{"https_proxy": px.URL, "SSL_CERT_DIR": "/nonexistent:" + certDir}, 200},
-		{"https, the CA not trusted", "https://" + name(tlsUp), map[string]string{"HTTPS_PROXY": px.URL}, http.StatusBadGateway},
-		{"http", "http://" + name(plainUp), map[string]string{"HTTP_PROXY": px.URL}, 200},
+		{"https, NODE_EXTRA_CA_CERTS", "https://" + name(tlsUp), map[string]string{"HTTPS_PROXY": px.URL, "NODE_EXTRA_CA_CERTS": caFile}, 200, nil},
+		{"https, SSL_CERT_FILE", "https://" + name(tlsUp), map[string]string{"https_proxy": px.URL, "SSL_CERT_FILE": caFile}, 200, nil},
+		{"https, SSL_CERT_DIR", "https://" + name(tlsUp), map[string]string{"https_proxy": px.URL, "SSL_CERT_DIR": "/nonexistent:" + certDir}, 200, nil},
+		{"https, the CA not trusted", "https://" + name(tlsUp), map[string]string{"HTTPS_PROXY": px.URL}, http.StatusBadGateway, nil},
+		{"http", "http://" + name(plainUp), map[string]string{"HTTP_PROXY": px.URL}, 200, nil},
+		{"an https proxy", "https://" + name(tlsUp), map[string]string{"HTTPS_PROXY": tlsPx.URL, "NODE_EXTRA_CA_CERTS": caFile}, 200, tlsPx},
+		{"an https proxy, plain http", "http://" + name(plainUp), map[string]string{"HTTP_PROXY": tlsPx.URL, "NODE_EXTRA_CA_CERTS": caFile}, 200, tlsPx},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			px := cmp.Or(c.px, px)
 			before := len(px.Targets())
 			if got := chat(t, c.upstream, c.env); got != c.want {
 				t.Fatalf("status %d, want %d", got, c.want)

@@ -36,7 +36,7 @@ func testDeps(st run.Store, l layout.Layout) Deps {
 			return external.New(r.Agent)
 		},
 		StartEgress: func(ctx context.Context, r *run.Run, socket string, _ func(string) string, onRecord func(egress.Record)) (func(context.Context) error, error) {
-			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, nil, onRecord)
+			return egress.StartProxy(ctx, r.Sandbox.Allow, socket, egress.Upstream{}, onRecord)
 		},
 		Capacity: gateway.FlockCapacity{Dir: l.Capacity()},
 	}

@@ -49,6 +49,26 @@ func NewForwardProxy(tb testing.TB, hosts map[string]string) *ForwardProxy {
 	return p
 }
 
+// NewTLSForwardProxy starts a proxy as NewForwardProxy does, that its
+// clients speak TLS to (an https:// proxy, URL https://localhost:PORT)
+// with a certificate for localhost from ca.
+func NewTLSForwardProxy(tb testing.TB, hosts map[string]string, ca *PrivateCA) *ForwardProxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	p := &ForwardProxy{URL: "https://localhost:" + port, Hosts: hosts}
+	srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.Leaf(tb, "localhost")}},
+		// HTTP/1.1 only: a CONNECT is hijacked.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
+	go srv.ServeTLS(ln, "", "")
+	tb.Cleanup(func() { srv.Close() })
+	return p
+}
+
 // Targets are the host:port targets asked for so far, in order.
 func (p *ForwardProxy) Targets() []string {
 	p.mu.Lock()

@@ -198,9 +198,13 @@ func NewAgent(r *run.Run, getenv func(string) string, warn func(string), gw *age
 // submitting user's or, on a team, the agent host's), as the user's own
 // tools reach the network.
 func startEgress(ctx context.Context, r *run.Run, socket string, getenv func(string) string, onRecord func(egress.Record)) (func(context.Context) error, error) {
-	var up egress.UpstreamFunc
+	var up egress.Upstream
 	if hn := gateway.ProxiesOf(getenv); len(hn.Proxies) > 0 {
-		up = func(scheme, host string, port int) (*url.URL, error) {
+		if hn.TLSProxy() {
+			hn = gateway.NewHostNet(getenv) // its certificate is checked against the user's CAs too
+			up.Roots = hn.Roots()
+		}
+		up.Func = func(scheme, host string, port int) (*url.URL, error) {
 			return hn.Proxy(&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))})
 		}
 	}
