@@ -37,6 +37,32 @@ func viaProxy(t *testing.T, entries []string, dns map[string][]string, px *tests
 	})
 }
 
+// pingThrough tunnels to target (an echo server behind the proxy) and
+// sends a ping through, and returns the tunnel's record.
+func pingThrough(t *testing.T, tp *testProxy, target string) Record {
+	t.Helper()
+	c, br, resp := tp.connect(t, target)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT %s: %s", target, resp.Status)
+	}
+	io.WriteString(c, "ping")
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("through the tunnel to %s: %q %v", target, buf, err)
+	}
+	c.Close()
+	return tp.rec.next(t)
+}
+
+// originServer answers "from the origin PATH".
+func originServer(t *testing.T) *httptest.Server {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "from the origin "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	return origin
+}
+
 // TestUpstreamTunnel: behind this machine's proxy, an allowed CONNECT is
 // tunnelled through it, by name, with the proxy's credentials; the
 // checked address is never dialled, and the record names the proxy
@@ -46,17 +72,7 @@ func TestUpstreamTunnel(t *testing.T) {
 	px := testsupport.NewForwardProxy(t, map[string]string{"pkg.example.com:443": "127.0.0.1:" + strconv.Itoa(echo)})
 	px.Auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
 	tp := viaProxy(t, []string{"pkg.example.com"}, map[string][]string{"pkg.example.com": {public}}, px, url.UserPassword("alice", "s3cret"))
-	c, br, resp := tp.connect(t, "pkg.example.com:443")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %s", resp.Status)
-	}
-	io.WriteString(c, "ping")
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("through the tunnel: %q %v", buf, err)
-	}
-	c.Close()
-	rec := tp.rec.next(t)
+	rec := pingThrough(t, tp, "pkg.example.com:443")
 	if !rec.Allow || rec.Via != px.URL || strings.Contains(fmt.Sprint(rec), "s3cret") {
 		t.Fatalf("record %+v", rec)
 	}
@@ -142,10 +158,7 @@ func TestUpstreamKeepsThePolicy(t *testing.T) {
 // unresolved name is still a resolve failure.
 func TestUpstreamResolvesNames(t *testing.T) {
 	echo := testsupport.EchoTCP(t)
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "from the origin "+r.URL.Path)
-	}))
-	t.Cleanup(origin.Close)
+	origin := originServer(t)
 	px := testsupport.NewForwardProxy(t, map[string]string{
 		"pkg.corp.example:443":  "127.0.0.1:" + strconv.Itoa(echo),
 		"slow.corp.example:443": "127.0.0.1:" + strconv.Itoa(echo),
@@ -165,17 +178,7 @@ func TestUpstreamResolvesNames(t *testing.T) {
 		}
 	})
 	for _, target := range []string{"pkg.corp.example:443", "slow.corp.example:443"} {
-		c, br, resp := tp.connect(t, target)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("CONNECT %s: %s", target, resp.Status)
-		}
-		io.WriteString(c, "ping")
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
-			t.Fatalf("through the tunnel to %s: %q %v", target, buf, err)
-		}
-		c.Close()
-		rec := tp.rec.next(t)
+		rec := pingThrough(t, tp, target)
 		if !rec.Allow || rec.Code != CodeAllowed || rec.Via != px.URL || rec.IP != "" ||
 			!strings.Contains(rec.Why, "does not resolve here") || !strings.Contains(rec.Why, "the proxy "+px.URL+" resolves it") {
 			t.Fatalf("CONNECT %s: record %+v", target, rec)
@@ -219,10 +222,7 @@ func TestUpstreamResolvesNames(t *testing.T) {
 // that says so, and nothing is sent to it in the clear.
 func TestUpstreamTLSProxy(t *testing.T) {
 	echo := testsupport.EchoTCP(t)
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "from the origin "+r.URL.Path)
-	}))
-	t.Cleanup(origin.Close)
+	origin := originServer(t)
 	ca := testsupport.NewPrivateCA(t)
 	px := testsupport.NewTLSForwardProxy(t, map[string]string{
 		"pkg.example.com:443": "127.0.0.1:" + strconv.Itoa(echo), "pkg.example.com:80": origin.Listener.Addr().String()}, ca)
@@ -237,17 +237,7 @@ func TestUpstreamTLSProxy(t *testing.T) {
 		})
 	}
 	tp := proxyWith(roots)
-	c, br, resp := tp.connect(t, "pkg.example.com:443")
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %s", resp.Status)
-	}
-	io.WriteString(c, "ping")
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("through the tunnel: %q %v", buf, err)
-	}
-	c.Close()
-	if rec := tp.rec.next(t); !rec.Allow || rec.Via != px.URL {
+	if rec := pingThrough(t, tp, "pkg.example.com:443"); !rec.Allow || rec.Via != px.URL {
 		t.Fatalf("record %+v", rec)
 	}
 	resp2, err := tp.client(nil).Get("http://pkg.example.com/simple/")
