@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -576,5 +577,49 @@ func TestEgressThroughCompanyProxy(t *testing.T) {
 	}
 	if got := tlsPx.Targets(); !slices.Equal(got, []string{"pkg.corp.invalid:443"}) {
 		t.Fatalf("the https proxy was asked for %v", got)
+	}
+}
+
+// TestAllowHostLoopback: a service on this machine's loopback that
+// --allow 127.0.0.1:PORT admits (a local registry, a database) is reached
+// from inside the native sandbox at that same address, by any client
+// (curl directly, NO_PROXY keeping loopback direct, and bash's /dev/tcp),
+// through the egress proxy, which journals it; another port of the host's
+// loopback stays out of reach. An entry the sandbox cannot listen for at
+// its address is accepted with a warning that says so.
+func TestAllowHostLoopback(t *testing.T) {
+	e := newEnv(t)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "the host's service "+r.URL.Path+"\n")
+	}))
+	t.Cleanup(svc.Close)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "unreachable\n") }))
+	t.Cleanup(other.Close)
+	addr, otherAddr := svc.Listener.Addr().String(), other.Listener.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	_, otherPort, _ := net.SplitHostPort(otherAddr)
+	check := `curl -sSf --max-time 10 http://` + addr + `/pkg > got.txt && ` +
+		`bash -c 'exec 3<>/dev/tcp/127.0.0.1/` + port + ` && printf "GET /raw HTTP/1.0\r\n\r\n" >&3 && tail -n 1 <&3' > raw.txt && ` +
+		`! curl -sSf --max-time 5 http://` + otherAddr + `/ 2>/dev/null`
+	d, res := e.submitJSON(nil, "--sandbox", "native", "--allow", addr, "--allow", "127.0.0.1:80",
+		"--agent-cmd", check, "--attempts", "1", "--wait", "reach the host's service")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s %s\nagent: %s\negress: %s", res.code, res.stdout, res.stderr, e.run("logs", d.ID).stdout, e.run("egress", d.ID).stdout)
+	}
+	if !strings.Contains(res.stderr, "127.0.0.1:80 names this machine's loopback") {
+		t.Errorf("no warning for 127.0.0.1:80:\n%s", res.stderr)
+	}
+	if got, _ := resultFile(e, d.Commit, "got.txt"); got != "the host's service /pkg" {
+		t.Fatalf("got.txt %q", got)
+	}
+	if got, _ := resultFile(e, d.Commit, "raw.txt"); got != "the host's service /raw" {
+		t.Fatalf("raw.txt %q", got)
+	}
+	eg := e.run("egress", d.ID).stdout
+	if !strings.Contains(eg, "allowed") || !strings.Contains(eg, addr) || strings.Contains(eg, otherPort) {
+		t.Fatalf("egress:\n%s", eg)
 	}
 }

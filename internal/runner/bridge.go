@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 )
 
 // Bridge relays TCP connections accepted on a loopback address to a unix
@@ -14,6 +17,9 @@ import (
 type Bridge struct {
 	ln     net.Listener
 	target string
+	// connect, when set, is the host:port each connection is tunnelled
+	// to: the bridge asks the proxy at target for it (CONNECT) first.
+	connect string
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -29,6 +35,21 @@ func ListenBridge(listen, target string) (*Bridge, error) {
 		return nil, fmt.Errorf("proxy bridge listen %s: %w", listen, err)
 	}
 	return &Bridge{ln: ln, target: target, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// ListenTunnel listens on the TCP address listen inside a sandbox for
+// connections that reach the host's own address of that name (its
+// loopback service, which the sandbox's loopback is not): each is
+// tunnelled through the egress proxy at the unix socket proxy with a
+// CONNECT to listen, which the proxy's policy decides and journals as any
+// other. A connection the proxy refuses is closed.
+func ListenTunnel(listen, proxy string) (*Bridge, error) {
+	b, err := ListenBridge(listen, proxy)
+	if err != nil {
+		return nil, err
+	}
+	b.connect = listen
+	return b, nil
 }
 
 // Addr is the address the bridge listens on.
@@ -102,6 +123,14 @@ func (b *Bridge) relay(c net.Conn) {
 	}
 	defer b.untrack(up)
 	defer up.Close()
+	var from io.Reader = up
+	if b.connect != "" {
+		br, err := tunnel(up, b.connect)
+		if err != nil {
+			return
+		}
+		from = br
+	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		if _, err := io.Copy(dst, src); err != nil {
@@ -114,10 +143,43 @@ func (b *Bridge) relay(c net.Conn) {
 		done <- struct{}{}
 	}
 	go pipe(up, c)
-	go pipe(c, up)
+	go func() {
+		_, err := io.Copy(c, from)
+		if err != nil {
+			c.Close()
+			up.Close()
+		} else {
+			closeWrite(c)
+		}
+		done <- struct{}{}
+	}()
 	<-done
 	<-done
 }
+
+// tunnel asks the proxy on up for a tunnel to target and returns what
+// reads the tunnel (the proxy's answer may carry its first bytes).
+func tunnel(up net.Conn, target string) (*bufio.Reader, error) {
+	up.SetDeadline(time.Now().Add(tunnelTimeout))
+	if _, err := io.WriteString(up, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(up)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("CONNECT %s: %s", target, resp.Status)
+	}
+	up.SetDeadline(time.Time{})
+	return br, nil
+}
+
+// tunnelTimeout bounds the proxy's answer to a tunnel's CONNECT (its
+// resolving and dialling are bounded by its own 15 s).
+const tunnelTimeout = 30 * time.Second
 
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {

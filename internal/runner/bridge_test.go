@@ -1,11 +1,14 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -123,5 +126,81 @@ func TestServeBridgeListenFails(t *testing.T) {
 	err = Serve(context.Background(), ln, ServerOptions{Root: t.TempDir(), ProxySocket: "/nonexistent", ProxyListen: l.Addr().String()})
 	if err == nil {
 		t.Fatal("serve with a taken bridge address succeeded")
+	}
+}
+
+// TestTunnelBridge: a tunnel's listener asks the proxy for a tunnel to
+// its own address first; once the proxy answers 200, bytes flow both
+// ways (what the proxy's answer already carried included), and a
+// connection the proxy refuses is closed without a byte.
+func TestTunnelBridge(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []string
+	allowed := ""
+	testsupport.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		asked = append(asked, req.Method+" "+req.Host)
+		ok := req.Host == allowed
+		mu.Unlock()
+		if !ok {
+			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhello ")
+		io.Copy(c, c) // echo
+	})
+	// Each tunnel listens on a free port of this loopback and asks for
+	// that address.
+	open := func() *Bridge {
+		b, err := ListenTunnel("127.0.0.1:0", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.connect = b.Addr().String()
+		go b.Serve()
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	ok, refused := open(), open()
+	mu.Lock()
+	allowed = ok.Addr().String()
+	mu.Unlock()
+
+	c, err := net.Dial("tcp", ok.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "world")
+	c.(*net.TCPConn).CloseWrite()
+	if got, err := io.ReadAll(c); err != nil || string(got) != "hello world" {
+		t.Fatalf("through the tunnel: %q %v", got, err)
+	}
+	c.Close()
+
+	c, err = net.Dial("tcp", refused.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || len(got) != 0 {
+		t.Fatalf("a refused tunnel: %q %v", got, err)
+	}
+	c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"CONNECT " + ok.Addr().String(), "CONNECT " + refused.Addr().String()}
+	if !slices.Equal(asked, want) {
+		t.Fatalf("the proxy was asked for %v, want %v", asked, want)
 	}
 }

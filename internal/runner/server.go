@@ -37,6 +37,11 @@ type ServerOptions struct {
 	// bridge the same way.
 	GatewaySocket string
 	GatewayListen string
+	// Forwards are host loopback addresses (127.0.0.1:PORT) that
+	// processes inside reach at the same address: with ProxySocket, a
+	// listener on each tunnels its connections through the egress proxy
+	// (ListenTunnel).
+	Forwards []string
 	// NoWatchdog turns off the watchdog process that kills the command
 	// groups if the runner dies without ending them (a sandbox whose pid
 	// namespace ends with the runner does not need it).
@@ -77,6 +82,17 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 			continue
 		}
 		b, err := ListenBridge(br[0], br[1])
+		if err != nil {
+			return err
+		}
+		go b.Serve()
+		defer b.Close()
+	}
+	for _, addr := range opts.Forwards {
+		if opts.ProxySocket == "" {
+			break
+		}
+		b, err := ListenTunnel(addr, opts.ProxySocket)
 		if err != nil {
 			return err
 		}

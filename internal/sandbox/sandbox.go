@@ -41,6 +41,11 @@ type Spec struct {
 	// sandbox's own loopback. Without it a backend that can (native with
 	// Landlock ABI >= 4) allows TCP connect only to the bridges.
 	LoopbackTCP bool
+	// Forwards are this machine's loopback services (127.0.0.1:PORT) the
+	// allowlist admits: with a ProxySocket, processes inside reach each
+	// at the same address, through a listener there that tunnels to the
+	// egress proxy (the sandbox's own loopback is not the host's).
+	Forwards []string
 	// GatewaySocket, when set, is the host unix socket of the run's model
 	// gateway. Every backend bridges it to a TCP port on the sandbox's own
 	// loopback (Sandbox.GatewayAddr), whatever the network mode: the agent

@@ -16,6 +16,7 @@ import (
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/agent/provider"
 	"github.com/agentrun/agentrun/internal/catalog"
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/gateway"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/policy"
@@ -167,6 +168,10 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		allow := slices.Concat(agentSpec.Hosts, req.Allow)
 		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
 			return nil, nil, err
+		}
+		if _, other := egress.HostLoopback(req.Allow); len(other) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s %s names this machine's loopback, which the sandbox reaches at the same address only as one IPv4 address and one port of 1024 or more (127.0.0.1:5432); "+
+				"as given, only a client that goes through HTTP_PROXY for it reaches it (NO_PROXY keeps loopback clients direct)", f("allow"), strings.Join(other, ", ")))
 		}
 	}
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)

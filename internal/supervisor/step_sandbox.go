@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun/agentrun/internal/egress"
 	"github.com/agentrun/agentrun/internal/layout"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
@@ -92,6 +93,7 @@ func (s *sandboxStep) Start(ctx context.Context) error {
 	}
 	if s.ProxySocket != "" {
 		spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, s.ProxySocket
+		spec.Forwards, _ = egress.HostLoopback(r.Sandbox.Allow)
 	}
 	if s.Backend == nil {
 		return fmt.Errorf("sandbox backend %q is not available in this build", r.Sandbox.Backend)

@@ -34,6 +34,9 @@ type config struct {
 	// innerGate; the runner bridges them to these loopback addresses.
 	ProxyListen   string `json:"proxy_listen,omitempty"`
 	GatewayListen string `json:"gateway_listen,omitempty"`
+	// Forwards are the host's loopback services reached through the
+	// proxy at the same address inside (sandbox.Spec.Forwards).
+	Forwards []string `json:"forwards,omitempty"`
 	// Token is what the runner sends first on its connection to the
 	// host's socket at innerLink, so that the host knows it is the runner.
 	Token string `json:"token"`

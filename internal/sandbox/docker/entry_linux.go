@@ -159,7 +159,7 @@ func serveMain() int {
 	ln := dialOut(innerLink, c.Token)
 	opts := runner.ServerOptions{Root: WorkDir, Env: c.Env, NoWatchdog: true}
 	if c.ProxyListen != "" {
-		opts.ProxySocket, opts.ProxyListen = innerProxy, c.ProxyListen
+		opts.ProxySocket, opts.ProxyListen, opts.Forwards = innerProxy, c.ProxyListen, c.Forwards
 	}
 	if c.GatewayListen != "" {
 		opts.GatewaySocket, opts.GatewayListen = innerGate, c.GatewayListen

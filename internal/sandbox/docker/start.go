@@ -202,7 +202,7 @@ func (b *Backend) mounts(spec sandbox.Spec, exe string) ([]mount.Mount, config, 
 			return nil, c, "", err
 		}
 		mounts = append(mounts, bind(spec.ProxySocket, innerProxy, true))
-		c.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
+		c.ProxyListen, c.Forwards = fmt.Sprintf("127.0.0.1:%d", proxyPort), spec.Forwards
 	default:
 		return nil, c, "", fmt.Errorf("network %q is not supported by the docker sandbox (use none or allowlist)", spec.Network)
 	}

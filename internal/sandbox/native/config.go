@@ -52,6 +52,9 @@ type config struct {
 	HomeLayers  *overlay.Layers `json:"home_layers,omitempty"`
 	Executable  string          `json:"executable"`
 	ProxySocket string          `json:"proxy_socket,omitempty"`
+	// Forwards are the host's loopback services reached through the
+	// proxy at the same address inside (sandbox.Spec.Forwards).
+	Forwards []string `json:"forwards,omitempty"`
 	// GatewaySocket is the model gateway's host socket, bridged to
 	// 127.0.0.1:gatewayPort inside (with any network mode).
 	GatewaySocket string   `json:"gateway_socket,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"syscall"
 	"unsafe"
@@ -77,6 +78,11 @@ func confine(c *config, mk *marks) (map[string]string, error) {
 		}
 		if c.ProxySocket != "" {
 			pol.Ports = append(pol.Ports, proxyPort)
+			for _, f := range c.Forwards { // the host's services, tunnelled
+				if ap, err := netip.ParseAddrPort(f); err == nil {
+					pol.Ports = append(pol.Ports, int(ap.Port()))
+				}
+			}
 		}
 		if c.GatewaySocket != "" {
 			pol.Ports = append(pol.Ports, gatewayPort)

@@ -58,6 +58,7 @@ func serve(c *config, fds *serveFiles, sigs <-chan os.Signal, st statusLine, enf
 	if fds.proxy != nil {
 		opts.ProxySocket = "/proc/self/fd/" + strconv.Itoa(int(fds.proxy.Fd()))
 		opts.ProxyListen = fmt.Sprintf("127.0.0.1:%d", proxyPort)
+		opts.Forwards = c.Forwards
 	}
 	if fds.gateway != nil {
 		opts.GatewaySocket = "/proc/self/fd/" + strconv.Itoa(int(fds.gateway.Fd()))

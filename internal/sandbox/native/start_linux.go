@@ -151,7 +151,7 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 		if err != nil || fi.Mode()&os.ModeSocket == 0 {
 			return nil, lim, fmt.Errorf("egress proxy socket %s is not a unix socket", spec.ProxySocket)
 		}
-		c.ProxySocket = spec.ProxySocket
+		c.ProxySocket, c.Forwards = spec.ProxySocket, spec.Forwards
 	default:
 		return nil, lim, fmt.Errorf("network %q is not supported by the native sandbox (use none or allowlist)", spec.Network)
 	}

@@ -1,11 +1,16 @@
 package sandboxtest
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/runner"
@@ -67,5 +72,77 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 			t.Errorf("%s: through the proxy relay got %q (exit %d %s, stderr %q)", be.Name(), got, res.ExitCode, res.Signal, res.Stderr)
 		}
 		e.sb.Destroy(context.Background())
+	}
+}
+
+// hostService serves a unix socket standing in for the egress proxy in
+// front of a service on the host's loopback: a CONNECT to service is
+// answered 200, and the tunnel then carries "host-service\n" back; any
+// other target is refused (403). It records every target asked for.
+func hostService(t *testing.T, service string) (sock string, targets func() []string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sbh-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	sock = filepath.Join(dir, "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	must(t, err)
+	must(t, os.Chmod(sock, 0o777))
+	var mu sync.Mutex
+	var asked []string
+	testsupport.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		asked = append(asked, req.Method+" "+req.Host)
+		mu.Unlock()
+		if req.Method != http.MethodConnect || req.Host != service {
+			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhost-service\n")
+	})
+	return sock, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(asked)
+	}
+}
+
+// hostLoopbackScript connects to 127.0.0.1:41873 (a forward) and to
+// 127.0.0.1:41874 (none) from inside, with bash's /dev/tcp.
+const hostLoopbackScript = `command -v bash >/dev/null 2>&1 || { echo no-bash; exit 0; }
+exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/41873 && head -n 1 <&3; (exec 4<>/dev/tcp/127.0.0.1/41874) 2>/dev/null && echo reached || echo refused'`
+
+// runHostLoopback checks Spec.Forwards: a service on the host's loopback
+// that the allowlist admits is reached inside at the same address, its
+// connection tunnelled through the egress proxy (a CONNECT the proxy
+// decides); another port of the sandbox's loopback reaches nothing.
+func runHostLoopback(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)) {
+	proxy, targets := hostService(t, "127.0.0.1:41873")
+	e := startEnv(t, b, func(s *sandbox.Spec) {
+		if adjust != nil {
+			adjust(s)
+		}
+		s.Network, s.ProxySocket, s.Forwards = sandbox.NetworkAllowlist, proxy, []string{"127.0.0.1:41873"}
+	})
+	defer e.sb.Destroy(context.Background())
+	res, err := e.cl.Exec(context.Background(), runner.ExecRequest{Shell: hostLoopbackScript}, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", b.Name(), err)
+	}
+	got := strings.TrimSpace(string(res.Stdout))
+	if got == "no-bash" {
+		testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", b.Name())
+	}
+	if got != "host-service\nrefused" {
+		t.Errorf("%s: the host's service inside got %q (exit %d %s, stderr %q)", b.Name(), got, res.ExitCode, res.Signal, res.Stderr)
+	}
+	if got := targets(); !slices.Equal(got, []string{"CONNECT 127.0.0.1:41873"}) {
+		t.Errorf("%s: the proxy was asked for %v", b.Name(), got)
 	}
 }

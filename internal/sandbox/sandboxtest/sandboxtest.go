@@ -81,6 +81,11 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 	})
 	if !opts.NoEgress {
 		t.Run("egress/allowlist-relay", func(t *testing.T) { runEgress(t, b, ref, opts.Spec) })
+		if b.Isolation().Network {
+			// (Without a network of its own, the host's loopback is the
+			// sandbox's: nothing to forward.)
+			t.Run("egress/host-loopback", func(t *testing.T) { runHostLoopback(t, b, opts.Spec) })
+		}
 	}
 	t.Run("Stop", func(t *testing.T) {
 		for _, e := range []*env{subject, twin} {

@@ -1,0 +1,32 @@
+package egress
+
+import "net/netip"
+
+// Bridge ports on a sandbox's loopback (the egress proxy's, the model
+// gateway's): never a host service's.
+var bridgePorts = map[int]bool{3128: true, 3129: true}
+
+// HostLoopback sorts the entries of allow that name this machine's own
+// loopback. A sandbox's 127.0.0.1 is its own, not the host's: for each
+// entry of one IPv4 loopback address and one port of 1024 or more
+// (127.0.0.1:5432), a backend listens on that address inside and tunnels
+// its connections through the egress proxy, which dials the host's
+// (forward, as ADDRESS:PORT). Any other loopback entry (a range, IPv6,
+// every port, a port below 1024) is reached only by clients that go
+// through the proxy for it, which NO_PROXY keeps loopback clients from
+// doing (other). Entries that do not parse are left out: the allowlist
+// has refused them.
+func HostLoopback(allow []string) (forward, other []string) {
+	for _, s := range allow {
+		e, err := ParseEntry(s)
+		if err != nil || e.Kind != KindIP || !e.Prefix.Addr().IsLoopback() {
+			continue
+		}
+		if e.Prefix.IsSingleIP() && e.Prefix.Addr().Is4() && e.Port >= 1024 && !bridgePorts[e.Port] {
+			forward = append(forward, netip.AddrPortFrom(e.Prefix.Addr(), uint16(e.Port)).String())
+			continue
+		}
+		other = append(other, s)
+	}
+	return forward, other
+}
