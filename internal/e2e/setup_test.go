@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -359,5 +361,29 @@ func TestSetupJVMThroughTheProxy(t *testing.T) {
 	}
 	if kinds, egressed := setupEvents(t, e, d.ID); strings.Join(kinds, ",") != "started,done" || !egressed {
 		t.Fatalf("setup events %v, egress %v", kinds, egressed)
+	}
+}
+
+// TestSetupFromHostLoopback: a setup fetches from a service on this
+// machine's loopback (a local registry) that --setup-allow
+// 127.0.0.1:PORT admits, at that same address inside the native sandbox;
+// the agent then finds what it fetched.
+func TestSetupFromHostLoopback(t *testing.T) {
+	e := newSetupEnv(t)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "package "+r.URL.Path+"\n")
+	}))
+	t.Cleanup(svc.Close)
+	addr := svc.Listener.Addr().String()
+	d, res := e.submitJSON(nil, "--sandbox", "native", "--setup", "curl -sSf --max-time 10 http://"+addr+"/left-pad > dep.txt",
+		"--setup-allow", addr, "--agent-cmd", "cp dep.txt copy.txt", "--attempts", "1", "--wait", "use the dependency")
+	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
+		requireCaps(t, "the native sandbox", false, res.stdout)
+	}
+	if d.Status != "succeeded" {
+		t.Fatalf("%s/%s\n%s\nsetup log:\n%s", d.Status, d.Reason, res.stderr, e.run("logs", "--setup", d.ID).stdout)
+	}
+	if got, _ := resultFile(e, d.Commit, "copy.txt"); got != "package /left-pad" {
+		t.Fatalf("copy.txt %q", got)
 	}
 }

@@ -174,6 +174,7 @@ func (s *setupStep) proxy(ctx context.Context, spec *sandbox.Spec) (stop func(),
 		return nil, fmt.Errorf("start the setup's egress proxy: %w", err)
 	}
 	spec.Network, spec.ProxySocket = sandbox.NetworkAllowlist, sock
+	spec.Forwards, _ = egress.HostLoopback(r.Setup.Allow)
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
