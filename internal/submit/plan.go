@@ -169,9 +169,8 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
 			return nil, nil, err
 		}
-		if _, other := egress.HostLoopback(req.Allow); len(other) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s %s names this machine's loopback, which the sandbox reaches at the same address only as one IPv4 address and one port of 1024 or more (127.0.0.1:5432); "+
-				"as given, only a client that goes through HTTP_PROXY for it reaches it (NO_PROXY keeps loopback clients direct)", f("allow"), strings.Join(other, ", ")))
+		if w := loopbackWarning(f("allow"), req.Allow); w != "" {
+			warnings = append(warnings, w)
 		}
 	}
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)
@@ -260,6 +259,18 @@ func planEnvironment(ctx context.Context, req Request, r *run.Run) ([]string, er
 	}
 	r.Sandbox.Toolchains = tc
 	return append(warnings, w...), nil
+}
+
+// loopbackWarning is the warning for the entries of allow (given with
+// flag) that name this machine's loopback in a way the sandbox does not
+// reach at that same address (egress.HostLoopback); "" for none.
+func loopbackWarning(flag string, allow []string) string {
+	_, other := egress.HostLoopback(allow)
+	if len(other) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %s names this machine's loopback, which the sandbox reaches at the same address only as one IPv4 address and one port of 1024 or more (127.0.0.1:5432); "+
+		"as given, only a client that goes through HTTP_PROXY for it reaches it (NO_PROXY keeps loopback clients direct)", flag, strings.Join(other, ", "))
 }
 
 // readOnlyPaths are the host paths made visible read-only: what the agent

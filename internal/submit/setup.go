@@ -90,6 +90,9 @@ func planSetup(ctx context.Context, req Request, repo, base string) (*run.SetupS
 	}
 	spec.Allow = allow
 	var warnings []string
+	if w := loopbackWarning(f("setup_allow"), req.SetupAllow); w != "" {
+		warnings = append(warnings, w)
+	}
 	var missing []string
 	asked, err := canonicalAllow(rc.SetupAllow)
 	if err != nil {

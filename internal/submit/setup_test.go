@@ -111,3 +111,16 @@ func TestToolchainCaches(t *testing.T) {
 		t.Fatalf("unknown cache: %v", err)
 	}
 }
+
+// TestLoopbackWarning: an allow entry for this machine's loopback that a
+// sandbox does not reach at the same address is named, with the flag it
+// came with; one it reaches, or another host, is not.
+func TestLoopbackWarning(t *testing.T) {
+	if w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:4873", "registry.npmjs.org"}); w != "" {
+		t.Errorf("a forwarded entry warned: %s", w)
+	}
+	w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:4873", "127.0.0.1:80", "[::1]:5432"})
+	if !strings.HasPrefix(w, "‹setup_allow› 127.0.0.1:80, [::1]:5432 names this machine's loopback") {
+		t.Errorf("warning %q", w)
+	}
+}
