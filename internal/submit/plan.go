@@ -165,13 +165,11 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	if network == string(sandbox.NetworkAllowlist) {
-		allow := slices.Concat(agentSpec.Hosts, req.Allow)
-		if r.Sandbox.Allow, err = canonicalAllow(allow); err != nil {
+		w, err := planAllow(r, agentSpec.Hosts, req)
+		if err != nil {
 			return nil, nil, err
 		}
-		if w := loopbackWarning(f("allow"), req.Allow); w != "" {
-			warnings = append(warnings, w)
-		}
+		warnings = append(warnings, w...)
 	}
 	name := cmp.Or(req.Sandbox, s.DefaultBackend)
 	b, info, sbWarnings, repoErr, err := s.backendAndRepo(ctx, name, req.Repo, r.BaseRef, sandbox.Limits(r.Sandbox.Limits), s.preflightCacheDir(req.Getenv))
@@ -259,6 +257,20 @@ func planEnvironment(ctx context.Context, req Request, r *run.Run) ([]string, er
 	}
 	r.Sandbox.Toolchains = tc
 	return append(warnings, w...), nil
+}
+
+// planAllow sets r's allowlist (the profile's hosts and the request's
+// entries, canonical) and warns of the request's loopback entries that
+// the sandbox does not reach at their address.
+func planAllow(r *run.Run, hosts []string, req Request) ([]string, error) {
+	var err error
+	if r.Sandbox.Allow, err = canonicalAllow(slices.Concat(hosts, req.Allow)); err != nil {
+		return nil, err
+	}
+	if w := loopbackWarning(f("allow"), req.Allow); w != "" {
+		return []string{w}, nil
+	}
+	return nil, nil
 }
 
 // loopbackWarning is the warning for the entries of allow (given with
