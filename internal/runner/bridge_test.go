@@ -1,12 +1,10 @@
 package runner
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -140,25 +138,12 @@ func TestTunnelBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var asked []string
 	allowed := ""
-	testsupport.Serve(t, ln, func(c net.Conn) {
-		defer c.Close()
-		req, err := http.ReadRequest(bufio.NewReader(c))
-		if err != nil {
-			return
-		}
+	asked := testsupport.TunnelProxy(t, ln, func(target string) bool {
 		mu.Lock()
-		asked = append(asked, req.Method+" "+req.Host)
-		ok := req.Host == allowed
-		mu.Unlock()
-		if !ok {
-			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-			return
-		}
-		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhello ")
-		io.Copy(c, c) // echo
-	})
+		defer mu.Unlock()
+		return target == allowed
+	}, "hello ")
 	// Each tunnel listens on a free port of this loopback and asks for
 	// that address.
 	open := func() *Bridge {
@@ -197,10 +182,8 @@ func TestTunnelBridge(t *testing.T) {
 		t.Fatalf("a refused tunnel: %q %v", got, err)
 	}
 	c.Close()
-	mu.Lock()
-	defer mu.Unlock()
 	want := []string{"CONNECT " + ok.Addr().String(), "CONNECT " + refused.Addr().String()}
-	if !slices.Equal(asked, want) {
-		t.Fatalf("the proxy was asked for %v, want %v", asked, want)
+	if got := asked(); !slices.Equal(got, want) {
+		t.Fatalf("the proxy was asked for %v, want %v", got, want)
 	}
 }

@@ -212,3 +212,35 @@ func (ca *PrivateCA) Leaf(tb testing.TB, names ...string) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// TunnelProxy serves ln as the CONNECT side of an egress proxy: a
+// CONNECT to a target that open admits is answered 200 with hello right
+// after it, and the tunnel then echoes what comes; any other request is
+// refused (403). It returns what it was asked so far ("METHOD
+// host:port"), in order.
+func TunnelProxy(tb testing.TB, ln net.Listener, open func(target string) bool, hello string) (asked func() []string) {
+	var mu sync.Mutex
+	var reqs []string
+	Serve(tb, ln, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		reqs = append(reqs, req.Method+" "+req.Host)
+		mu.Unlock()
+		if req.Method != http.MethodConnect || !open(req.Host) {
+			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"+hello)
+		io.Copy(c, br)
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), reqs...)
+	}
+}

@@ -1,16 +1,12 @@
 package sandboxtest
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/runner"
@@ -89,28 +85,7 @@ func hostService(t *testing.T, service string) (sock string, targets func() []st
 	ln, err := net.Listen("unix", sock)
 	must(t, err)
 	must(t, os.Chmod(sock, 0o777))
-	var mu sync.Mutex
-	var asked []string
-	testsupport.Serve(t, ln, func(c net.Conn) {
-		defer c.Close()
-		req, err := http.ReadRequest(bufio.NewReader(c))
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		asked = append(asked, req.Method+" "+req.Host)
-		mu.Unlock()
-		if req.Method != http.MethodConnect || req.Host != service {
-			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-			return
-		}
-		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhost-service\n")
-	})
-	return sock, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(asked)
-	}
+	return sock, testsupport.TunnelProxy(t, ln, func(target string) bool { return target == service }, "host-service\n")
 }
 
 // hostLoopbackScript connects to 127.0.0.1:41873 (a forward) and to
