@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ func ipCmd(t *testing.T, args ...string) {
 func newNetns(t *testing.T, tag string, k int) *netns {
 	t.Helper()
 	n := &netns{name: fmt.Sprintf("ar-%s-%d", tag, k), peer: fmt.Sprintf("ar%s%do", tag, k), inner: fmt.Sprintf("ar%s%di", tag, k), k: k}
+	sweepNetns(t, k)
 	ipCmd(t, "netns", "add", n.name)
 	t.Cleanup(func() {
 		_ = exec.Command("ip", "link", "del", n.peer).Run()
@@ -45,6 +48,28 @@ func newNetns(t *testing.T, tag string, k int) *netns {
 	ipCmd(t, "-n", n.name, "link", "set", n.inner, "up")
 	ipCmd(t, "-n", n.name, "link", "set", "lo", "up")
 	return n
+}
+
+// staleNetns names a namespace newNetns made for k ("ar-TAG-K").
+var staleNetns = regexp.MustCompile(`^ar-[0-9a-f]{4}-([0-9]+)$`)
+
+// sweepNetns removes the namespace for k that a test killed before its
+// cleanup left (its veth pair goes with it, and with it the address
+// 10.213.K.1 the next one needs): a test's own are removed before the
+// next subtest makes its.
+func sweepNetns(t *testing.T, k int) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if m := staleNetns.FindStringSubmatch(name); m != nil && m[1] == strconv.Itoa(k) {
+			t.Logf("removing the namespace %s a killed test left", name)
+			ipCmd(t, "netns", "del", name)
+		}
+	}
 }
 
 // cut takes the namespace's link down (its host cannot reach the
