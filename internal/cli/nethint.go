@@ -114,8 +114,8 @@ func (app *App) networkHint(ctx context.Context, env *Env, r *run.Run, evs []run
 
 // allowlistHint is the hint of an allowlist run: the hosts denied and
 // the flags that allow them, and the allowed hosts that this machine
-// could not reach, saying, when it names a proxy, that a name must still
-// resolve here.
+// could not reach, saying, when it names a proxy, that a run submitted
+// with it leaves a name only the proxy resolves to the proxy.
 func (app *App) allowlistHint(h *networkHint, id string) string {
 	var parts []string
 	if len(h.Denied) > 0 {
@@ -128,7 +128,7 @@ func (app *App) allowlistHint(h *networkHint, id string) string {
 	if len(h.Unreachable) > 0 {
 		s := fmt.Sprintf("%d allowed host(s) could not be reached from this machine (%s)", len(h.Unreachable), oneLine(strings.Join(h.Unreachable, ", "), 80))
 		if px := gateway.ProxiesOf(app.Getenv).Proxies; len(px) > 0 && h.unresolved {
-			s += fmt.Sprintf(": a name must resolve here, where the egress proxy checks its addresses before it goes through this machine's proxy (%s), so a name only that proxy resolves cannot be allowed; see 'agentrun egress %s'", px[0], id)
+			s += fmt.Sprintf(": their names did not resolve here; a run submitted with this machine's proxy exported leaves a name this machine cannot resolve to that proxy (%s); see 'agentrun egress %s'", px[0], id)
 		} else {
 			s += fmt.Sprintf(": their names did not resolve or they did not answer here; see 'agentrun egress %s'", id)
 		}

@@ -312,13 +312,13 @@ func TestNetworkHintOnFailure(t *testing.T) {
 	}
 	// Allowed, but this machine cannot reach it (here: its name resolves
 	// nowhere): not a denial, and where this machine names a proxy, the
-	// hint says that a name must resolve here all the same.
+	// hint says that a run submitted with it leaves such a name to it.
 	d, res = e.submitJSON(nil, "--sandbox", "native", "--allow", "models.corp.invalid", "--agent-cmd", "echo x > x.txt", "--attempts", "1",
 		"--check", "fetch=curl -sS --max-time 5 https://models.corp.invalid/ >/dev/null", "--wait", "unreachable")
 	must(t, res, 1)
 	out = e.agentrun([]string{"HTTPS_PROXY=http://proxy.corp.example:3128"}, "result", d.ID)
 	if !strings.Contains(out.stdout, "1 allowed host(s) could not be reached from this machine (models.corp.invalid:443)") ||
-		!strings.Contains(out.stdout, "before it goes through this machine's proxy (HTTPS_PROXY=http://proxy.corp.example:3128)") || strings.Contains(out.stdout, "denied by the allowlist") {
+		!strings.Contains(out.stdout, "leaves a name this machine cannot resolve to that proxy (HTTPS_PROXY=http://proxy.corp.example:3128)") || strings.Contains(out.stdout, "denied by the allowlist") {
 		t.Fatalf("result:\n%s", out.stdout)
 	}
 	js = e.run("result", "--json", d.ID)
