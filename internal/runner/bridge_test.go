@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,20 @@ func TestServeBridgeListenFails(t *testing.T) {
 	err = Serve(context.Background(), ln, ServerOptions{Root: t.TempDir(), ProxySocket: "/nonexistent", ProxyListen: l.Addr().String()})
 	if err == nil {
 		t.Fatal("serve with a taken bridge address succeeded")
+	}
+}
+
+// TestServeForwardsNeedProxy: a forward without the egress proxy's socket
+// is refused at the start, not left to fail each connection.
+func TestServeForwardsNeedProxy(t *testing.T) {
+	ln, err := net.Listen("unix", filepath.Join(testsupport.ShortDir(t), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = Serve(context.Background(), ln, ServerOptions{Root: t.TempDir(), Forwards: []string{"127.0.0.1:4873"}})
+	if err == nil || !strings.Contains(err.Error(), "egress proxy") {
+		t.Fatalf("serve with forwards and no proxy socket: %v, want the error that names the proxy", err)
 	}
 }
 

@@ -62,6 +62,11 @@ type ServerOptions struct {
 // is done or ln is closed; it then kills every command still running and
 // returns nil. Any other accept error is returned.
 func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
+	if len(opts.Forwards) > 0 && opts.ProxySocket == "" {
+		// A forward is a tunnel through the egress proxy: without it the
+		// agent would find the service refused, with nothing to say why.
+		return fmt.Errorf("runner: forwards %v need the egress proxy's socket", opts.Forwards)
+	}
 	s, err := newServer(opts)
 	if err != nil {
 		return err
@@ -89,9 +94,6 @@ func Serve(ctx context.Context, ln net.Listener, opts ServerOptions) error {
 		defer b.Close()
 	}
 	for _, addr := range opts.Forwards {
-		if opts.ProxySocket == "" {
-			break
-		}
 		b, err := ListenTunnel(addr, opts.ProxySocket)
 		if err != nil {
 			return err
