@@ -18,6 +18,16 @@ import (
 // echoes every connection.
 func proxyEcho(t *testing.T) string {
 	t.Helper()
+	sock, ln := proxySocket(t)
+	testsupport.Echo(t, ln)
+	return sock
+}
+
+// proxySocket listens on a unix socket that the sandbox's unprivileged
+// user can reach too, as the egress proxy's is, in a directory removed
+// at the test's end.
+func proxySocket(t *testing.T) (string, net.Listener) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "sbp-")
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
@@ -26,8 +36,7 @@ func proxyEcho(t *testing.T) string {
 	ln, err := net.Listen("unix", sock)
 	must(t, err)
 	must(t, os.Chmod(sock, 0o777))
-	testsupport.Echo(t, ln)
-	return sock
+	return sock, ln
 }
 
 // egressScript connects to $HTTP_PROXY from inside the sandbox (bash's
@@ -77,14 +86,7 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 // other target is refused (403). It records every target asked for.
 func hostService(t *testing.T, service string) (sock string, targets func() []string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sbh-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	must(t, os.Chmod(dir, 0o755))
-	sock = filepath.Join(dir, "proxy.sock")
-	ln, err := net.Listen("unix", sock)
-	must(t, err)
-	must(t, os.Chmod(sock, 0o777))
+	sock, ln := proxySocket(t)
 	return sock, testsupport.TunnelProxy(t, ln, func(target string) bool { return target == service }, "host-service\n")
 }
 
