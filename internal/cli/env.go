@@ -38,7 +38,7 @@ type Env struct {
 	// HostHas and OnHosts are a team server's (submit.Request's): an
 	// agent host has a profile's CLI; the runs execute on agent hosts
 	// only.
-	HostHas func(profile string) bool
+	HostHas func(ctx context.Context, profile string) bool
 	OnHosts bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in

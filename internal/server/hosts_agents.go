@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/run"
@@ -62,15 +61,19 @@ func (h *Hosts) localHas(profile string) bool {
 	if h.Getenv == nil {
 		return false
 	}
-	return slices.Contains(submit.Installed(h.Agents, h.Getenv("PATH")), profile)
+	p, ok := h.Agents.Lookup(profile)
+	if !ok {
+		return false
+	}
+	_, err := submit.LookPath(p.Binary, h.Getenv("PATH"))
+	return err == nil
 }
 
 // HostHas reports whether an enrolled host, revoked ones aside, said in
 // its last claim that it has profile's CLI on its PATH: a submit to this
-// server then takes a profile whose CLI is not on the server's own.
-func (h *Hosts) HostHas(profile string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// server then takes a profile whose CLI is not on the server's own. ctx
+// is the submit's: a host list that cannot be read in it says no.
+func (h *Hosts) HostHas(ctx context.Context, profile string) bool {
 	hosts, err := h.List(ctx)
 	if err != nil {
 		return false

@@ -68,7 +68,7 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 	case err == nil:
 	case req.HostHas == nil:
 		return spec, nil, nil, err
-	case req.HostHas(p.Name):
+	case req.HostHas(ctx, p.Name):
 		// Not here: the agent host that takes the run finds it on its
 		// own PATH at the run's start (the worker's LocateProfile).
 		spec.Binary, spec.Launcher, visible = p.Binary, "", nil

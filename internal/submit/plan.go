@@ -115,7 +115,7 @@ type Request struct {
 	// has profile's CLI: a profile's CLI missing from this machine's PATH
 	// is then found on the host's at the run's start (nil: it must be
 	// here).
-	HostHas func(profile string) bool
+	HostHas func(ctx context.Context, profile string) bool
 	// OnHosts: the run executes on a team's agent hosts, never here, so
 	// what only their network can answer (is the model server listening,
 	// does it list the model) is not asked from this one: the run's first
