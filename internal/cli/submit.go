@@ -288,8 +288,8 @@ Sandbox: --sandbox NAME (` + strings.Join(app.Deps.backendNames(), ", ") + `). '
 used only when named. Network: --network none|allowlist; --allow HOST[:PORT] or
 preset:NAME (repeatable). Every agent gets no network unless --allow is given
 (then only the allowlist, plus what its profile's CLI needs besides the model).
---allow 127.0.0.1:PORT (a port of 1024 or more) makes a service on this
-machine's loopback reachable inside at that same address, through the proxy.
+--allow 127.0.0.1:PORT makes a service on this machine's loopback reachable
+inside at that same address, through the proxy.
 --ro PATH makes a further host path visible read-only.
 
 Environment: the sandbox gets only PATH, HOME, LANG, TERM and TMPDIR (and the

@@ -585,8 +585,11 @@ func TestEgressThroughCompanyProxy(t *testing.T) {
 // from inside the native sandbox at that same address, by any client
 // (curl directly, NO_PROXY keeping loopback direct, and bash's /dev/tcp),
 // through the egress proxy, which journals it; another port of the host's
-// loopback stays out of reach. An entry the sandbox cannot listen for at
-// its address is accepted with a warning that says so.
+// loopback stays out of reach. As root, where this machine can listen on
+// one, a service on a port below 1024 is reached too (the sandbox side of
+// such a port, as any user, is the conformance case egress/host-loopback).
+// An entry the sandbox cannot listen for at its address is accepted with
+// a warning that says so.
 func TestAllowHostLoopback(t *testing.T) {
 	e := newEnv(t)
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -601,16 +604,22 @@ func TestAllowHostLoopback(t *testing.T) {
 	check := `curl -sSf --max-time 10 http://` + addr + `/pkg > got.txt && ` +
 		`bash -c 'exec 3<>/dev/tcp/127.0.0.1/` + port + ` && printf "GET /raw HTTP/1.0\r\n\r\n" >&3 && tail -n 1 <&3' > raw.txt && ` +
 		`! curl -sSf --max-time 5 http://` + otherAddr + `/ 2>/dev/null`
-	d, res := e.submitJSON(nil, "--sandbox", "native", "--allow", addr, "--allow", "127.0.0.1:80",
-		"--agent-cmd", check, "--attempts", "1", "--wait", "reach the host's service")
+	args := []string{"--sandbox", "native", "--allow", addr, "--allow", "[::1]:5432"}
+	low := ""
+	if os.Geteuid() == 0 {
+		low = lowPortService(t, "the host's low port service")
+		args = append(args, "--allow", low)
+		check += ` && curl -sSf --max-time 10 http://` + low + `/ > low.txt`
+	}
+	d, res := e.submitJSON(nil, append(args, "--agent-cmd", check, "--attempts", "1", "--wait", "reach the host's service")...)
 	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
 		requireCaps(t, "the native sandbox", false, res.stdout)
 	}
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s %s\nagent: %s\negress: %s", res.code, res.stdout, res.stderr, e.run("logs", d.ID).stdout, e.run("egress", d.ID).stdout)
 	}
-	if !strings.Contains(res.stderr, "127.0.0.1:80 names this machine's loopback") {
-		t.Errorf("no warning for 127.0.0.1:80:\n%s", res.stderr)
+	if !strings.Contains(res.stderr, "--allow [::1]:5432 names this machine's loopback") {
+		t.Errorf("no warning for [::1]:5432 alone (the forwarded entries are not warned of):\n%s", res.stderr)
 	}
 	if got, _ := resultFile(e, d.Commit, "got.txt"); got != "the host's service /pkg" {
 		t.Fatalf("got.txt %q", got)
@@ -618,8 +627,31 @@ func TestAllowHostLoopback(t *testing.T) {
 	if got, _ := resultFile(e, d.Commit, "raw.txt"); got != "the host's service /raw" {
 		t.Fatalf("raw.txt %q", got)
 	}
+	if low != "" {
+		if got, _ := resultFile(e, d.Commit, "low.txt"); got != "the host's low port service" {
+			t.Fatalf("low.txt %q", got)
+		}
+	}
 	eg := e.run("egress", d.ID).stdout
-	if !strings.Contains(eg, "allowed") || !strings.Contains(eg, addr) || strings.Contains(eg, otherPort) {
+	if !strings.Contains(eg, "allowed") || !strings.Contains(eg, addr) || strings.Contains(eg, otherPort) || !strings.Contains(eg, low) {
 		t.Fatalf("egress:\n%s", eg)
 	}
+}
+
+// lowPortService serves body on a free port of 127.0.0.1 below 1024 (as
+// root) and returns its address.
+func lowPortService(t *testing.T, body string) string {
+	t.Helper()
+	for p := 1023; p >= 900; p-- {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body+"\n") })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	t.Fatal("no free port of 127.0.0.1 between 900 and 1023")
+	return ""
 }

@@ -44,7 +44,10 @@ type Spec struct {
 	// Forwards are this machine's loopback services (127.0.0.1:PORT) the
 	// allowlist admits: with a ProxySocket, processes inside reach each
 	// at the same address, through a listener there that tunnels to the
-	// egress proxy (the sandbox's own loopback is not the host's).
+	// egress proxy (the sandbox's own loopback is not the host's). A
+	// port below 1024 is bound too: the backend starts the unprivileged
+	// ports of the sandbox's network namespace at the lowest such
+	// forward (LowestPrivilegedPort).
 	Forwards []string
 	// GatewaySocket, when set, is the host unix socket of the run's model
 	// gateway. Every backend bridges it to a TCP port on the sandbox's own

@@ -281,7 +281,7 @@ func loopbackWarning(flag string, allow []string) string {
 	if len(other) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s %s names this machine's loopback, which the sandbox reaches at the same address only as one IPv4 address and one port of 1024 or more (127.0.0.1:5432); "+
+	return fmt.Sprintf("%s %s names this machine's loopback, which the sandbox reaches at the same address only as one IPv4 address and one port (127.0.0.1:5432); "+
 		"as given, only a client that goes through HTTP_PROXY for it reaches it (NO_PROXY keeps loopback clients direct)", flag, strings.Join(other, ", "))
 }
 

@@ -119,8 +119,11 @@ func TestLoopbackWarning(t *testing.T) {
 	if w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:4873", "registry.npmjs.org"}); w != "" {
 		t.Errorf("a forwarded entry warned: %s", w)
 	}
-	w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:4873", "127.0.0.1:80", "[::1]:5432"})
-	if !strings.HasPrefix(w, "‹setup_allow› 127.0.0.1:80, [::1]:5432 names this machine's loopback") {
+	if w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:80"}); w != "" {
+		t.Errorf("a forwarded entry below 1024 warned: %s", w)
+	}
+	w := loopbackWarning("‹setup_allow›", []string{"127.0.0.1:4873", "127.0.0.1:*", "[::1]:5432", "127.0.0.1:3128"})
+	if !strings.HasPrefix(w, "‹setup_allow› 127.0.0.1:*, [::1]:5432, 127.0.0.1:3128 names this machine's loopback") {
 		t.Errorf("warning %q", w)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,6 +136,12 @@ func (b *Backend) makePlan(spec sandbox.Spec, eng engineInfo) (*plan, error) {
 				{Name: "core", Soft: 0, Hard: 0},
 			},
 		},
+	}
+	if low := sandbox.LowestPrivilegedPort(c.Forwards); low > 0 {
+		// A forward below 1024 (a host service on 127.0.0.1:80): the
+		// container's own network namespace starts its unprivileged
+		// ports there, so that the runner, with no capability, binds it.
+		hc.Sysctls = map[string]string{"net.ipv4.ip_unprivileged_port_start": strconv.Itoa(low)}
 	}
 	if eng.podmanRootless {
 		// The host user's uid is the same uid inside, so that the

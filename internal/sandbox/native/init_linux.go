@@ -234,6 +234,10 @@ func prepareSandbox(c *config, cfg *os.File, cfgR *bufio.Reader, enforced map[st
 			return nil, &stepFailure{"root", err}
 		}
 	}
+	// Before the root is built: its /proc/sys is read-only.
+	if err := forwardLowPorts(c); err != nil {
+		return nil, &stepFailure{"network", err}
+	}
 	if err := buildRoot(c); err != nil {
 		return nil, &stepFailure{"root", err}
 	}

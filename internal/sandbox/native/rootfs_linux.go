@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/workspace/overlay"
 )
 
@@ -449,6 +450,26 @@ func mkdirs(p string, mode uint32) error {
 	}
 	if err != nil {
 		return fmt.Errorf("make %s: %w", p, err)
+	}
+	return nil
+}
+
+// unprivilegedPortStart is the sysctl of the network namespace that
+// opens it (the sandbox's own here, whichever /proc it is opened in).
+const unprivilegedPortStart = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+
+// forwardLowPorts lets the sandbox's unprivileged runner bind the
+// lowest forward below 1024 and those above it (a host service on
+// 127.0.0.1:80): the sandbox's network namespace, which nothing outside
+// shares, starts its unprivileged ports there. Without such a forward
+// it changes nothing.
+func forwardLowPorts(c *config) error {
+	low := sandbox.LowestPrivilegedPort(c.Forwards)
+	if low == 0 || c.ProxySocket == "" {
+		return nil
+	}
+	if err := os.WriteFile(unprivilegedPortStart, []byte(strconv.Itoa(low)), 0); err != nil {
+		return fmt.Errorf("let the forward of port %d be bound inside: %w", low, err)
 	}
 	return nil
 }

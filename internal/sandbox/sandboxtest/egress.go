@@ -81,31 +81,34 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 }
 
 // hostService serves a unix socket standing in for the egress proxy in
-// front of a service on the host's loopback: a CONNECT to service is
+// front of services on the host's loopback: a CONNECT to one of them is
 // answered 200, and the tunnel then carries "host-service\n" back; any
 // other target is refused (403). It records every target asked for.
-func hostService(t *testing.T, service string) (sock string, targets func() []string) {
+func hostService(t *testing.T, services ...string) (sock string, targets func() []string) {
 	t.Helper()
 	sock, ln := proxySocket(t)
-	return sock, testsupport.TunnelProxy(t, ln, func(target string) bool { return target == service }, "host-service\n")
+	return sock, testsupport.TunnelProxy(t, ln, func(target string) bool { return slices.Contains(services, target) }, "host-service\n")
 }
 
-// hostLoopbackScript connects to 127.0.0.1:41873 (a forward) and to
-// 127.0.0.1:41874 (none) from inside, with bash's /dev/tcp.
+// hostLoopbackScript connects to 127.0.0.1:41873 and 127.0.0.1:80
+// (forwards) and to 127.0.0.1:41874 (none) from inside, with bash's
+// /dev/tcp.
 const hostLoopbackScript = `command -v bash >/dev/null 2>&1 || { echo no-bash; exit 0; }
-exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/41873 && head -n 1 <&3; (exec 4<>/dev/tcp/127.0.0.1/41874) 2>/dev/null && echo reached || echo refused'`
+exec bash -c 'for p in 41873 80; do (exec 3<>/dev/tcp/127.0.0.1/$p && head -n 1 <&3) || echo "$p refused"; done; (exec 4<>/dev/tcp/127.0.0.1/41874) 2>/dev/null && echo reached || echo refused'`
 
 // runHostLoopback checks Spec.Forwards: a service on the host's loopback
 // that the allowlist admits is reached inside at the same address, its
 // connection tunnelled through the egress proxy (a CONNECT the proxy
-// decides); another port of the sandbox's loopback reaches nothing.
+// decides), a port below 1024 too (bound by the sandbox's unprivileged
+// runner); another port of the sandbox's loopback reaches nothing.
 func runHostLoopback(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)) {
-	proxy, targets := hostService(t, "127.0.0.1:41873")
+	forwards := []string{"127.0.0.1:41873", "127.0.0.1:80"}
+	proxy, targets := hostService(t, forwards...)
 	e := startEnv(t, b, func(s *sandbox.Spec) {
 		if adjust != nil {
 			adjust(s)
 		}
-		s.Network, s.ProxySocket, s.Forwards = sandbox.NetworkAllowlist, proxy, []string{"127.0.0.1:41873"}
+		s.Network, s.ProxySocket, s.Forwards = sandbox.NetworkAllowlist, proxy, forwards
 	})
 	defer e.sb.Destroy(context.Background())
 	res, err := e.cl.Exec(context.Background(), runner.ExecRequest{Shell: hostLoopbackScript}, nil, nil)
@@ -116,10 +119,10 @@ func runHostLoopback(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)
 	if got == "no-bash" {
 		testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", b.Name())
 	}
-	if got != "host-service\nrefused" {
+	if got != "host-service\nhost-service\nrefused" {
 		t.Errorf("%s: the host's service inside got %q (exit %d %s, stderr %q)", b.Name(), got, res.ExitCode, res.Signal, res.Stderr)
 	}
-	if got := targets(); !slices.Equal(got, []string{"CONNECT 127.0.0.1:41873"}) {
+	if got := targets(); !slices.Equal(got, []string{"CONNECT 127.0.0.1:41873", "CONNECT 127.0.0.1:80"}) {
 		t.Errorf("%s: the proxy was asked for %v", b.Name(), got)
 	}
 }
