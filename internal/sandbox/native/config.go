@@ -55,6 +55,10 @@ type config struct {
 	// Forwards are the host's loopback services reached through the
 	// proxy at the same address inside (sandbox.Spec.Forwards).
 	Forwards []string `json:"forwards,omitempty"`
+	// HostNetNS is the inode of the starting process's network namespace
+	// (the host's), which the init, in a namespace of its own, tells
+	// itself apart from before it changes a setting of its own there.
+	HostNetNS uint64 `json:"host_netns,omitempty"`
 	// GatewaySocket is the model gateway's host socket, bridged to
 	// 127.0.0.1:gatewayPort inside (with any network mode).
 	GatewaySocket string   `json:"gateway_socket,omitempty"`

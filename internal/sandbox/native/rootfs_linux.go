@@ -468,10 +468,26 @@ func forwardLowPorts(c *config) error {
 	if low == 0 || c.ProxySocket == "" {
 		return nil
 	}
+	// The sysctl is the host's in the host's namespace: never written
+	// there. cloneFlags always makes a new one; this checks it against
+	// the namespace of the process that started the sandbox.
+	if own := netnsInode(); own == 0 || c.HostNetNS == 0 || own == c.HostNetNS {
+		return fmt.Errorf("cannot tell the sandbox's network namespace (%d) from the host's (%d): its unprivileged ports are left alone", own, c.HostNetNS)
+	}
 	if err := os.WriteFile(unprivilegedPortStart, []byte(strconv.Itoa(low)), 0); err != nil {
 		return fmt.Errorf("let the forward of port %d be bound inside: %w", low, err)
 	}
 	return nil
+}
+
+// netnsInode is the inode of this process's network namespace, 0 when
+// it cannot be read.
+func netnsInode() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // setupNet brings the loopback interface up and names the host.

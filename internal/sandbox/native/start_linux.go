@@ -151,7 +151,7 @@ func (b *Backend) makeConfig(spec sandbox.Spec, mode string) (*config, cgLimits,
 		if err != nil || fi.Mode()&os.ModeSocket == 0 {
 			return nil, lim, fmt.Errorf("egress proxy socket %s is not a unix socket", spec.ProxySocket)
 		}
-		c.ProxySocket, c.Forwards = spec.ProxySocket, spec.Forwards
+		c.ProxySocket, c.Forwards, c.HostNetNS = spec.ProxySocket, spec.Forwards, netnsInode()
 	default:
 		return nil, lim, fmt.Errorf("network %q is not supported by the native sandbox (use none or allowlist)", spec.Network)
 	}
