@@ -35,10 +35,11 @@ type Env struct {
 	// Waiting says why a queued run waits when no agent host could ever
 	// take it (a team server's hosts); "" otherwise, or nil.
 	Waiting func(ctx context.Context, r *run.Run) string
-	// HostHas and OnHosts are a team server's (submit.Request's): an
-	// agent host has a profile's CLI; the runs execute on agent hosts
-	// only.
+	// HostHas, AnyHost and OnHosts are a team server's (submit.Request's):
+	// an agent host has a profile's CLI; one is enrolled; the runs execute
+	// on agent hosts only.
 	HostHas func(ctx context.Context, profile string) bool
+	AnyHost func(ctx context.Context) bool
 	OnHosts bool
 	// settingsErr is why the configuration could not be read: only the
 	// commands that use a setting fail on it (Configured), so a typo in

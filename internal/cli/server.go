@@ -215,7 +215,7 @@ func (app *App) runServer(ctx context.Context, o *serverOptions) error {
 	hosts.LocalWorker, hosts.Agents = slots > 0, app.Deps.Agents
 	// A profile's CLI may be on an agent host's PATH only; with no local
 	// worker, the model server is the hosts' to reach.
-	env.HostHas, env.OnHosts = hosts.HostHas, slots == 0
+	env.HostHas, env.AnyHost, env.OnHosts = hosts.HostHas, hosts.AnyHost, slots == 0
 	// The provider keys are the server's: its hosts get them sealed.
 	hosts.Getenv = app.Getenv
 	metrics.WatchHosts(hosts)

@@ -371,7 +371,7 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	req := o.request(s, app.Getenv)
 	if app.env != nil { // a team server's
-		req.HostHas, req.OnHosts = app.env.HostHas, app.env.OnHosts
+		req.HostHas, req.AnyHost, req.OnHosts = app.env.HostHas, app.env.AnyHost, app.env.OnHosts
 	}
 	if home := DataHome(app.Getenv); filepath.IsAbs(home) {
 		// The data directory's layout, for the workspace's preflight;

@@ -142,3 +142,58 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 		t.Fatalf("tool.txt on the branch: %q", got)
 	}
 }
+
+// TestLocalWorkerLeavesHostProgram: on a team server that runs a worker
+// of its own, an agent command whose program is on an agent host's PATH
+// only (not the server's) is refused while no host is enrolled; once one
+// is, it is taken with a warning that says the run goes to a host, the
+// server's own worker leaves it, and the host runs its program.
+func TestLocalWorkerLeavesHostProgram(t *testing.T) {
+	e := newEnv(t)
+	tm := teamOn(e, t, sqltest.Targets[0], 1, hostTTL)
+	tm.backend = "native"
+	args := []string{"--sandbox", "native", "--agent-cmd", "host-only-tool", "--attempts", "1", "Run the tool"}
+	_, res := e.submitJSON(tm.srv, args...)
+	if res.code != 2 || !strings.Contains(res.stdout, "agent_missing") {
+		t.Fatalf("submit with the program on no PATH and no host: exit %d %s %s", res.code, res.stdout, res.stderr)
+	}
+	tools, err := os.MkdirTemp("/var/tmp", "agentrun-host-tools-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tools) })
+	if err := os.Chmod(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tools, "host-only-tool"), []byte("#!/bin/sh\necho \"from the host's tool\" > tool.txt\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own := e.vars
+	e.vars = append(slices.Clone(own), "PATH="+tools+":"+os.Getenv("PATH"))
+	h := tm.startHost(tm.url)
+	e.vars = own
+	var d submitDoc
+	tm.waitFor("the host to enrol", func() bool {
+		d, res = e.submitJSON(tm.srv, args...)
+		if res.code != 0 && !strings.Contains(res.stdout, "agent_missing") {
+			t.Fatalf("submit: exit %d %s %s", res.code, res.stdout, res.stderr)
+		}
+		return res.code == 0
+	})
+	if !strings.Contains(res.stderr, `the agent command's program "host-only-tool" is not on this server's PATH: the run goes to an agent host`) {
+		t.Errorf("no warning that the run goes to a host:\n%s", res.stderr)
+	}
+	got := tm.waitEnded(d.ID)
+	if got.Status != "succeeded" {
+		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h.output())
+	}
+	if cs := tm.claims(d.ID); len(cs) != 1 || cs[0].host != "host1" {
+		t.Fatalf("claims: %+v (the server's own worker must leave the run)", cs)
+	}
+	if res := e.agentrun(tm.srv, "result", "--json", d.ID); res.code != 0 {
+		t.Fatalf("result: %s %s", res.stdout, res.stderr)
+	}
+	if got := testsupport.Git(t, e.repo, "show", "agentrun/"+d.ID+":tool.txt"); got != "from the host's tool" {
+		t.Fatalf("tool.txt on the branch: %q", got)
+	}
+}

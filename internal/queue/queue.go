@@ -52,6 +52,11 @@ type Offer struct {
 	// built-in agent or an agent command): a taker without it on its
 	// PATH cannot have it.
 	Agent string
+	// Command is an agent command run's command: the server's own worker
+	// takes it only with the command's program on its PATH. An agent host
+	// is not asked (it names no programs); one without it fails the run
+	// at its start.
+	Command string
 }
 
 // Queued is one queueing of a run: its id and its update time then.

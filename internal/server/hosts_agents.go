@@ -82,3 +82,25 @@ func (h *Hosts) HostHas(ctx context.Context, profile string) bool {
 		return !hs.Revoked && slices.Contains(hs.Agents, profile)
 	})
 }
+
+// AnyHost reports whether an agent host, revoked ones aside, is enrolled:
+// a submit to this server then leaves an agent command whose program is
+// not on the server's own PATH to the hosts. ctx is the submit's.
+func (h *Hosts) AnyHost(ctx context.Context) bool {
+	hosts, err := h.List(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(hosts, func(hs *Host) bool { return !hs.Revoked })
+}
+
+// localRunsCommand reports whether the server's own worker has agent
+// command cmd's program on its PATH (or cmd is a shell construct, which
+// needs none).
+func (h *Hosts) localRunsCommand(cmd string) bool {
+	if h.Getenv == nil {
+		return false
+	}
+	_, err := submit.CommandPreflight(cmd, h.Getenv("PATH"))
+	return err == nil
+}

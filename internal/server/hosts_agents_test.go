@@ -84,3 +84,28 @@ func TestHostsReachTheModelServer(t *testing.T) {
 		hosts.runID(t, unreachable, bundleOf(t, repo))
 	})
 }
+
+// TestLocalWorkerLeavesHostPrograms: on a server with a worker of its
+// own, an agent command whose program is not on the server's PATH is
+// refused while no agent host is enrolled (agent_missing); once one is,
+// it is taken, the server's own worker leaves it, and a host's claim
+// gets it.
+func TestLocalWorkerLeavesHostPrograms(t *testing.T) {
+	each(t, func(t *testing.T, c config) {
+		srv := start(t, c)
+		repo, _ := testsupport.Repo(t, map[string]string{"README.md": "hello\n"})
+		tool := spec("run the tool", "no-such-tool-on-this-server --go", nil)
+		if a := srv.submit(t, tool, bundleOf(t, repo)); a.status == http.StatusCreated || !strings.Contains(string(a.body), "agent_missing") {
+			t.Fatalf("submit with no agent host: %d %s", a.status, a.body)
+		}
+		cred := enrolHost(t, srv, c, "h1", nil)
+		id := srv.runID(t, tool, bundleOf(t, repo))
+		a := srv.asHost(t, cred, "POST", "/v1/hosts/claim", "", map[string]any{"backends": []string{"host"}, "wait_ms": 5000})
+		if a.status != http.StatusOK {
+			t.Fatalf("claim: %d %s", a.status, a.body)
+		}
+		if r, _ := a.doc(t)["run"].(map[string]any); r == nil || r["id"] != id {
+			t.Fatalf("the host's claim got %v, want run %s (the server's own worker must leave it)", r, id)
+		}
+	})
+}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/supervisor"
@@ -84,7 +85,11 @@ func (h *Hosts) check(ctx context.Context, id string) (queue.Offer, bool, error)
 }
 
 func (h *Hosts) offerOf(r *run.Run) queue.Offer {
-	return queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels, Sealed: h.needsSeal(r), Agent: profileOf(r)}
+	o := queue.Offer{Run: r.ID, Seq: r.Seq, Backend: r.Sandbox.Backend, Labels: r.Labels, Sealed: h.needsSeal(r), Agent: profileOf(r)}
+	if r.Agent.Name == agent.CommandName {
+		o.Command = r.Agent.Command
+	}
+	return o
 }
 
 // Waiting says why queued run r waits if no taker could ever have it: no
@@ -96,7 +101,7 @@ func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
 		return ""
 	}
 	o := h.offerOf(r)
-	if h.LocalWorker && len(r.Labels) == 0 && (o.Agent == "" || h.localHas(o.Agent)) {
+	if h.LocalWorker && len(r.Labels) == 0 && (o.Agent == "" || h.localHas(o.Agent)) && (o.Command == "" || h.localRunsCommand(o.Command)) {
 		return ""
 	}
 	hosts, err := h.List(ctx)

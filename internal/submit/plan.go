@@ -116,6 +116,11 @@ type Request struct {
 	// is then found on the host's at the run's start (nil: it must be
 	// here).
 	HostHas func(ctx context.Context, profile string) bool
+	// AnyHost, on a team server, reports whether an agent host (revoked
+	// ones aside) is enrolled: an agent command whose program is not on
+	// this machine's PATH is then left to the hosts (nil: it must be
+	// here).
+	AnyHost func(ctx context.Context) bool
 	// OnHosts: the run executes on a team's agent hosts, never here, so
 	// what only their network can answer (is the model server listening,
 	// does it list the model) is not asked from this one: the run's first
@@ -148,24 +153,24 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		req.Getenv = os.Getenv
 	}
 	// Agent, model gateway and network.
-	agentSpec, gw, visible, network, modelCheck, err := s.planAgent(ctx, req)
+	ap, err := s.planAgent(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.Agent = agentSpec
-	if gw != nil {
+	r.Agent, warnings = ap.spec, ap.warnings
+	if gw := ap.gw; gw != nil {
 		gw.MaxTokens, gw.MaxCost, gw.Prices = req.Models.MaxTokens, req.Models.MaxCost, req.Models.Prices
 		r.Gateway = gw
 		warnings = append(warnings, priceWarnings(r)...)
 	}
-	r.Sandbox.Network = network
+	r.Sandbox.Network = ap.network
 	r.Sandbox.LoopbackTCP = req.LoopbackTCP
 	r.Sandbox.Limits = req.Limits
-	if r.Sandbox.ReadOnlyPaths, err = readOnlyPaths(visible, req.ReadOnly); err != nil {
+	if r.Sandbox.ReadOnlyPaths, err = readOnlyPaths(ap.visible, req.ReadOnly); err != nil {
 		return nil, nil, err
 	}
-	if network == string(sandbox.NetworkAllowlist) {
-		w, err := planAllow(r, agentSpec.Hosts, req)
+	if ap.network == string(sandbox.NetworkAllowlist) {
+		w, err := planAllow(r, r.Agent.Hosts, req)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -183,7 +188,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 	}
 	r.Sandbox.Image = img.ID
 	warnings = append(warnings, sbWarnings...)
-	if err := cmp.Or(repoErr, modelCheck()); err != nil {
+	if err := cmp.Or(repoErr, ap.modelCheck()); err != nil {
 		return nil, nil, err
 	}
 	r.Repo, r.Base = info.Path, info.Base
@@ -346,12 +351,23 @@ func (s *Service) backendAndRepo(ctx context.Context, name, repo, ref string, li
 	return b, info, nil, repoErr, nil
 }
 
-// planAgent is the run's agent, its gateway routes, the host paths it
-// needs visible and its network; and what waits for the answer of the
-// user's model server on a profile's key and model (profileModelCheck;
-// for anything else, nothing to wait for).
-func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *run.GatewaySpec, []string, string, func() error, error) {
+// agentPlan is the run's agent, its gateway routes, the host paths it
+// needs visible and its network; what waits for the answer of the user's
+// model server on a profile's key and model (profileModelCheck; for
+// anything else, nothing to wait for); and what to warn of.
+type agentPlan struct {
+	spec       run.AgentSpec
+	gw         *run.GatewaySpec
+	visible    []string
+	network    string
+	modelCheck func() error
+	warnings   []string
+}
+
+// planAgent plans the run's agent (agentPlan).
+func (s *Service) planAgent(ctx context.Context, req Request) (agentPlan, error) {
 	var spec run.AgentSpec
+	var warnings []string
 	modelCheck := func() error { return nil }
 	var gw *run.GatewaySpec
 	var visible []string
@@ -360,16 +376,24 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	case req.AgentCmd != "":
 		spec = run.AgentSpec{Name: agent.CommandName, Command: req.AgentCmd}
 		vis, err := CommandPreflight(req.AgentCmd, req.Getenv("PATH"))
-		if err != nil && !req.OnHosts { // (on a team's hosts: theirs to find)
-			return spec, nil, nil, "", nil, err
+		switch {
+		case err == nil:
+			visible = vis
+		case req.OnHosts: // (on a team's hosts: theirs to find)
+		case req.AnyHost != nil && req.AnyHost(ctx):
+			// Not on this server's PATH: its own worker leaves the run to
+			// the agent hosts, each of which looks the program up on its
+			// own PATH at the run's start.
+			warnings = append(warnings, fmt.Sprintf("the agent command's program %q is not on this server's PATH: the run goes to an agent host, which fails it at its start if the program is not on its PATH either", strings.Fields(req.AgentCmd)[0]))
+		default:
+			return agentPlan{}, err
 		}
-		visible = vis
 		if req.Models.Model != "" && req.Models.Server == "" {
-			return spec, nil, nil, "", nil, catalog.UnsupportedFlag.New("%s with %s names a model for the model gateway, which an agent command gets only with %s", f("model"), f("agent_cmd"), f("model_server")).
+			return agentPlan{}, catalog.UnsupportedFlag.New("%s with %s names a model for the model gateway, which an agent command gets only with %s", f("model"), f("agent_cmd"), f("model_server")).
 				WithFix("add %s URL (the command then gets AGENTRUN_MODEL and the gateway's URLs), or drop %s", f("model_server"), f("model"))
 		}
 		for _, name := range req.Models.BuiltinFields {
-			return spec, nil, nil, "", nil, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; an agent command would ignore it", f(name))
+			return agentPlan{}, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; an agent command would ignore it", f(name))
 		}
 		if req.Models.Server != "" {
 			// A command agent may speak any protocol to the user's model
@@ -378,7 +402,7 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 			for _, name := range gateway.RouteNames {
 				rs, err := planRoute(ctx, req, name, "agent command", nil)
 				if err != nil {
-					return spec, nil, nil, "", nil, err
+					return agentPlan{}, err
 				}
 				gw.Routes = append(gw.Routes, rs)
 			}
@@ -392,30 +416,30 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 		}
 		kind, err := s.checkBuiltin(spec)
 		if err != nil {
-			return spec, nil, nil, "", nil, err
+			return agentPlan{}, err
 		}
 		rs, err := builtinRoute(ctx, req, spec, kind)
 		if err != nil {
-			return spec, nil, nil, "", nil, err
+			return agentPlan{}, err
 		}
 		if !req.OnHosts {
 			if err := checkBuiltinModel(ctx, spec, rs, kind, req.Getenv); err != nil {
-				return spec, nil, nil, "", nil, err
+				return agentPlan{}, err
 			}
 		}
 		gw = &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	case req.AgentName != "":
 		p, ok := s.Agents.Lookup(req.AgentName)
 		if !ok {
-			return spec, nil, nil, "", nil, catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
+			return agentPlan{}, catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
 		}
 		var err error
 		if spec, gw, visible, err = planProfile(ctx, req, p); err != nil {
-			return spec, nil, nil, "", nil, err
+			return agentPlan{}, err
 		}
 		modelCheck = s.profileModelCheck(ctx, req, spec.Model, gw.Routes[0])
 	default:
-		return spec, nil, nil, "", nil, catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))
+		return agentPlan{}, catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))
 	}
 	// The model goes through the gateway, which needs no network: every
 	// agent starts with none; --allow opens the allowlist.
@@ -428,15 +452,15 @@ func (s *Service) planAgent(ctx context.Context, req Request) (run.AgentSpec, *r
 	switch network {
 	case string(sandbox.NetworkNone):
 		if len(req.Allow) > 0 {
-			return spec, nil, nil, "", nil, catalog.ConflictFlags.New("%s with %s none", f("allow"), f("network"))
+			return agentPlan{}, catalog.ConflictFlags.New("%s with %s none", f("allow"), f("network"))
 		}
 		spec.Hosts = nil
 	case string(sandbox.NetworkAllowlist):
 	default:
-		return spec, nil, nil, "", nil, catalog.BadNetwork.New("%q", network)
+		return agentPlan{}, catalog.BadNetwork.New("%q", network)
 	}
 	spec.Env = mergeNames(spec.Env, req.EnvNames)
-	return spec, gw, visible, network, modelCheck, nil
+	return agentPlan{spec: spec, gw: gw, visible: visible, network: network, modelCheck: modelCheck, warnings: warnings}, nil
 }
 
 // builtinRoute is the built-in agent's gateway route: --base-url (or

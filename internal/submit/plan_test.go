@@ -181,3 +181,38 @@ func TestPlanSandboxWarnings(t *testing.T) {
 		t.Fatal("the plan returned before the sandbox's warnings were done")
 	}
 }
+
+// TestPlanCommandProgramOnHosts: an agent command whose program is not on
+// this machine's PATH is refused, unless the run goes to a team's agent
+// hosts: always with no local worker (OnHosts, silently), and where an
+// agent host is enrolled (AnyHost), with a warning that says so.
+func TestPlanCommandProgramOnHosts(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	svc := &Service{Backends: map[string]sandbox.Backend{"host": host.New()}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "no-such-program-here --flag", Attempts: 1, Sandbox: "host",
+		Getenv: func(k string) string {
+			if k == "PATH" {
+				return t.TempDir()
+			}
+			return ""
+		}}
+	const warned = `the agent command's program "no-such-program-here" is not on this server's PATH`
+	if _, _, err := svc.Plan(ctx, req); !catalog.Has(err, catalog.AgentMissing) {
+		t.Fatalf("on no PATH: %v, want agent_missing", err)
+	}
+	hosts := false
+	req.AnyHost = func(context.Context) bool { return hosts }
+	if _, _, err := svc.Plan(ctx, req); !catalog.Has(err, catalog.AgentMissing) {
+		t.Fatalf("with no agent host enrolled: %v, want agent_missing", err)
+	}
+	hosts = true
+	r, warnings, err := svc.Plan(ctx, req)
+	if err != nil || r.Agent.Command != req.AgentCmd || !strings.Contains(strings.Join(warnings, "\n"), warned) {
+		t.Fatalf("with an agent host: %v %v", warnings, err)
+	}
+	req.AnyHost, req.OnHosts = nil, true
+	if _, warnings, err := svc.Plan(ctx, req); err != nil || strings.Contains(strings.Join(warnings, "\n"), warned) {
+		t.Fatalf("on hosts only: %v %v", warnings, err)
+	}
+}

@@ -211,7 +211,7 @@ func (w *Local) take(ctx context.Context) {
 			agents = submit.Installed(w.Agents, w.Getenv("PATH"))
 		}
 		fits := func(o queue.Offer) bool {
-			return len(o.Labels) == 0 && (o.Agent == "" || agents == nil || slices.Contains(agents, o.Agent))
+			return len(o.Labels) == 0 && (o.Agent == "" || agents == nil || slices.Contains(agents, o.Agent)) && w.hasProgram(o.Command)
 		}
 		if w.Running() >= w.Slots {
 			select {
@@ -226,6 +226,18 @@ func (w *Local) take(ctx context.Context) {
 		}
 		done(w.claimOne(ctx, o.Run))
 	}
+}
+
+// hasProgram reports whether agent command cmd's program is on this
+// worker's PATH ("" or a shell construct: nothing to have). A team
+// server's submit leaves a command whose program it lacks to the agent
+// hosts.
+func (w *Local) hasProgram(cmd string) bool {
+	if cmd == "" || w.Getenv == nil {
+		return true
+	}
+	_, err := submit.CommandPreflight(cmd, w.Getenv("PATH"))
+	return err == nil
 }
 
 // claim takes queued runs, oldest first, while it has free slots.
