@@ -359,17 +359,7 @@ func TestAgentCommandPreflight(t *testing.T) {
 		t.Fatal(res.stdout)
 	}
 	// Not under /usr (so it must be made visible) nor /tmp (the sandbox's own).
-	tools, err := os.MkdirTemp("/var/tmp", "agentrun-tools-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tools) })
-	if err := os.Chmod(tools, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tools, "fixer"), []byte("#!/bin/sh\necho fixed > fixed.txt\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tools := toolDir(t, "fixer", "#!/bin/sh\necho fixed > fixed.txt\n")
 	d, res := e.submitJSON([]string{"PATH=" + tools + ":" + os.Getenv("PATH")}, "--agent-cmd", "fixer --all", "--wait", "fix")
 	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
 		requireCaps(t, "the native sandbox", false, res.stdout)

@@ -42,19 +42,8 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 		t.Fatalf("submit with claude on no PATH: exit %d %s %s", res.code, res.stdout, res.stderr)
 	}
 	h1 := tm.startHost(tm.url) // host1: no claude, no tools
-	// host2's own tool, outside every directory a sandbox shows (nor
-	// /tmp, the sandbox's own).
-	tools, err := os.MkdirTemp("/var/tmp", "agentrun-host2-tools-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tools) })
-	if err := os.Chmod(tools, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tools, "host2-tool"), []byte("#!/bin/sh\necho \"from host2's tool\" > tool.txt\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// host2's own tool, outside every directory a sandbox shows.
+	tools := toolDir(t, "host2-tool", "#!/bin/sh\necho \"from host2's tool\" > tool.txt\n")
 	e.vars = append(slices.Clone(own), "PATH="+filepath.Dir(bin)+":"+tools+":"+os.Getenv("PATH"))
 	h2 := tm.startHost(tm.url)
 	e.vars = own
@@ -62,14 +51,7 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 		tm.waitFor("host2 to name its agent CLIs", func() bool { return strings.Contains(h2.output(), "agent CLIs claude") })
 	}
 
-	var d submitDoc
-	tm.waitFor("the server to hear that host2 has claude", func() bool {
-		d, res = e.submitJSON(tm.srv, args...)
-		if res.code != 0 && !strings.Contains(res.stdout, "agent_missing") {
-			t.Fatalf("submit: exit %d %s %s", res.code, res.stdout, res.stderr)
-		}
-		return res.code == 0
-	})
+	d, res := tm.submitOnceTaken("the server to hear that host2 has claude", args...)
 	var list struct {
 		Hosts []struct {
 			Name   string   `json:"name"`
@@ -84,13 +66,7 @@ func TestHostRunsItsOwnCLI(t *testing.T) {
 	if res := tm.admin("hosts"); !strings.Contains(res.stdout, "AGENT CLIS") || !strings.Contains(res.stdout, " claude ") {
 		t.Errorf("the host list shows no agent CLIs:\n%s", res.stdout)
 	}
-	got := tm.waitEnded(d.ID)
-	if got.Status != "succeeded" {
-		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h2.output())
-	}
-	if cs := tm.claims(d.ID); len(cs) != 1 || cs[0].host != "host2" {
-		t.Fatalf("claims: %+v", cs)
-	}
+	tm.succeededOn(d.ID, h2)
 	// The server's record keeps the profile's name, not where host2's
 	// PATH had the CLI, nor what that needed visible.
 	var rec struct {
@@ -157,43 +133,69 @@ func TestLocalWorkerLeavesHostProgram(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stdout, "agent_missing") {
 		t.Fatalf("submit with the program on no PATH and no host: exit %d %s %s", res.code, res.stdout, res.stderr)
 	}
-	tools, err := os.MkdirTemp("/var/tmp", "agentrun-host-tools-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tools) })
-	if err := os.Chmod(tools, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tools, "host-only-tool"), []byte("#!/bin/sh\necho \"from the host's tool\" > tool.txt\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	tools := toolDir(t, "host-only-tool", "#!/bin/sh\necho \"from the host's tool\" > tool.txt\n")
 	own := e.vars
 	e.vars = append(slices.Clone(own), "PATH="+tools+":"+os.Getenv("PATH"))
 	h := tm.startHost(tm.url)
 	e.vars = own
-	var d submitDoc
-	tm.waitFor("the host to enrol", func() bool {
-		d, res = e.submitJSON(tm.srv, args...)
-		if res.code != 0 && !strings.Contains(res.stdout, "agent_missing") {
-			t.Fatalf("submit: exit %d %s %s", res.code, res.stdout, res.stderr)
-		}
-		return res.code == 0
-	})
+	d, res := tm.submitOnceTaken("the host to enrol", args...)
 	if !strings.Contains(res.stderr, `the agent command's program "host-only-tool" is not on this server's PATH: the run goes to an agent host`) {
 		t.Errorf("no warning that the run goes to a host:\n%s", res.stderr)
 	}
-	got := tm.waitEnded(d.ID)
-	if got.Status != "succeeded" {
-		t.Fatalf("run %s: %s/%s\n%s", d.ID, got.Status, got.Reason, h.output())
-	}
-	if cs := tm.claims(d.ID); len(cs) != 1 || cs[0].host != "host1" {
-		t.Fatalf("claims: %+v (the server's own worker must leave the run)", cs)
-	}
+	tm.succeededOn(d.ID, h) // (not the server's own worker)
 	if res := e.agentrun(tm.srv, "result", "--json", d.ID); res.code != 0 {
 		t.Fatalf("result: %s %s", res.stdout, res.stderr)
 	}
 	if got := testsupport.Git(t, e.repo, "show", "agentrun/"+d.ID+":tool.txt"); got != "from the host's tool" {
 		t.Fatalf("tool.txt on the branch: %q", got)
 	}
+}
+
+// submitOnceTaken submits args to the team until the server takes the
+// run (it refuses it with agent_missing until what it waits for, named
+// by what, has happened).
+func (tm *team) submitOnceTaken(what string, args ...string) (submitDoc, result) {
+	tm.e.t.Helper()
+	var d submitDoc
+	var res result
+	tm.waitFor(what, func() bool {
+		d, res = tm.e.submitJSON(tm.srv, args...)
+		if res.code != 0 && !strings.Contains(res.stdout, "agent_missing") {
+			tm.e.t.Fatalf("submit: exit %d %s %s", res.code, res.stdout, res.stderr)
+		}
+		return res.code == 0
+	})
+	return d, res
+}
+
+// succeededOn waits for run id to end and fails the test unless it
+// succeeded, taken by host h alone.
+func (tm *team) succeededOn(id string, h *agentHost) {
+	tm.e.t.Helper()
+	if got := tm.waitEnded(id); got.Status != "succeeded" {
+		tm.e.t.Fatalf("run %s: %s/%s\n%s", id, got.Status, got.Reason, h.output())
+	}
+	if cs := tm.claims(id); len(cs) != 1 || cs[0].host != h.name {
+		tm.e.t.Fatalf("run %s's claims: %+v, want %s's alone", id, cs, h.name)
+	}
+}
+
+// toolDir makes a directory any user can search, holding the executable
+// script name: a program on a PATH outside every directory a sandbox
+// shows by itself (not under /usr, nor /tmp, the sandbox's own), so that
+// it must be made visible. It is removed at the test's end.
+func toolDir(t *testing.T, name, script string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "agentrun-tools-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
