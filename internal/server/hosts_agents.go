@@ -15,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/agentrun/agentrun/internal/agent"
+	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/submit"
 )
@@ -56,17 +57,36 @@ func (hs *Host) setAgents(col sql.NullString) {
 	}
 }
 
-// localHas reports whether the server's own worker has profile's CLI.
-func (h *Hosts) localHas(profile string) bool {
-	if h.Getenv == nil {
+// LocalTakes reports whether the server's own worker takes offer o,
+// with the profiles agents and its environment getenv: it has no labels,
+// so o must ask for none, and the CLI of o's profile and the program of
+// o's agent command must be on getenv's PATH (looked up at each call: a
+// CLI installed meanwhile counts). With no getenv, or no agents, any
+// profile or command is taken. The worker asks it of each offer; Waiting
+// asks it of a queued run.
+func LocalTakes(o queue.Offer, agents agent.Catalog, getenv func(string) string) bool {
+	if len(o.Labels) > 0 {
 		return false
 	}
-	p, ok := h.Agents.Lookup(profile)
-	if !ok {
-		return false
+	if getenv == nil {
+		return true
 	}
-	_, err := submit.LookPath(p.Binary, h.Getenv("PATH"))
-	return err == nil
+	path := getenv("PATH")
+	if o.Agent != "" && agents != nil {
+		p, ok := agents.Lookup(o.Agent)
+		if !ok {
+			return false
+		}
+		if _, err := submit.LookPath(p.Binary, path); err != nil {
+			return false
+		}
+	}
+	if o.Command != "" {
+		if _, err := submit.CommandPreflight(o.Command, path); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // HostHas reports whether an enrolled host, revoked ones aside, said in
@@ -92,15 +112,4 @@ func (h *Hosts) AnyHost(ctx context.Context) bool {
 		return false
 	}
 	return slices.ContainsFunc(hosts, func(hs *Host) bool { return !hs.Revoked })
-}
-
-// localRunsCommand reports whether the server's own worker has agent
-// command cmd's program on its PATH (or cmd is a shell construct, which
-// needs none).
-func (h *Hosts) localRunsCommand(cmd string) bool {
-	if h.Getenv == nil {
-		return false
-	}
-	_, err := submit.CommandPreflight(cmd, h.Getenv("PATH"))
-	return err == nil
 }

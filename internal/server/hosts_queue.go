@@ -101,7 +101,7 @@ func (h *Hosts) Waiting(ctx context.Context, r *run.Run) string {
 		return ""
 	}
 	o := h.offerOf(r)
-	if h.LocalWorker && len(r.Labels) == 0 && (o.Agent == "" || h.localHas(o.Agent)) && (o.Command == "" || h.localRunsCommand(o.Command)) {
+	if h.LocalWorker && LocalTakes(o, h.Agents, h.Getenv) {
 		return ""
 	}
 	hosts, err := h.List(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/queue"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/submit"
 	"github.com/agentrun/agentrun/internal/supervisor"
 )
@@ -203,16 +203,9 @@ func (w *Local) reconcile(ctx context.Context) {
 // ctx ends.
 func (w *Local) take(ctx context.Context) {
 	// The server's own worker has no labels: it takes the runs that ask
-	// for none, and whose agent CLI is on its PATH (looked up for each
-	// wait: a CLI installed meanwhile counts).
+	// for none, and whose agent CLI or command's program is on its PATH.
+	fits := func(o queue.Offer) bool { return server.LocalTakes(o, w.Agents, w.Getenv) }
 	for ctx.Err() == nil {
-		var agents []string
-		if w.Agents != nil && w.Getenv != nil {
-			agents = submit.Installed(w.Agents, w.Getenv("PATH"))
-		}
-		fits := func(o queue.Offer) bool {
-			return len(o.Labels) == 0 && (o.Agent == "" || agents == nil || slices.Contains(agents, o.Agent)) && w.hasProgram(o.Command)
-		}
 		if w.Running() >= w.Slots {
 			select {
 			case <-ctx.Done():
@@ -226,18 +219,6 @@ func (w *Local) take(ctx context.Context) {
 		}
 		done(w.claimOne(ctx, o.Run))
 	}
-}
-
-// hasProgram reports whether agent command cmd's program is on this
-// worker's PATH ("" or a shell construct: nothing to have). A team
-// server's submit leaves a command whose program it lacks to the agent
-// hosts.
-func (w *Local) hasProgram(cmd string) bool {
-	if cmd == "" || w.Getenv == nil {
-		return true
-	}
-	_, err := submit.CommandPreflight(cmd, w.Getenv("PATH"))
-	return err == nil
 }
 
 // claim takes queued runs, oldest first, while it has free slots.
