@@ -186,14 +186,7 @@ func (tm *team) succeededOn(id string, h *agentHost) {
 // it must be made visible. It is removed at the test's end.
 func toolDir(t *testing.T, name, script string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", "agentrun-tools-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testsupport.SearchableDir(t, "/var/tmp", "agentrun-tools-")
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

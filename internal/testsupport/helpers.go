@@ -14,6 +14,23 @@ import (
 // that RunHelpers releases them together.
 const helperGateEnv = "AGENTRUN_TEST_HELPER_GATE"
 
+// SearchableDir makes a new directory in parent ("": the temporary
+// directory) named prefix and a random suffix, that any user can search
+// (0755: a test may run a process as another user), and removes it at
+// the test's end.
+func SearchableDir(tb testing.TB, parent, prefix string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
 // RunHelpers re-executes the test binary as procs helper processes running
 // only the test named test, each with env added to the environment (and
 // cred, if set, applied to its command). They are released together once
@@ -22,14 +39,7 @@ const helperGateEnv = "AGENTRUN_TEST_HELPER_GATE"
 func RunHelpers(t testing.TB, test string, procs int, env []string, cred func(*exec.Cmd)) string {
 	t.Helper()
 	// A directory any user can search: cred may run a helper as another.
-	dir, err := os.MkdirTemp("", "agentrun-helpers-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := SearchableDir(t, "", "agentrun-helpers-")
 	gate := filepath.Join(dir, "go")
 	var out bytes.Buffer
 	var mu sync.Mutex

@@ -28,11 +28,7 @@ func proxyEcho(t *testing.T) string {
 // at the test's end.
 func proxySocket(t *testing.T) (string, net.Listener) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sbp-")
-	must(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	must(t, os.Chmod(dir, 0o755))
-	sock := filepath.Join(dir, "proxy.sock")
+	sock := filepath.Join(testsupport.SearchableDir(t, "", "sbp-"), "proxy.sock")
 	ln, err := net.Listen("unix", sock)
 	must(t, err)
 	must(t, os.Chmod(sock, 0o777))
@@ -65,19 +61,29 @@ func runEgress(t *testing.T, b, ref sandbox.Backend, adjust func(*sandbox.Spec))
 	}
 	for _, be := range []sandbox.Backend{b, ref} {
 		e := startEnv(t, be, allow)
-		res, err := e.cl.Exec(context.Background(), runner.ExecRequest{Shell: egressScript}, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", be.Name(), err)
-		}
-		got := strings.TrimSpace(string(res.Stdout))
-		if got == "no-bash" {
-			testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", be.Name())
-		}
+		got, res := execBash(t, e, be.Name(), egressScript)
 		if got != "CONNECT" {
 			t.Errorf("%s: through the proxy relay got %q (exit %d %s, stderr %q)", be.Name(), got, res.ExitCode, res.Signal, res.Stderr)
 		}
 		e.sb.Destroy(context.Background())
 	}
+}
+
+// execBash runs script in the sandbox of e (backend name) and returns
+// its stdout, trimmed, and its result. The script prints no-bash where
+// the sandbox has no bash, which opens the TCP connections these cases
+// need: a missing capability, not a pass.
+func execBash(t *testing.T, e *env, name, script string) (string, *runner.ExecResult) {
+	t.Helper()
+	res, err := e.cl.Exec(context.Background(), runner.ExecRequest{Shell: script}, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	got := strings.TrimSpace(string(res.Stdout))
+	if got == "no-bash" {
+		testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", name)
+	}
+	return got, res
 }
 
 // hostService serves a unix socket standing in for the egress proxy in
@@ -111,14 +117,7 @@ func runHostLoopback(t *testing.T, b sandbox.Backend, adjust func(*sandbox.Spec)
 		s.Network, s.ProxySocket, s.Forwards = sandbox.NetworkAllowlist, proxy, forwards
 	})
 	defer e.sb.Destroy(context.Background())
-	res, err := e.cl.Exec(context.Background(), runner.ExecRequest{Shell: hostLoopbackScript}, nil, nil)
-	if err != nil {
-		t.Fatalf("%s: %v", b.Name(), err)
-	}
-	got := strings.TrimSpace(string(res.Stdout))
-	if got == "no-bash" {
-		testsupport.Require(t, "bash inside the sandbox", false, "%s: no bash to open a TCP connection", b.Name())
-	}
+	got, res := execBash(t, e, b.Name(), hostLoopbackScript)
 	if got != "host-service\nhost-service\nrefused" {
 		t.Errorf("%s: the host's service inside got %q (exit %d %s, stderr %q)", b.Name(), got, res.ExitCode, res.Signal, res.Stderr)
 	}
