@@ -41,11 +41,16 @@ var procMasked = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
 // procHidden are covered with /dev/null.
 var procHidden = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms"}
 
-// reservedTargets may not be replaced by an extra read-only path.
-var reservedTargets = []string{"/proc", "/dev", WorkDir, "/tmp", homeDir, innerDir, "/etc"}
+// reservedTargets may not be replaced by an extra read-only path, nor
+// hold one: each is the sandbox's own (what it is, for the refusal).
+var reservedTargets = []struct{ path, what string }{
+	{"/proc", "its own /proc"}, {"/dev", "its own /dev"}, {WorkDir, "the workspace"}, {homeDir, "the agent's HOME"},
+	{innerDir, "agentrun's own directory"}, {"/etc", "its own /etc, made of chosen host files"},
+}
 
 // checkReadOnlyTarget refuses extra paths that would cover the sandbox's
-// own mounts.
+// own mounts. A path under /tmp is shown on the sandbox's own /tmp (a
+// fresh tmpfs), bound over it (underTmp); /tmp itself is refused.
 func checkReadOnlyTarget(p string) error {
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("read-only path %q is not absolute", p)
@@ -54,13 +59,20 @@ func checkReadOnlyTarget(p string) error {
 	if c == "/" {
 		return fmt.Errorf("read-only path %q would cover the whole root", p)
 	}
+	if c == "/tmp" {
+		return fmt.Errorf("read-only path %q would cover the sandbox's /tmp, its own (a fresh tmpfs): name a path under it instead", p)
+	}
 	for _, r := range reservedTargets {
-		if c == r || strings.HasPrefix(c, r+"/") || strings.HasPrefix(r, c+"/") {
-			return fmt.Errorf("read-only path %q overlaps the sandbox's %s", p, r)
+		if c == r.path || strings.HasPrefix(c, r.path+"/") || strings.HasPrefix(r.path, c+"/") {
+			return fmt.Errorf("read-only path %q overlaps the sandbox's %s (%s)", p, r.path, r.what)
 		}
 	}
 	return nil
 }
+
+// underTmp reports whether the read-only path p (clean) lies under /tmp:
+// it is bound once the sandbox's own /tmp is mounted.
+func underTmp(p string) bool { return strings.HasPrefix(p, "/tmp/") }
 
 // CheckReadOnly implements sandbox.ReadOnlyChecker.
 func (b *Backend) CheckReadOnly(p string) error { return checkReadOnlyTarget(p) }
@@ -89,14 +101,8 @@ func buildRoot(c *config) error {
 	if err := buildEtc(r, c); err != nil {
 		return err
 	}
-	for _, p := range c.ReadOnly {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("read-only path: %w", err)
-		}
-		if err := bind(p, r+filepath.Clean(p), !fi.IsDir()); err != nil {
-			return err
-		}
+	if err := bindReadOnly(r, c.ReadOnly, false); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		path string
@@ -112,6 +118,9 @@ func buildRoot(c *config) error {
 	if err := mountWritable(c, r); err != nil {
 		return err
 	}
+	if err := bindReadOnly(r, c.ReadOnly, true); err != nil {
+		return err
+	}
 	// The agentrun binary and the proxy and gateway sockets are not bound
 	// in: a bind would show their host paths in /proc/self/mountinfo. The
 	// init holds them as descriptors instead (openServeFiles).
@@ -122,6 +131,24 @@ func buildRoot(c *config) error {
 		return err
 	}
 	return pivot(r)
+}
+
+// bindReadOnly binds the read-only paths ro under root r: those under
+// /tmp (tmp: after the sandbox's own /tmp is mounted, on it) or the rest.
+func bindReadOnly(r string, ro []string, tmp bool) error {
+	for _, p := range ro {
+		if underTmp(p) != tmp {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("read-only path: %w", err)
+		}
+		if err := bind(p, r+filepath.Clean(p), !fi.IsDir()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mountWritable mounts what processes inside may write to: the

@@ -79,14 +79,7 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 			t.Fatalf("network none: HTTP_PROXY is %q", got)
 		}
 	})
-	if !opts.NoEgress {
-		t.Run("egress/allowlist-relay", func(t *testing.T) { runEgress(t, b, ref, opts.Spec) })
-		if b.Isolation().Network {
-			// (Without a network of its own, the host's loopback is the
-			// sandbox's: nothing to forward.)
-			t.Run("egress/host-loopback", func(t *testing.T) { runHostLoopback(t, b, opts.Spec) })
-		}
-	}
+	runOwnSandboxes(t, b, ref, opts)
 	t.Run("Stop", func(t *testing.T) {
 		for _, e := range []*env{subject, twin} {
 			// A command still running when the sandbox stops is ended:
@@ -156,6 +149,23 @@ func startEnv(t testing.TB, b sandbox.Backend, adjust func(*sandbox.Spec)) *env 
 	}
 	t.Cleanup(func() { sb.Destroy(context.Background()) })
 	return &env{sb: sb, cl: sb.Runner(), spec: spec, host: ws}
+}
+
+// runOwnSandboxes runs the cases that start a sandbox of their own: what
+// b shows of the host's files read-only, and egress.
+func runOwnSandboxes(t *testing.T, b, ref sandbox.Backend, opts Options) {
+	if b.Isolation().Files {
+		// (Without files of its own, /tmp is the host's.)
+		t.Run("files/read-only-under-tmp", func(t *testing.T) { runReadOnlyUnderTmp(t, b, opts.Spec) })
+	}
+	if !opts.NoEgress {
+		t.Run("egress/allowlist-relay", func(t *testing.T) { runEgress(t, b, ref, opts.Spec) })
+		if b.Isolation().Network {
+			// (Without a network of its own, the host's loopback is the
+			// sandbox's: nothing to forward.)
+			t.Run("egress/host-loopback", func(t *testing.T) { runHostLoopback(t, b, opts.Spec) })
+		}
+	}
 }
 
 // fixtureSpec makes a fresh fixture (removed at the end of the test) and
