@@ -104,8 +104,8 @@ type Prewarmer interface {
 }
 
 // ReadOnlyChecker is implemented by a backend whose own mounts keep some
-// host paths from being shown read-only at their own paths (a /tmp of its
-// own). CheckReadOnly says why p cannot be one of Spec.ReadOnlyPaths (nil:
+// host paths from being shown read-only at their own paths (its
+// workspace, HOME, /proc). CheckReadOnly says why p cannot be one of Spec.ReadOnlyPaths (nil:
 // it can), so that a run that needs p is refused before it is created
 // rather than when its sandbox starts.
 type ReadOnlyChecker interface {

@@ -245,8 +245,8 @@ func isSocket(what, p string) error {
 func (b *Backend) readOnlyPaths(named []string) ([]string, error) {
 	var out []string
 	add := func(p string, must bool) error {
-		if !filepath.IsAbs(p) {
-			return fmt.Errorf("read-only path %q is not absolute", p)
+		if err := checkReadOnlyTarget(p); err != nil {
+			return err
 		}
 		p = filepath.Clean(p)
 		if _, err := os.Stat(p); err != nil {
@@ -254,11 +254,6 @@ func (b *Backend) readOnlyPaths(named []string) ([]string, error) {
 				return fmt.Errorf("read-only path: %w", err)
 			}
 			return nil
-		}
-		for _, own := range []string{WorkDir, homeDir, innerDir, "/tmp", "/proc", "/dev", "/sys", "/"} {
-			if p == own || strings.HasPrefix(own, p+"/") || (own != "/" && strings.HasPrefix(p, own+"/")) {
-				return fmt.Errorf("read-only path %s would cover the sandbox's own %s", p, own)
-			}
 		}
 		out = append(out, p)
 		return nil
@@ -275,6 +270,34 @@ func (b *Backend) readOnlyPaths(named []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ownMounts are the container's own: no read-only path may cover one,
+// nor lie under one but /tmp (a tmpfs: a path under it is bound on it).
+var ownMounts = []string{WorkDir, homeDir, innerDir, "/tmp", "/proc", "/dev", "/sys"}
+
+// checkReadOnlyTarget says why p cannot be a read-only path of a
+// container (nil: it can).
+func checkReadOnlyTarget(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("read-only path %q is not absolute", p)
+	}
+	p = filepath.Clean(p)
+	if p == "/" {
+		return fmt.Errorf("read-only path %s would cover the whole root", p)
+	}
+	for _, own := range ownMounts {
+		if p == own || strings.HasPrefix(own, p+"/") {
+			return fmt.Errorf("read-only path %s would cover the sandbox's own %s", p, own)
+		}
+		if own != "/tmp" && strings.HasPrefix(p, own+"/") {
+			return fmt.Errorf("read-only path %s lies under the sandbox's own %s", p, own)
+		}
+	}
+	return nil
+}
+
+// CheckReadOnly implements sandbox.ReadOnlyChecker.
+func (b *Backend) CheckReadOnly(p string) error { return checkReadOnlyTarget(p) }
 
 // sandboxEnv is the spec's environment with HOME, TMPDIR and PATH set for
 // the inside, and the proxy variables when egress goes through the bridge.
