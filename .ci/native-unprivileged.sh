@@ -31,5 +31,5 @@ as_user() {
 		${AGENTRUN_TEST_CLIS:+AGENTRUN_TEST_CLIS="$AGENTRUN_TEST_CLIS"} "$@"
 }
 as_user "$out/native.test" -test.count=1 "$@"
-echo "== gateway and agent CLI end-to-end tests as an unprivileged user"
-as_user "$out/e2e.test" -test.count=1 -test.run 'TestGateway|TestEgressThroughCompanyProxy|TestAllowHostLoopback|TestProfilesEndToEnd|TestKeyNeverOnDisk|TestProfileSessionContinues|TestProfileWarmHome' -test.v
+echo "== gateway, agent CLI and read-only path end-to-end tests as an unprivileged user"
+as_user "$out/e2e.test" -test.count=1 -test.run 'TestGateway|TestEgressThroughCompanyProxy|TestAllowHostLoopback|TestProfilesEndToEnd|TestKeyNeverOnDisk|TestProfileSessionContinues|TestProfileWarmHome|TestReadOnly' -test.v

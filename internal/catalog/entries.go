@@ -64,7 +64,8 @@ var (
 	// Agent CLIs (profiles).
 	AgentMissing    = Entry{"agent_missing", "the agent CLI is not installed", "install it (see 'agentrun submit --help' for each profile's package) so that it is on your PATH, or use ‹agent_cmd›", ExitUsage}
 	UnsupportedFlag = Entry{"unsupported_flag", "the agent cannot honour an option", "drop the option; point a profile at your own model with ‹model_server› URL and ‹model› NAME", ExitUsage}
-	BadPath         = Entry{"bad_path", "invalid ‹ro› path", "name an existing absolute (or relative to here) host path; it is made visible read-only inside the sandbox", ExitUsage}
+	BadPath         = Entry{"bad_path", "invalid ‹ro› path", "name an existing absolute (or relative to here) host path outside the sandbox's own directories (the workspace, its HOME, /proc, /dev); it is made visible read-only inside the sandbox", ExitUsage}
+	AgentHidden     = Entry{"agent_not_visible", "the sandbox cannot show the agent CLI", "install the CLI (with the runtime it runs on) outside the directory the cause names, e.g. under /usr/local, /opt or your home directory, and put it on PATH", ExitUsage}
 	BadCLIEndpoint  = Entry{"bad_cli_endpoint", "the agent CLI's own endpoint cannot be used", "unset the CLI's base-URL variable to use the profile's provider, or set it to the http:// or https:// URL of an endpoint", ExitUsage}
 
 	// Setup snapshots and toolchain caches.

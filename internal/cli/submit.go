@@ -233,7 +233,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	f.StringVar(&o.ModelServer, "model-server", "", "send model traffic to this server: a URL (http://localhost:1234; an OpenAI-compatible API as its clients name it, .../v1 or .../api/paas/v4) or a [model_servers] name")
 	f.Int64Var(&o.MaxTokens, "max-tokens", 0, "end the run when its model use reaches this many tokens (input + output; 0 = no limit)")
 	f.Float64Var(&o.MaxCost, "max-cost", 0, "end the run when its estimated model cost reaches this many US dollars (0 = no limit)")
-	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox (repeatable)")
+	f.StringArrayVar(&o.ReadOnly, "ro", nil, "make this host path visible read-only inside the sandbox, at its own path (repeatable; one under /tmp is shown on the sandbox's own /tmp)")
 	f.StringArrayVar(&o.Labels, "label", nil, "team server: hand the run only to an agent host with this `KEY=VALUE` label (repeatable)")
 	f.StringVar(&o.Workspace, "workspace", "", "auto (an overlay over a cached checkout where the sandbox can mount one, else a full copy), copy (never the layer cache) or overlay (fail where none can be mounted); default auto")
 	f.StringVar(&o.History, "history", "", "shallow (the agent sees the base commit only) or full (also the repository's whole history, read-only: every branch's objects); default shallow")

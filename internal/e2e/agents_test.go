@@ -358,7 +358,7 @@ func TestAgentCommandPreflight(t *testing.T) {
 	if !strings.Contains(res.stdout, "unsupported_flag") {
 		t.Fatal(res.stdout)
 	}
-	// Not under /usr (so it must be made visible) nor /tmp (the sandbox's own).
+	// Not under /usr (so it must be made visible); one under /tmp is TestReadOnlyUnderTmp.
 	tools := toolDir(t, "fixer", "#!/bin/sh\necho fixed > fixed.txt\n")
 	d, res := e.submitJSON([]string{"PATH=" + tools + ":" + os.Getenv("PATH")}, "--agent-cmd", "fixer --all", "--wait", "fix")
 	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {

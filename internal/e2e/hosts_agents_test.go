@@ -182,8 +182,9 @@ func (tm *team) succeededOn(id string, h *agentHost) {
 
 // toolDir makes a directory any user can search, holding the executable
 // script name: a program on a PATH outside every directory a sandbox
-// shows by itself (not under /usr, nor /tmp, the sandbox's own), so that
-// it must be made visible. It is removed at the test's end.
+// shows by itself (not under /usr), so that it must be made visible, nor
+// under /tmp (bound on the sandbox's own /tmp: TestReadOnlyUnderTmp). It
+// is removed at the test's end.
 func toolDir(t *testing.T, name, script string) string {
 	t.Helper()
 	dir := testsupport.SearchableDir(t, "/var/tmp", "agentrun-tools-")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/agent"
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
@@ -39,13 +40,17 @@ func validateWorkspace(w run.WorkspaceSpec) error {
 }
 
 // planWorkspace records what the run asks of its workspace and checks,
-// before anything is created, that the sandbox can give it: an overlay
+// before anything is created, that the sandbox can give it: the
+// read-only paths shown at their own paths (checkShown), an overlay
 // asked for by name must mount (the backend's probe, in the data
 // directory's cache, where the layers will be); full history needs a
 // backend that shows only named paths, read-only, and makes the
 // repository's object directories such paths. It returns the files to
 // include from the working tree.
 func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) ([]run.IncludedFile, error) {
+	if err := checkShown(b, r, req.ReadOnly); err != nil {
+		return nil, err
+	}
 	w := req.Workspace
 	w.Mode, w.History = w.ModeOrAuto(), w.HistoryOrShallow()
 	if w.Mode == run.WorkspaceOverlay {
@@ -137,4 +142,38 @@ func bareRepo(repo string) bool {
 		}
 	}
 	return true
+}
+
+// checkShown refuses, before anything is made, a read-only path of r that
+// backend b cannot show at its own path (one of the sandbox's own mounts
+// takes it, e.g. its HOME): a path named with --ro (named, as given) is a
+// bad_path; one the agent needs (its CLI's package, its interpreter, the
+// agent command's program) is agent_not_visible. Without the check the
+// run would fail as its sandbox starts.
+func checkShown(b sandbox.Backend, r *run.Run, named []string) error {
+	c, ok := b.(sandbox.ReadOnlyChecker)
+	if !ok {
+		return nil
+	}
+	byFlag := map[string]bool{}
+	for _, p := range named {
+		if abs, err := filepath.Abs(p); err == nil {
+			byFlag[abs] = true
+		}
+	}
+	for _, p := range r.Sandbox.ReadOnlyPaths {
+		err := c.CheckReadOnly(p)
+		switch {
+		case err == nil:
+		case byFlag[p]:
+			return catalog.BadPath.Wrap(err, "%s %s: the %s sandbox cannot show it: %v", f("ro"), p, r.Sandbox.Backend, err)
+		default:
+			who := "the " + r.Agent.Name + " profile's CLI " + r.Agent.Binary
+			if r.Agent.Name == agent.CommandName {
+				who = "the agent command's program"
+			}
+			return catalog.AgentHidden.Wrap(err, "%s needs %s, which the %s sandbox cannot show: %v", who, p, r.Sandbox.Backend, err)
+		}
+	}
+	return nil
 }
