@@ -62,68 +62,75 @@ true`
 // TestFullHistoryReadOnly: with --history full the agent's git log and
 // git blame walk the repository's whole history, every write into the
 // user's object store or refs fails, and the user's repository is byte
-// for byte what it was; the run records the mode. The default is the
-// base commit alone; the host backend refuses full history.
+// for byte what it was; the run records the mode. So for a repository
+// under /tmp, whose objects the native sandbox shows on its own /tmp. The
+// default is the base commit alone; the host backend refuses full
+// history.
 func TestFullHistoryReadOnly(t *testing.T) {
 	e := newEnv(t)
-	// Outside /tmp: the native sandbox has a /tmp of its own, and shows
-	// no host path under it.
-	outside, err := os.MkdirTemp("/var/tmp", "agentrun-history-")
-	if err != nil {
-		t.Fatal(err)
+	outside := filepath.Join(testsupport.SearchableDir(t, "/var/tmp", "agentrun-history-"), "repo")
+	under := filepath.Join(testsupport.SearchableDir(t, "/tmp", "agentrun-history-"), "repo")
+	for _, repo := range []string{outside, under} {
+		historyRepo(t, repo)
 	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
-	e.repo = filepath.Join(outside, "repo")
-	testsupport.RepoAt(t, e.repo, map[string]string{"README.md": "hello\n"})
-	for _, msg := range []string{"second", "third"} {
-		if err := os.WriteFile(filepath.Join(e.repo, "README.md"), []byte(msg+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		testsupport.Git(t, e.repo, "commit", "-q", "-am", msg)
-	}
+	e.repo = outside
 	res := e.run("submit", "--json", "--sandbox", "host", "--history", "full", "--agent-cmd", "true", "t")
 	if res.code != 2 || !strings.Contains(res.stdout, `"no_full_history"`) || len(e.runIDs()) != 0 {
 		t.Fatalf("host: exit %d %s", res.code, res.stdout)
 	}
-	// A repository under /tmp, which the native sandbox cannot show: refused
-	// at submit, nothing created.
-	under := newEnv(t)
-	res = under.run("submit", "--json", "--history", "full", "--agent-cmd", "true", "t")
-	if res.code == 2 && strings.Contains(res.stdout, "sandbox_preflight") {
-		requireCaps(t, "the native sandbox", false, res.stdout)
-	}
-	if res.code != 2 || !strings.Contains(res.stdout, `"no_full_history"`) || !strings.Contains(res.stdout, "/tmp") || len(under.runIDs()) != 0 {
-		t.Fatalf("under /tmp: exit %d %s", res.code, res.stdout)
-	}
-	before := treeDigest(t, filepath.Join(e.repo, ".git"))
-	for _, mode := range []string{"overlay", "copy"} {
-		res = e.run("submit", "--json", "--history", "full", "--workspace", mode, "--agent-cmd", historyAgent, "--wait", "t")
-		if res.code == 2 && (strings.Contains(res.stdout, "sandbox_preflight") || strings.Contains(res.stdout, "no_overlay")) {
-			requireCaps(t, "the native sandbox with overlay workspaces", false, res.stdout)
+	for _, repo := range []string{outside, under} {
+		e.repo = repo
+		before := treeDigest(t, filepath.Join(repo, ".git"))
+		for _, mode := range []string{"overlay", "copy"} {
+			fullHistoryRun(t, e, mode)
 		}
-		d := decodeSubmit(t, res)
-		log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
-		if d.Reason != string(run.ReasonNoChanges) || !strings.Contains(string(log), "third second init") || !strings.Contains(string(log), "blame 1") || strings.Contains(string(log), "WROTE") {
-			t.Fatalf("%s: %+v\nagent.log:\n%s\nsupervisor:\n%s", mode, d, log, e.supervisorLog(d.ID))
-		}
-		st := e.run("status", "--json", d.ID)
-		if err := loadSchemas(t).Validate("status.schema.json", []byte(st.stdout), jsonschema.Options{}); err != nil || !strings.Contains(st.stdout, `"history": "full"`) {
-			t.Fatalf("status --json: %v\n%s", err, st.stdout)
-		}
-		r := e.get(d.ID)
-		if r.Workspace.History != run.HistoryFull || len(r.Workspace.Objects) != 1 || !strings.HasPrefix(r.Provenance.Enforced["workspace"], mode) {
-			t.Fatalf("%s: workspace %+v enforced %v", mode, r.Workspace, r.Provenance.Enforced["workspace"])
+		if after := treeDigest(t, filepath.Join(repo, ".git")); after != before {
+			t.Fatalf("the user's repository %s changed", repo)
 		}
 	}
-	if after := treeDigest(t, filepath.Join(e.repo, ".git")); after != before {
-		t.Fatal("the user's repository changed")
-	}
+	e.repo = outside
 	// The default: the base commit only.
 	res = e.run("submit", "--json", "--agent-cmd", "git log --format=%s | tr '\\n' ' '", "--wait", "t")
 	d := decodeSubmit(t, res)
 	log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
 	if strings.TrimSpace(string(log)) != "third" || e.get(d.ID).Workspace.History != run.HistoryShallow {
 		t.Fatalf("shallow: %q", log)
+	}
+}
+
+// historyRepo makes a repository at dir with three commits of README.md.
+func historyRepo(t *testing.T, dir string) {
+	t.Helper()
+	testsupport.RepoAt(t, dir, map[string]string{"README.md": "hello\n"})
+	for _, msg := range []string{"second", "third"} {
+		if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte(msg+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		testsupport.Git(t, dir, "commit", "-q", "-am", msg)
+	}
+}
+
+// fullHistoryRun runs historyAgent with --history full in a workspace of
+// mode on e.repo, and checks what it saw, that it wrote nothing, and what
+// the run records.
+func fullHistoryRun(t *testing.T, e *env, mode string) {
+	t.Helper()
+	res := e.run("submit", "--json", "--history", "full", "--workspace", mode, "--agent-cmd", historyAgent, "--wait", "t")
+	if res.code == 2 && (strings.Contains(res.stdout, "sandbox_preflight") || strings.Contains(res.stdout, "no_overlay")) {
+		requireCaps(t, "the native sandbox with overlay workspaces", false, res.stdout)
+	}
+	d := decodeSubmit(t, res)
+	log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+	if d.Reason != string(run.ReasonNoChanges) || !strings.Contains(string(log), "third second init") || !strings.Contains(string(log), "blame 1") || strings.Contains(string(log), "WROTE") {
+		t.Fatalf("%s, %s: %+v\nagent.log:\n%s\nsupervisor:\n%s", e.repo, mode, d, log, e.supervisorLog(d.ID))
+	}
+	st := e.run("status", "--json", d.ID)
+	if err := loadSchemas(t).Validate("status.schema.json", []byte(st.stdout), jsonschema.Options{}); err != nil || !strings.Contains(st.stdout, `"history": "full"`) {
+		t.Fatalf("status --json: %v\n%s", err, st.stdout)
+	}
+	r := e.get(d.ID)
+	if r.Workspace.History != run.HistoryFull || len(r.Workspace.Objects) != 1 || !strings.HasPrefix(r.Provenance.Enforced["workspace"], mode) {
+		t.Fatalf("%s: workspace %+v enforced %v", mode, r.Workspace, r.Provenance.Enforced["workspace"])
 	}
 }
 
