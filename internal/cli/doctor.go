@@ -151,7 +151,7 @@ func (app *App) runDoctor(ctx context.Context) error {
 	}
 	path := app.Getenv("PATH")
 	for _, p := range app.Deps.Agents {
-		wg.Go(func() { push(checkAgentCLI(ctx, p, path)) })
+		wg.Go(func() { push(checkAgentCLI(ctx, p, path, defaultBackend)) })
 	}
 	wg.Wait()
 	slices.SortFunc(late, func(a, b doctorCheck) int { return strings.Compare(a.Name, b.Name) })
@@ -529,7 +529,9 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 	return c
 }
 
-func checkAgentCLI(ctx context.Context, p agent.Info, path string) doctorCheck {
+// checkAgentCLI checks profile p's CLI on path: found, its version, and
+// that b (the default sandbox backend, nil: none) can show it.
+func checkAgentCLI(ctx context.Context, p agent.Info, path string, b sandbox.Backend) doctorCheck {
 	c := doctorCheck{Name: "agent." + p.Name}
 	bin, err := submit.LookPath(p.Binary, path)
 	if err != nil {
@@ -569,7 +571,31 @@ func checkAgentCLI(ctx context.Context, p agent.Info, path string) doctorCheck {
 			c.Detail += "; runs start the native program its npm launcher runs, " + prog
 		}
 	}
+	if why := hiddenCLI(p, path, b); why != "" {
+		// What submit refuses (agent_not_visible).
+		c.Status, c.Detail, c.Fix = "warn", "found, but "+why, catalog.AgentHidden.Fix
+	}
 	return c
+}
+
+// hiddenCLI says why backend b cannot show profile p's CLI on path (or
+// what it needs: its package, its interpreter) at its own path; "" when
+// it can, or b does not say.
+func hiddenCLI(p agent.Info, path string, b sandbox.Backend) string {
+	rc, ok := b.(sandbox.ReadOnlyChecker)
+	if !ok {
+		return ""
+	}
+	_, _, visible, err := submit.LocateProfile(p, path)
+	if err != nil {
+		return ""
+	}
+	for _, v := range visible {
+		if err := rc.CheckReadOnly(v); err != nil {
+			return fmt.Sprintf("the %s sandbox cannot show %s: %v", b.Name(), v, err)
+		}
+	}
+	return ""
 }
 
 // firstVersion is the first x.y.z in s.
