@@ -216,3 +216,47 @@ func TestPlanCommandProgramOnHosts(t *testing.T) {
 		t.Fatalf("on hosts only: %v %v", warnings, err)
 	}
 }
+
+// hidingBackend cannot show any path under hidden at its own path.
+type hidingBackend struct {
+	countingBackend
+	hidden string
+}
+
+func (b *hidingBackend) CheckReadOnly(p string) error {
+	if strings.HasPrefix(p, b.hidden+"/") {
+		return errors.New("under " + b.hidden + ", the sandbox's own")
+	}
+	return nil
+}
+
+// TestPlanReadOnlyNotShown: a read-only path the backend cannot show at
+// its own path is refused before anything is made: an --ro path as
+// bad_path, the agent command's program as agent_not_visible, each naming
+// the path; not on a team's hosts, whose own paths replace these.
+func TestPlanReadOnlyNotShown(t *testing.T) {
+	ctx := context.Background()
+	repo, _ := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	hidden := t.TempDir()
+	tool := filepath.Join(hidden, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{Backends: map[string]sandbox.Backend{"hiding": &hidingBackend{hidden: hidden}}, Agents: external.Infos(), Providers: all.Providers()}
+	req := Request{Repo: repo, Task: "t", AgentCmd: "true", Attempts: 1, Sandbox: "hiding", ReadOnly: []string{tool}}
+	if _, _, err := svc.Plan(ctx, req); !catalog.Has(err, catalog.BadPath) || !strings.Contains(err.Error(), tool) {
+		t.Fatalf("--ro %s: %v, want bad_path naming it", tool, err)
+	}
+	req.ReadOnly, req.AgentCmd = nil, tool+" --fix"
+	if _, _, err := svc.Plan(ctx, req); !catalog.Has(err, catalog.AgentHidden) || !strings.Contains(err.Error(), tool) {
+		t.Fatalf("the command's program: %v, want agent_not_visible naming it", err)
+	}
+	req.OnHosts = true
+	if _, _, err := svc.Plan(ctx, req); err != nil {
+		t.Fatalf("on hosts: %v", err)
+	}
+	req.OnHosts, req.AgentCmd, req.ReadOnly = false, "true", []string{repo}
+	if r, _, err := svc.Plan(ctx, req); err != nil || !slices.Contains(r.Sandbox.ReadOnlyPaths, repo) {
+		t.Fatalf("a path it can show: %v", err)
+	}
+}

@@ -48,8 +48,10 @@ func validateWorkspace(w run.WorkspaceSpec) error {
 // repository's object directories such paths. It returns the files to
 // include from the working tree.
 func (s *Service) planWorkspace(ctx context.Context, req Request, b sandbox.Backend, r *run.Run) ([]run.IncludedFile, error) {
-	if err := checkShown(b, r, req.ReadOnly); err != nil {
-		return nil, err
+	if !req.OnHosts { // (on a team's hosts, their own paths replace these)
+		if err := checkShown(b, r, req.ReadOnly); err != nil {
+			return nil, err
+		}
 	}
 	w := req.Workspace
 	w.Mode, w.History = w.ModeOrAuto(), w.HistoryOrShallow()
