@@ -592,7 +592,7 @@ func hiddenCLI(p agent.Info, path string, b sandbox.Backend) string {
 	}
 	for _, v := range visible {
 		if err := rc.CheckReadOnly(v); err != nil {
-			return fmt.Sprintf("the %s sandbox cannot show %s: %v", b.Name(), v, err)
+			return fmt.Sprintf("the %s sandbox cannot show it: %v", b.Name(), err) // (err names v)
 		}
 	}
 	return ""

@@ -27,7 +27,8 @@ func TestDoctorCLIHidden(t *testing.T) {
 	h.env["PATH"] = inDev + ":" + inTmp + ":" + os.Getenv("PATH")
 	h.env["AGENTRUN_SANDBOX"] = "native"
 	_, js, _, got := doctorJSON(t, h)
-	if c := got["agent.claude"]; c.Status != "warn" || !strings.Contains(c.Detail, "the native sandbox cannot show "+filepath.Join(inDev, "claude")) ||
+	if c := got["agent.claude"]; c.Status != "warn" || !strings.Contains(c.Detail, "the native sandbox cannot show it") ||
+		!strings.Contains(c.Detail, filepath.Join(inDev, "claude")) ||
 		c.Fix != catalog.AgentHidden.Fix {
 		t.Errorf("agent.claude: %+v\n%s", c, js)
 	}

@@ -225,7 +225,7 @@ type hidingBackend struct {
 
 func (b *hidingBackend) CheckReadOnly(p string) error {
 	if strings.HasPrefix(p, b.hidden+"/") {
-		return errors.New("under " + b.hidden + ", the sandbox's own")
+		return errors.New(p + " lies under " + b.hidden + ", the sandbox's own")
 	}
 	return nil
 }

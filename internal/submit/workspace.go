@@ -168,13 +168,14 @@ func checkShown(b sandbox.Backend, r *run.Run, named []string) error {
 		switch {
 		case err == nil:
 		case byFlag[p]:
-			return catalog.BadPath.Wrap(err, "%s %s: the %s sandbox cannot show it: %v", f("ro"), p, r.Sandbox.Backend, err)
+			return catalog.BadPath.Wrap(err, "%s %s cannot be shown in the %s sandbox: %v", f("ro"), p, r.Sandbox.Backend, err)
 		default:
+			// (err names p: the CLI itself, its package or its interpreter)
 			who := "the " + r.Agent.Name + " profile's CLI " + r.Agent.Binary
 			if r.Agent.Name == agent.CommandName {
 				who = "the agent command's program"
 			}
-			return catalog.AgentHidden.Wrap(err, "%s needs %s, which the %s sandbox cannot show: %v", who, p, r.Sandbox.Backend, err)
+			return catalog.AgentHidden.Wrap(err, "%s cannot be shown in the %s sandbox: %v", who, r.Sandbox.Backend, err)
 		}
 	}
 	return nil
