@@ -39,15 +39,21 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	var mk *marker
 	if !s.opts.NoWatchdog {
 		mk = newMarker()
+		// Known before the start: a runner killed before add still has
+		// the command ended (add reports a failure to start a watchdog).
+		_ = s.watchdog.expect(mk.expected())
 	}
 	start := time.Now()
 	if err := startCommand(cmd, p, mk, s.opts.StartCmd); err != nil {
+		s.watchdog.settle(mk.expected().Link)
 		return nil, err
 	}
 	pgid := cmd.Process.Pid
 	var wdErr error
 	if !s.opts.NoWatchdog {
-		if wdErr = s.watchdog.add(pgid, mk.watched(pgid)); wdErr != nil {
+		wdErr = s.watchdog.add(pgid, mk.watched(pgid))
+		s.watchdog.settle(mk.expected().Link) // (where the group's line did not carry it)
+		if wdErr != nil {
 			// Nothing would end the group if the runner died: end it now.
 			syscall.Kill(-pgid, syscall.SIGKILL)
 		} else {

@@ -175,6 +175,22 @@ func (m *marker) watched(pid int) deathwatch.Watched {
 	return deathwatch.Watched{Link: m.link, Start: st.Start}
 }
 
+// expected is the marker as the watchdog is told of it before the
+// command starts, with now as its start: a holder started since is the
+// command or descends from it (the pipe is new, and only this process
+// hands it on), and this process, which holds the other end, is not.
+func (m *marker) expected() deathwatch.Watched {
+	if m == nil {
+		return deathwatch.Watched{}
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return deathwatch.Watched{}
+	}
+	// /proc's start times are in USER_HZ (100 a second) since boot.
+	return deathwatch.Watched{Link: m.link, Start: uint64(ts.Nano()) / 1e7}
+}
+
 // held reports whether some process still holds the write end.
 func (m *marker) held() bool {
 	m.r.SetReadDeadline(time.Now().Add(time.Millisecond))

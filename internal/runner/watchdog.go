@@ -32,6 +32,45 @@ type watchdog struct {
 	cmd  *exec.Cmd
 	w    *os.File
 	live map[int]deathwatch.Watched // groups reported, resent to a restarted watchdog
+	// expected are the markers of commands about to start (expect), by
+	// link, until their group is reported (add) or they did not start
+	// (settle); resent to a restarted watchdog.
+	expected map[string]uint64
+}
+
+// expect reports that a command with marker m is about to start, before
+// its start: should the runner die between the start and add, before
+// the group is known, the watchdog still ends whatever holds the
+// marker. An error (no watchdog) is add's to report.
+func (d *watchdog) expect(m deathwatch.Watched) error {
+	if m.Link == "" {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.expected == nil {
+		d.expected = map[string]uint64{}
+	}
+	d.expected[m.Link] = m.Start
+	if err := d.ensure(); err != nil {
+		return err
+	}
+	if err := d.write(deathwatch.Expected(m)); err != nil {
+		return d.ensure() // a new one gets every expected marker
+	}
+	return nil
+}
+
+// settle ends the expectation of marker link where add has not: the
+// command did not start, or its group was reported without the marker.
+func (d *watchdog) settle(link string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.expected[link]; !ok {
+		return
+	}
+	delete(d.expected, link)
+	d.write(deathwatch.Dropped(link))
 }
 
 // ready starts the watchdog if it is not running. A command must not start
@@ -52,6 +91,9 @@ func (d *watchdog) add(pgid int, m deathwatch.Watched) error {
 		d.live = map[int]deathwatch.Watched{}
 	}
 	d.live[pgid] = m
+	// The group's line ends the expectation of its marker on the other
+	// side too.
+	delete(d.expected, m.Link)
 	if err := d.ensure(); err != nil {
 		delete(d.live, pgid)
 		return err
@@ -90,7 +132,7 @@ func (d *watchdog) write(line string) error {
 }
 
 // ensure starts the watchdog unless it runs, and reports every live group
-// to a new one.
+// and expected marker to a new one.
 func (d *watchdog) ensure() error {
 	if d.w != nil {
 		return nil
@@ -100,6 +142,11 @@ func (d *watchdog) ensure() error {
 	}
 	for pg, m := range d.live {
 		if err := d.send(pg, m); err != nil {
+			return fmt.Errorf("runner watchdog: %w", err)
+		}
+	}
+	for link, start := range d.expected {
+		if err := d.write(deathwatch.Expected(deathwatch.Watched{Link: link, Start: start})); err != nil {
 			return fmt.Errorf("runner watchdog: %w", err)
 		}
 	}

@@ -130,3 +130,43 @@ func listenTemp(t *testing.T) (net.Listener, string) {
 	}
 	return ln, sock
 }
+
+// TestWatchdogCoversCommandBeforeItsGroup: the runner dies (for its
+// watchdog: the pipe ends) after a command started but before the
+// command's group was reported: the marker the watchdog was told of
+// before the start still ends the command's background child. Without
+// it the child outlived the runner (seen as a rare failure of
+// TestRunnerKilledKillsGrandchildren on a loaded machine).
+func TestWatchdogCoversCommandBeforeItsGroup(t *testing.T) {
+	root := t.TempDir()
+	wd := &watchdog{}
+	t.Cleanup(func() {
+		wd.mu.Lock()
+		wd.stopLocked()
+		wd.mu.Unlock()
+	})
+	pid := 0
+	s, err := newServer(ServerOptions{Root: root, Env: []string{"PATH=" + os.Getenv("PATH")},
+		StartCmd: func(cmd *exec.Cmd) error {
+			if err := startCmd(cmd); err != nil {
+				return err
+			}
+			pid, _ = strconv.Atoi(waitFile(t, filepath.Join(root, "pid")))
+			wd.mu.Lock()
+			wd.w.Close() // the runner's death, as the watchdog sees it
+			wd.mu.Unlock()
+			waitGone(t, pid)
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.watchdog = wd
+	defer s.close()
+	if _, err := s.exec(context.Background(), newExecution("early", "exec"), &ExecRequest{Shell: "sleep 100 & echo $! > pid; wait"}); err != nil {
+		t.Fatal(err)
+	}
+	if pid == 0 {
+		t.Fatal("the command never started")
+	}
+}

@@ -36,18 +36,20 @@ func init() {
 }
 
 // Main keeps the set of live process groups the runner reports on r
-// ("+ PGID [MARKER START]" when one starts, "- PGID" when it is gone) and,
-// when r ends (the runner exited or was killed outright), kills every
-// group still in the set and, where markers are known (Linux), every
-// process that holds a live group's marker (started no earlier than its
-// command) and their descendants: what left the group (setsid, double
-// fork) dies too.
+// ("+ PGID [MARKER START]" when one starts, "- PGID" when it is gone) and
+// of the markers of commands about to start ("? MARKER START" before the
+// start, until the group's "+" line, or "~ MARKER" when it did not
+// start) and, when r ends (the runner exited or was killed outright),
+// kills every group still in the set and, where markers are known
+// (Linux), every process that holds a live group's or an expected
+// marker (started no earlier than its START) and their descendants: what
+// left the group (setsid, double fork) dies too, and so does a command
+// the runner had started but not yet reported when it died.
 func Main(r io.Reader) int {
 	// Its own group already; a terminal's hangup or interrupt is not the
 	// runner's death.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
-	live := Read(r)
-	markers := map[string]uint64{}
+	live, markers := ReadAll(r)
 	for pg, m := range live {
 		syscall.Kill(-pg, syscall.SIGKILL)
 		if m.Link != "" {
@@ -77,15 +79,41 @@ func Started(pg int, m Watched) string {
 // Ended is the report of group pg gone.
 func Ended(pg int) string { return "- " + strconv.Itoa(pg) + "\n" }
 
+// Expected is the report of a command about to start with marker m (its
+// Start: no holder started before it); the command's Started line ends
+// the expectation, and so does Dropped.
+func Expected(m Watched) string {
+	return "? " + m.Link + " " + strconv.FormatUint(m.Start, 10) + "\n"
+}
+
+// Dropped is the report that the command expected with marker link did
+// not start.
+func Dropped(link string) string { return "~ " + link + "\n" }
+
 // Read reads reports until r ends and returns the groups still live.
 // Malformed lines are ignored; a line is at most a few hundred bytes.
 func Read(r io.Reader) map[int]Watched {
-	live := map[int]Watched{}
+	live, _ := ReadAll(r)
+	return live
+}
+
+// ReadAll is Read, with the markers still expected (MARKER to START).
+func ReadAll(r io.Reader) (map[int]Watched, map[string]uint64) {
+	live, expected := map[int]Watched{}, map[string]uint64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 512), 512)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 2 && len(f) != 4 {
+		switch {
+		case len(f) == 3 && f[0] == "?":
+			if start, err := strconv.ParseUint(f[2], 10, 64); err == nil && strings.HasPrefix(f[1], "pipe:[") {
+				expected[f[1]] = start
+			}
+			continue
+		case len(f) == 2 && f[0] == "~":
+			delete(expected, f[1])
+			continue
+		case len(f) != 2 && len(f) != 4:
 			continue
 		}
 		pg, err := strconv.Atoi(f[1])
@@ -103,9 +131,10 @@ func Read(r io.Reader) map[int]Watched {
 		switch f[0] {
 		case "+":
 			live[pg] = w
+			delete(expected, w.Link)
 		case "-":
 			delete(live, pg)
 		}
 	}
-	return live
+	return live, expected
 }

@@ -22,3 +22,23 @@ func TestReadWhatIsReported(t *testing.T) {
 		t.Fatalf("Read kept %v, want %v", got, want)
 	}
 }
+
+// TestReadExpected: a marker reported before its command's start stays
+// expected until the group's report carries it or it is dropped; a
+// malformed expectation changes nothing.
+func TestReadExpected(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(Expected(Watched{Link: "pipe:[10]", Start: 5}))
+	b.WriteString(Expected(Watched{Link: "pipe:[11]", Start: 6}))
+	b.WriteString(Expected(Watched{Link: "pipe:[12]", Start: 7}))
+	b.WriteString(Started(400, Watched{Link: "pipe:[11]", Start: 8}))
+	b.WriteString(Dropped("pipe:[12]"))
+	b.WriteString("? /etc/passwd 3\n? pipe:[13] x\n? pipe:[14]\n")
+	live, expected := ReadAll(strings.NewReader(b.String()))
+	if want := map[string]uint64{"pipe:[10]": 5}; !maps.Equal(expected, want) {
+		t.Fatalf("expected %v, want %v", expected, want)
+	}
+	if want := map[int]Watched{400: {Link: "pipe:[11]", Start: 8}}; !maps.Equal(live, want) {
+		t.Fatalf("live %v, want %v", live, want)
+	}
+}
