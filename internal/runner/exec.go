@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentrun/agentrun/internal/runner/deathwatch"
 )
 
 const defaultPath = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
@@ -37,23 +39,23 @@ func (s *server) exec(ctx context.Context, e *execution, req *ExecRequest) (*Exe
 	// host backend: it runs the watchdog) also tracks descendants that
 	// leave the group.
 	var mk *marker
+	var expected deathwatch.Watched
 	if !s.opts.NoWatchdog {
 		mk = newMarker()
 		// Known before the start: a runner killed before add still has
 		// the command ended (add reports a failure to start a watchdog).
-		_ = s.watchdog.expect(mk.expected())
+		expected = mk.expected()
+		_ = s.watchdog.expect(expected)
 	}
 	start := time.Now()
 	if err := startCommand(cmd, p, mk, s.opts.StartCmd); err != nil {
-		s.watchdog.settle(mk.expected().Link)
+		s.watchdog.settle(expected.Link)
 		return nil, err
 	}
 	pgid := cmd.Process.Pid
 	var wdErr error
 	if !s.opts.NoWatchdog {
-		wdErr = s.watchdog.add(pgid, mk.watched(pgid))
-		s.watchdog.settle(mk.expected().Link) // (where the group's line did not carry it)
-		if wdErr != nil {
+		if wdErr = s.watchdog.add(pgid, mk.watched(pgid), expected.Link); wdErr != nil {
 			// Nothing would end the group if the runner died: end it now.
 			syscall.Kill(-pgid, syscall.SIGKILL)
 		} else {

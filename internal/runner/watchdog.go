@@ -61,11 +61,15 @@ func (d *watchdog) expect(m deathwatch.Watched) error {
 	return nil
 }
 
-// settle ends the expectation of marker link where add has not: the
-// command did not start, or its group was reported without the marker.
+// settle ends the expectation of marker link: the command did not
+// start.
 func (d *watchdog) settle(link string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.settleLocked(link)
+}
+
+func (d *watchdog) settleLocked(link string) {
 	if _, ok := d.expected[link]; !ok {
 		return
 	}
@@ -81,10 +85,11 @@ func (d *watchdog) ready() error {
 	return d.ensure()
 }
 
-// add reports a started group and its command's marker (none: ""). An
-// error means no watchdog covers it (one could not be started again): the
+// add reports a started group and its command's marker (none: ""), and
+// ends the expectation of the marker expected (expect) for it. An error
+// means no watchdog covers it (one could not be started again): the
 // caller must end the group.
-func (d *watchdog) add(pgid int, m deathwatch.Watched) error {
+func (d *watchdog) add(pgid int, m deathwatch.Watched, expected string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.live == nil {
@@ -92,8 +97,9 @@ func (d *watchdog) add(pgid int, m deathwatch.Watched) error {
 	}
 	d.live[pgid] = m
 	// The group's line ends the expectation of its marker on the other
-	// side too.
+	// side too; one it does not carry is dropped once the line is sent.
 	delete(d.expected, m.Link)
+	defer d.settleLocked(expected)
 	if err := d.ensure(); err != nil {
 		delete(d.live, pgid)
 		return err
