@@ -26,7 +26,7 @@ func diskLimits(l sandbox.Limits) (bytes, inodes int64) {
 // newDiskWatch is the watch of the sandbox whose init is p; its Run
 // samples.
 func newDiskWatch(p *proc, c *config, bytes, inodes int64) *diskwatch.Watch {
-	root := "/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/root"
+	root := "/proc/" + strconv.Itoa(p.process.Pid) + "/root"
 	w := &diskwatch.Watch{
 		Dirs:     []string{c.Workspace},
 		Tmpfs:    []string{root + "/tmp", root + "/dev/shm"},

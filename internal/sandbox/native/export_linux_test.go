@@ -16,7 +16,7 @@ func WarmPid() int {
 	if ahead.w == nil {
 		return 0
 	}
-	return ahead.w.cmd.Process.Pid
+	return ahead.w.process.Pid
 }
 
 // StoppedByInit is closed once sb's pid 1 has said that nothing else runs
@@ -42,7 +42,7 @@ func WarmJoined() {
 // ended: an init that ends in between (a signal, the OOM killer).
 func EndWarmWhenTaken() (restore func()) {
 	warmTaken = func(w *warm) {
-		w.cmd.Process.Kill()
+		w.process.Kill()
 		<-w.done
 	}
 	return func() { warmTaken = nil }

@@ -2,10 +2,11 @@ package native
 
 import (
 	"github.com/agentrun/agentrun/internal/sandbox"
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 )
 
 // Name is the backend's --sandbox name.
-const Name = "native"
+const Name = warmstart.Backend
 
 // Options configure the backend.
 type Options struct {

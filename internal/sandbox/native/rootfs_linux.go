@@ -496,7 +496,7 @@ func forwardLowPorts(c *config) error {
 		return nil
 	}
 	// The sysctl is the host's in the host's namespace: never written
-	// there. cloneFlags always makes a new one; this checks it against
+	// there. warmstart.CloneFlags always makes a new one; this checks it against
 	// the namespace of the process that started the sandbox.
 	if own := netnsInode(); own == 0 || c.HostNetNS == 0 || own == c.HostNetNS {
 		return fmt.Errorf("cannot tell the sandbox's network namespace (%d) from the host's (%d): its unprivileged ports are left alone", own, c.HostNetNS)

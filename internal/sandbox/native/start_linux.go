@@ -27,6 +27,7 @@ import (
 	"github.com/agentrun/agentrun/internal/runner"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/diskwatch"
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -39,10 +40,27 @@ const (
 	readyTimeout     = 30 * time.Second
 )
 
+// child is a started init: its process, closed done once it was waited
+// for, and then how it ended.
+type child struct {
+	process *os.Process
+	done    chan struct{}
+	state   *os.ProcessState
+}
+
+// waitFor is p, waited for by wait from now on.
+func waitFor(p *os.Process, wait func() *os.ProcessState) *child {
+	c := &child{process: p, done: make(chan struct{})}
+	go func() {
+		c.state = wait()
+		close(c.done)
+	}()
+	return c
+}
+
 // proc is one started init (pid 1 of a sandbox).
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	*child
 	// stopped is closed when a serving init says that nothing but
 	// itself runs any more; it then waits to be killed (see quiesce).
 	stopped  chan struct{}
@@ -60,7 +78,7 @@ func (p *proc) kill() {
 	select {
 	case <-p.done:
 	default:
-		p.cmd.Process.Kill()
+		p.process.Kill()
 	}
 	<-p.done
 }
@@ -245,14 +263,6 @@ func sandboxEnv(base []string, proxy bool) []string {
 	return env
 }
 
-func cloneFlags() uintptr {
-	f := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if os.Getuid() != 0 {
-		f |= unix.CLONE_NEWUSER
-	}
-	return f
-}
-
 func namespacesEnforced() map[string]string {
 	m := map[string]string{"namespaces": "enforced"}
 	if os.Getuid() != 0 {
@@ -280,7 +290,7 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 				mk.add("host-warm-taken")
 				err := w.send(extra[0], log)
 				if err == nil {
-					return b.configure(ctx, spec, c, lim, w.cmd, w.done, w.cfgW, w.stR, w.cgroups, mk)
+					return b.configure(ctx, spec, c, lim, w.child, w.cfgW, w.stR, w.cgroups, mk)
 				}
 				w.discard()
 				if !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
@@ -313,25 +323,24 @@ func (b *Backend) launch(ctx context.Context, spec sandbox.Spec, c *config, lim 
 	mk.add("host-spawned")
 	cfgR.Close()
 	stW.Close()
-	done := make(chan struct{})
-	go func() {
+	ch := waitFor(cmd.Process, func() *os.ProcessState {
 		cmd.Wait()
-		close(done)
-	}()
-	return b.configure(ctx, spec, c, lim, cmd, done, cfgW, stR, nil, mk)
+		return cmd.ProcessState
+	})
+	return b.configure(ctx, spec, c, lim, ch, cfgW, stR, nil, mk)
 }
 
-// configure sends a started init (cmd, done once it was waited for, its
-// config channel cfgW and status pipe stR) its config, puts it in its
+// configure sends a started init (ch, its config channel cfgW and status
+// pipe stR) its config, puts it in its
 // cgroups (those it joined ahead, if joined is not nil), and waits until
 // it is ready. On error nothing is left running.
-func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, cmd *exec.Cmd, done chan struct{}, cfgW, stR *os.File, joined <-chan joinedCgroups, mk marks) (_ *proc, err error) {
+func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, lim cgLimits, ch *child, cfgW, stR *os.File, joined <-chan joinedCgroups, mk marks) (_ *proc, err error) {
 	// The config goes at once: the init builds the root while the
 	// cgroups are made, and starts nothing before goLine says it is in
 	// them, with their limits.
 	cfgErr := sendConfig(cfgW, c)
-	cg, cgEnforced := joinCgroups(spec.RunID, cmd.Process.Pid, lim, joined)
-	p := &proc{cmd: cmd, done: done, cg: cg, stopped: make(chan struct{})}
+	cg, cgEnforced := joinCgroups(spec.RunID, ch.process.Pid, lim, joined)
+	p := &proc{child: ch, cg: cg, stopped: make(chan struct{})}
 	sp, spErr := newStatusPipe(stR)
 	defer func() {
 		if err != nil {
@@ -348,7 +357,7 @@ func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, l
 	mk.add("host-cgroups")
 	// A failure is reported in cgEnforced; an init that died meanwhile
 	// says why below.
-	memoryFallback(cmd.Process.Pid, lim.Memory, cgEnforced)
+	memoryFallback(ch.process.Pid, lim.Memory, cgEnforced)
 	sendErr := <-cfgErr
 	if sendErr == nil {
 		_, sendErr = io.WriteString(cfgW, goLine)
@@ -386,7 +395,7 @@ func (b *Backend) configure(ctx context.Context, spec sandbox.Spec, c *config, l
 // config and status pipes, then the caller's extra files) from fd 3, and
 // an environment of GOMAXPROCS=1 only (the program it starts gets the
 // sandbox's own environment). overlay: unprivileged, it keeps what it
-// needs to mount an overlay's layers (see below).
+// needs to mount an overlay's layers (warmstart.Attr).
 func initCommand(exe string, uid, gid int, overlay bool, stdin io.Reader, stdout, stderr io.Writer, files []*os.File) *exec.Cmd {
 	cmd := exec.Command(exe, entryName, roleInit)
 	cmd.Args[0] = "agentrun" // the host path is none of the sandbox's business
@@ -402,24 +411,7 @@ func initCommand(exe string, uid, gid int, overlay bool, stdin io.Reader, stdout
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = files
-	attr := &syscall.SysProcAttr{Cloneflags: cloneFlags(), Pdeathsig: syscall.SIGKILL, Setsid: true}
-	if os.Getuid() != 0 {
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
-		// The init runs as the user's own uid inside; these survive its
-		// exec so it can build the root. confine drops them all before the
-		// sandboxed program starts.
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP}
-		if overlay {
-			// An overlay does its work in the layers with the mounter's
-			// credentials: the kernel's work directory is mode 0, and
-			// only CAP_DAC_OVERRIDE (over the user's own files, in this
-			// namespace) lets it write there.
-			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE)
-		}
-	}
-	cmd.SysProcAttr = attr
+	cmd.SysProcAttr = warmstart.Attr(uid, gid, overlay)
 	return cmd
 }
 
@@ -582,8 +574,8 @@ func (b *Backend) Command(ctx context.Context, spec sandbox.Spec, argv []string,
 	stop := context.AfterFunc(ctx, p.kill)
 	defer stop()
 	p.wait()
-	code := p.cmd.ProcessState.ExitCode()
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	code := p.state.ExitCode()
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
 	}
 	if err := p.disk.Exceeded(); err != nil {
@@ -729,7 +721,7 @@ func (s *sbox) Stop(ctx context.Context) error {
 	case <-s.p.done:
 	case <-s.p.stopped:
 	default:
-		s.p.cmd.Process.Signal(unix.SIGTERM)
+		s.p.process.Signal(unix.SIGTERM)
 		t := time.NewTimer(stopGrace)
 		select {
 		case <-s.p.done:

@@ -11,23 +11,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 	"golang.org/x/sys/unix"
 )
 
 // roleWarm, after roleInit, starts an init that receives its listener and
 // its log on its config socket before its config.
-const roleWarm = "warm"
+const roleWarm = warmstart.RoleWarm
 
 // warm is an init started ahead: the binary it runs, its config socket
 // (our end), its status pipe (the read end), when its start's steps
 // ended, and the context it lasts for (under ahead.mu).
 type warm struct {
-	exe   string
-	cmd   *exec.Cmd
-	done  chan struct{}
+	exe string
+	*child
 	cfgW  *os.File
 	stR   *os.File
 	marks marks
@@ -67,11 +66,13 @@ func (b *Backend) Prewarm(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	w, err := startWarm(exe)
-	if err != nil {
+	var w *warm
+	if in := warmstart.Take(exe); in != nil {
+		w = adopt(in) // the supervisor's initializer started it
+	} else if w, err = startWarm(exe); err != nil {
 		return
 	}
-	w.exe, w.owner = exe, ctx
+	w.owner = ctx
 	ahead.w = w
 	go w.endWith(ctx)
 }
@@ -105,36 +106,26 @@ func isDone(c chan struct{}) bool {
 
 // startWarm starts an init from exe with a config socket and a status
 // pipe, and nothing else of a sandbox's.
-func startWarm(exe string) (_ *warm, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+func startWarm(exe string) (*warm, error) {
+	in, err := warmstart.Start(exe)
 	if err != nil {
-		return nil, err
-	}
-	cfgW, cfgR := os.NewFile(uintptr(fds[0]), "config"), os.NewFile(uintptr(fds[1]), "config")
-	defer cfgR.Close()
-	stR, stW, err := os.Pipe()
-	if err != nil {
-		cfgW.Close()
-		return nil, err
-	}
-	defer stW.Close()
-	w := &warm{cfgW: cfgW, stR: stR, done: make(chan struct{})}
-	w.cmd = initCommand(exe, os.Getuid(), os.Getgid(), true, nil, nil, nil, []*os.File{cfgR, stW})
-	w.cmd.Args = append(w.cmd.Args, roleWarm)
-	w.marks.add("host-spawn")
-	if err := startOnForkThread(w.cmd); err != nil {
-		cfgW.Close()
-		stR.Close()
 		return nil, fmt.Errorf("start the sandbox init: %w", err)
 	}
-	w.marks.add("host-spawned")
-	go func() {
-		w.cmd.Wait()
-		close(w.done)
-	}()
+	return adopt(in), nil
+}
+
+// adopt is init in, started ahead (here, or by the initializer of package
+// warmstart), waited for from now on, and joining its cgroups.
+func adopt(in *warmstart.Init) *warm {
+	w := &warm{exe: in.Exe, cfgW: in.CfgW, stR: in.StR,
+		marks: marks{{Step: "host-spawn", At: in.Spawn}, {Step: "host-spawned", At: in.Spawned}}}
+	w.child = waitFor(in.Proc, func() *os.ProcessState {
+		st, _ := in.Proc.Wait()
+		return st
+	})
 	w.cgroups = make(chan joinedCgroups, 1)
-	go func(pid int) { w.cgroups <- joinAhead(pid) }(w.cmd.Process.Pid)
-	return w, nil
+	go func(pid int) { w.cgroups <- joinAhead(pid) }(in.Proc.Pid)
+	return w
 }
 
 // discard ends an init started ahead that no Start took, and removes
@@ -143,7 +134,7 @@ func (w *warm) discard() {
 	w.cfgW.Close()
 	w.stR.Close()
 	if !isDone(w.done) {
-		w.cmd.Process.Kill()
+		w.process.Kill()
 	}
 	<-w.done
 	(<-w.cgroups).cg.remove()
