@@ -223,8 +223,9 @@ func TestStartAheadFromTheInitializer(t *testing.T) {
 }
 
 // TestStartHooksInitializeFirst: the initializers that start a submit's
-// supervisor (package ahead) and make the heap resident (package
-// prefault) run right after package os's, before the libraries': each
+// supervisor (package ahead), a supervisor's sandbox init (package
+// warmstart) and make the heap resident (package prefault) run right
+// after package os's, before the libraries': each
 // runs before the 40th initializer and before distribution/reference's,
 // prometheus's and net/http's.
 func TestStartHooksInitializeFirst(t *testing.T) {
@@ -244,7 +245,7 @@ func TestStartHooksInitializeFirst(t *testing.T) {
 		}
 	}
 	later := []string{"github.com/distribution/reference", "github.com/prometheus/client_golang/prometheus", "net/http"}
-	for _, hook := range []string{"github.com/agentrun/agentrun/internal/supervisor/ahead", "github.com/agentrun/agentrun/internal/prefault"} {
+	for _, hook := range []string{"github.com/agentrun/agentrun/internal/supervisor/ahead", "github.com/agentrun/agentrun/internal/prefault", "github.com/agentrun/agentrun/internal/sandbox/native/warmstart"} {
 		if at[hook] == 0 || at[hook] >= 40 {
 			t.Errorf("%s initialized %d of %d (0: not at all), want among the first 40", hook, at[hook], n)
 		}

@@ -11,12 +11,14 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/coord"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 	"github.com/agentrun/agentrun/internal/supervisor/ahead"
 	"golang.org/x/sys/unix"
 )
@@ -42,6 +44,9 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 	id := fs.String("id", "", "run id")
 	maxParallel := fs.Int("max-parallel", 1, "concurrency limit")
 	pending := fs.Bool("pending", false, "wait on fd 3 for the run (Prespawn)")
+	// Read by package warmstart's initializer, which has started the
+	// native sandbox's init when it is set.
+	fs.Bool(strings.TrimPrefix(warmstart.Flag, "--"), false, "the initializer started the native sandbox's init")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -116,8 +121,8 @@ func waitForRun(prewarm func(backend string)) (*pendingRun, *os.File, *os.File, 
 		conn.Close()
 		return nil, nil, nil, false // the submit made no run
 	}
-	if backend != "" && prewarm != nil {
-		prewarm(backend)
+	if prewarm != nil {
+		prewarm(backend) // "" too: what the initializer started ahead goes
 	}
 	pr, lease, logf, err := receiveRun(conn)
 	if err != nil || pr == nil {

@@ -68,7 +68,7 @@ func Prespawn(l layout.Layout, exe, backend string) (*Pending, error) {
 		s = nil
 	}
 	if s == nil {
-		if s, err = ahead.Spawn(l.Home, exe); err == nil {
+		if s, err = ahead.Spawn(l.Home, exe, backend != "" && ahead.WarmNative(backend)); err == nil {
 			if err = s.Tell(backend); err != nil {
 				s.Conn.Close()
 			}

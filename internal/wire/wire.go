@@ -35,6 +35,8 @@ import (
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox"
 	"github.com/agentrun/agentrun/internal/sandbox/all"
+	"github.com/agentrun/agentrun/internal/sandbox/native"
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 	"github.com/agentrun/agentrun/internal/server"
 	"github.com/agentrun/agentrun/internal/sqldb"
 	"github.com/agentrun/agentrun/internal/store/files"
@@ -59,8 +61,13 @@ func Backends(executable string) []sandbox.Backend {
 // Prewarm starts ahead, for the process's next sandbox of the backend
 // named, what that backend can start before a sandbox's spec is known
 // (sandbox.Prewarmer); it lasts until that sandbox takes it or the
-// process exits.
+// process exits. The native sandbox's init that a supervisor's
+// initializer started on a guess (package warmstart) is ended when the
+// backend is another ("": none).
 func Prewarm(name string) {
+	if name != native.Name {
+		warmstart.Drop()
+	}
 	for _, b := range Backends("") {
 		if p, ok := b.(sandbox.Prewarmer); ok && b.Name() == name {
 			p.Prewarm(context.Background())

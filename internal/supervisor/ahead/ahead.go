@@ -18,15 +18,19 @@
 // makes no run (bad input, another data directory) closes the socket, and
 // the supervisor exits having touched nothing.
 //
-// Only os, path and syscall are imported here, so that the initializer keeps
-// its early place; a test checks that place.
+// Only os, path, runtime, syscall and package warmstart (which imports no
+// more) are imported here, so that the initializer keeps its early place;
+// a test checks that place.
 package ahead
 
 import (
 	"errors"
 	"os"
 	"path"
+	"runtime"
 	"syscall"
+
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 )
 
 // Started is a pending supervisor process and our end of its socket.
@@ -57,7 +61,7 @@ func Early(args []string, getenv func(string) string, exe string) *Started {
 	if !Wanted(args, getenv) {
 		return nil
 	}
-	s, err := Spawn(DataHome(getenv), exe)
+	s, err := Spawn(DataHome(getenv), exe, WarmNative(likelyBackend(args, getenv)))
 	if err != nil {
 		return nil
 	}
@@ -91,6 +95,34 @@ func Wanted(args []string, getenv func(string) string) bool {
 		}
 	}
 	return path.IsAbs(DataHome(getenv))
+}
+
+// likelyBackend is the sandbox backend a submit with command line args
+// names (--sandbox, else $AGENTRUN_SANDBOX); "" where it names none (the
+// configuration's or the platform's default).
+func likelyBackend(args []string, getenv func(string) string) string {
+	b := getenv("AGENTRUN_SANDBOX")
+	for i, a := range args[2:] {
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "--sandbox" && i+3 < len(args):
+			b = args[i+3]
+		case hasFlag(a, "--sandbox") && len(a) > len("--sandbox="):
+			b = a[len("--sandbox="):]
+		}
+	}
+	return b
+}
+
+// WarmNative says whether a supervisor whose run will likely use backend
+// ("": the default) starts the native sandbox's init from its initializer
+// (package warmstart): on Linux, where native is the default, unless
+// another is named. A guess that the run then does not bear out costs a
+// process start, which the supervisor ends once it is told the backend.
+func WarmNative(backend string) bool {
+	return runtime.GOOS == "linux" && (backend == "" || backend == warmstart.Backend)
 }
 
 // hasFlag says whether a is flag f, alone or as f=value.
@@ -127,9 +159,10 @@ func Environ() []string {
 
 // Spawn starts `exe __supervise --home home --pending` in a new session,
 // its socket as fd 3 and /dev/null as its stdin, stdout and stderr, and
-// reaps it when it exits. The caller tells it its backend (Tell), then
-// hands it its run, or closes Conn.
-func Spawn(home, exe string) (*Started, error) {
+// reaps it when it exits; with warmNative, its initializer starts the
+// native sandbox's init too (warmstart.Flag). The caller tells it its
+// backend (Tell), then hands it its run, or closes Conn.
+func Spawn(home, exe string, warmNative bool) (*Started, error) {
 	fds, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -150,7 +183,7 @@ func Spawn(home, exe string) (*Started, error) {
 		return nil, err
 	}
 	defer null.Close()
-	p, err := os.StartProcess(exe, []string{exe, "__supervise", "--home", home, "--pending"}, &os.ProcAttr{
+	p, err := os.StartProcess(exe, supervisorArgs(exe, home, warmNative), &os.ProcAttr{
 		Dir:   "/",
 		Env:   Environ(),
 		Files: []*os.File{null, null, null, theirs},
@@ -162,6 +195,15 @@ func Spawn(home, exe string) (*Started, error) {
 	}
 	go p.Wait() // reap it if this process outlives it
 	return &Started{Home: home, Exe: exe, Proc: p, Conn: ours}, nil
+}
+
+// supervisorArgs is the command line of a supervisor started ahead.
+func supervisorArgs(exe, home string, warmNative bool) []string {
+	args := []string{exe, "__supervise", "--home", home, "--pending"}
+	if warmNative {
+		args = append(args, warmstart.Flag)
+	}
+	return args
 }
 
 // socketPair is a close-on-exec pair of connected stream sockets, made

@@ -3,9 +3,12 @@ package ahead
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 )
 
 func env(kv ...string) func(string) string {
@@ -125,5 +128,40 @@ func TestReadBackendEnds(t *testing.T) {
 	syscall.Write(fds[0], []byte(strings.Repeat("x", MaxBackend+10)+"\n"))
 	if b, err := ReadBackend(fds[1]); err == nil {
 		t.Fatalf("ReadBackend of a long line = %q", b)
+	}
+}
+
+func TestWarmNativeGuess(t *testing.T) {
+	onLinux := runtime.GOOS == "linux"
+	for _, c := range []struct {
+		args   string
+		getenv func(string) string
+		want   bool
+	}{
+		{"agentrun submit fix it", env(), onLinux}, // the default
+		{"agentrun submit --sandbox native fix", env(), onLinux},
+		{"agentrun submit --sandbox=native fix", env(), onLinux},
+		{"agentrun submit --sandbox docker fix", env(), false},
+		{"agentrun submit --sandbox=host fix", env(), false},
+		{"agentrun submit fix", env("AGENTRUN_SANDBOX", "docker"), false},
+		{"agentrun submit --sandbox native fix", env("AGENTRUN_SANDBOX", "docker"), onLinux}, // the flag wins
+		{"agentrun submit -- --sandbox docker", env(), onLinux},                              // a task, not the flag
+		{"agentrun submit --sandbox", env(), onLinux},                                        // no value: the submit refuses it
+	} {
+		if got := WarmNative(likelyBackend(strings.Fields(c.args), c.getenv)); got != c.want {
+			t.Errorf("WarmNative for %q = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
+
+// TestSupervisorArgsAskForTheInit: the command line Spawn gives a
+// supervisor asks its initializer (warmstart.Wanted) to start the native
+// sandbox's init exactly when warmNative says so.
+func TestSupervisorArgsAskForTheInit(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		args := supervisorArgs("/usr/bin/agentrun", "/home/u/.local/share/agentrun", warm)
+		if got := warmstart.Wanted(args); got != warm {
+			t.Errorf("warmNative %v: the initializer of %q starts the init: %v", warm, args, got)
+		}
 	}
 }
