@@ -16,9 +16,9 @@ import (
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
-// pendingSupervisors are the pids of supervisors started ahead for data
-// directory home that wait for their run (agentrun __supervise --pending).
-func pendingSupervisors(t *testing.T, home string) []int {
+// procsWhere are the pids of the processes whose command line args and
+// /proc entry (e.g. "/proc/123") match says.
+func procsWhere(t *testing.T, match func(proc string, args []string) bool) []int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -34,12 +34,67 @@ func pendingSupervisors(t *testing.T, home string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) >= 5 && args[1] == "__supervise" && args[3] == home && args[4] == "--pending" {
+		if match(filepath.Join("/proc", e.Name()), strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// pendingSupervisors are the pids of supervisors started ahead for data
+// directory home that wait for their run (agentrun __supervise --pending).
+func pendingSupervisors(t *testing.T, home string) []int {
+	t.Helper()
+	return procsWhere(t, func(_ string, args []string) bool {
+		return len(args) >= 5 && args[1] == "__supervise" && args[3] == home && args[4] == "--pending"
+	})
+}
+
+// awaitPendingSupervisor waits for the one supervisor started ahead for
+// e's data directory (by a submit whose output is out) and returns its
+// pid.
+func awaitPendingSupervisor(t *testing.T, e *env, out *bytes.Buffer) int {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
+			return pids[0]
+		}
+	}
+	t.Fatalf("no supervisor started ahead for %s\n%s", e.home, out.String())
+	return 0
+}
+
+// configFIFO makes e's configuration file a FIFO, which holds a submit
+// that reads it until serveEmpty.
+func configFIFO(t *testing.T, e *env) string {
+	t.Helper()
+	cfg := filepath.Join(e.root, "config", "agentrun", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// serveEmpty lets each read of FIFO cfg find it empty, until stop.
+func serveEmpty(cfg string) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if w, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return func() { close(done) }
 }
 
 // startBlockedSubmit starts a submit whose task comes on stdin, which the
@@ -58,17 +113,7 @@ func startBlockedSubmit(t *testing.T, e *env, out *bytes.Buffer) (*exec.Cmd, io.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
-			return cmd, stdin, pids[0]
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait() // its output is all written
-	t.Fatalf("no supervisor started ahead for %s\n%s", e.home, out.String())
-	return nil, nil, 0
+	return cmd, stdin, awaitPendingSupervisor(t, e, out)
 }
 
 // exited waits for pid, not our child, to exit.
@@ -169,13 +214,7 @@ func listTree(t *testing.T, dir string) string {
 // the one that runs the run.
 func TestStartAheadFromTheInitializer(t *testing.T) {
 	e := newEnv(t)
-	cfg := filepath.Join(e.root, "config", "agentrun", "config.toml")
-	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFIFO(t, e)
 	var out bytes.Buffer
 	cmd := exec.Command(e.bin, "submit", "--json", "--sandbox", "host", "--agent-cmd", "sleep 2; echo x > x.txt", "write x")
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = e.repo, e.vars, &out, &out
@@ -183,32 +222,10 @@ func TestStartAheadFromTheInitializer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var pid int
-	for deadline := time.Now().Add(20 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
-			pid = pids[0]
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no supervisor started while the submit reads its configuration\n%s", out.String())
-	}
-	// Each time the submit reads its configuration, it is empty.
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if w, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				w.Close()
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	pid := awaitPendingSupervisor(t, e, &out) // while the submit reads its configuration
+	stop := serveEmpty(cfg)                   // each read of it finds it empty
 	err := cmd.Wait()
-	close(done)
+	stop()
 	if err != nil {
 		t.Fatalf("submit: %v\n%s", err, out.String())
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,25 +42,13 @@ func statFields(s string) []string {
 // (agentrun __sandbox init warm) whose parent is ppid.
 func warmInits(t *testing.T, ppid int) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	return procsWhere(t, func(proc string, args []string) bool {
+		if !slices.Equal(args, []string{"agentrun", "__sandbox", "init", warmstart.RoleWarm}) {
+			return false
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || string(b) != "agentrun\x00__sandbox\x00init\x00"+warmstart.RoleWarm+"\x00" {
-			continue
-		}
-		if f := procStat(e.Name()); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+		f := procStat(strings.TrimPrefix(proc, "/proc/"))
+		return len(f) > 1 && f[1] == strconv.Itoa(ppid)
+	})
 }
 
 // awaitWarmInit waits for the one init started ahead whose parent is
@@ -173,13 +161,7 @@ func TestWarmInitFromSupervisorInitializer(t *testing.T) {
 // pid 1, as the agent sees it, started when the init the test saw did.
 func TestRunTakesWarmInitFromSupervisorInitializer(t *testing.T) {
 	e := newEnv(t)
-	cfg := filepath.Join(e.root, "config", "agentrun", "config.toml")
-	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFIFO(t, e)
 	var out bytes.Buffer
 	cmd := exec.Command(e.bin, "submit", "--json", "--network", "none", "--agent-cmd", "cat /proc/1/stat > stat.txt", "--wait", "write the init's stat")
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = e.repo, e.vars, &out, &out
@@ -187,36 +169,13 @@ func TestRunTakesWarmInitFromSupervisorInitializer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	var sup int
-	for deadline := time.Now().Add(20 * time.Second); sup == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if pids := pendingSupervisors(t, e.home); len(pids) == 1 {
-			sup = pids[0]
-		}
-	}
-	if sup == 0 {
-		t.Fatalf("no supervisor started ahead\n%s", out.String())
-	}
+	sup := awaitPendingSupervisor(t, e, &out)
 	init := awaitWarmInit(t, sup, "the supervisor started ahead (not yet told the backend)")
 	stat := procStat(strconv.Itoa(init))
 	if len(stat) < 20 {
 		t.Fatalf("the init's stat: %v", stat)
 	}
-	// Each time the submit reads its configuration, it is empty.
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if w, err := os.OpenFile(cfg, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				w.Close()
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	defer serveEmpty(cfg)() // each read of the configuration finds it empty
 	if err := cmd.Wait(); err != nil {
 		if strings.Contains(out.String(), "sandbox_preflight") {
 			requireCaps(t, "the native sandbox", false, out.String())
