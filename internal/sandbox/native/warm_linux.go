@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
@@ -200,13 +201,43 @@ func receiveFiles() error {
 		if err != nil || len(fds) != 2 {
 			return fmt.Errorf("receive files: %d descriptors: %v", len(fds), err)
 		}
-		for _, d := range []struct{ from, to int }{{fds[0], listenerFD}, {fds[1], 1}, {fds[1], 2}} {
-			if err := unix.Dup3(d.from, d.to, 0); err != nil {
-				return fmt.Errorf("receive files: %w", err)
-			}
+		if err := placeFDs(fds, [][]int{{listenerFD}, {1, 2}}); err != nil {
+			return fmt.Errorf("receive files: %w", err)
 		}
-		unix.Close(fds[0])
-		unix.Close(fds[1])
 		return nil
 	}
+}
+
+// placeFDs makes descriptor fds[i] each of the numbers in to[i] (without
+// close-on-exec) and closes it. The kernel gives a received descriptor
+// the lowest free number, which may be a target itself (listenerFD, when
+// nothing else holds it): each is first moved above every target, so that
+// none is dup'ed onto itself (EINVAL) or replaced by another's dup.
+func placeFDs(fds []int, to [][]int) error {
+	top := 0
+	for _, t := range to {
+		top = max(top, slices.Max(t))
+	}
+	moved := make([]int, 0, len(fds))
+	defer func() {
+		for _, fd := range moved {
+			unix.Close(fd)
+		}
+	}()
+	for _, fd := range fds {
+		m, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, top+1)
+		if err != nil {
+			return err
+		}
+		unix.Close(fd)
+		moved = append(moved, m)
+	}
+	for i, m := range moved {
+		for _, t := range to[i] {
+			if err := unix.Dup3(m, t, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
