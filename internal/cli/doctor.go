@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -566,28 +565,29 @@ func checkAgentCLI(ctx context.Context, p agent.Info, path string, b sandbox.Bac
 	default:
 		c.Status, c.Detail = "ok", "found, the version agentrun was tested with"
 	}
-	if real, err := filepath.EvalSymlinks(bin); err == nil {
-		if prog, _, ok := p.Native.Resolve(real, runtime.GOOS, runtime.GOARCH); ok {
-			c.Detail += "; runs start the native program its npm launcher runs, " + prog
-		}
+	// Where a run finds it, as submit does: the program it starts (with
+	// its launcher, if the CLI on PATH is an npm launcher of a native
+	// program) and what the sandbox must show.
+	prog, launcher, visible, err := submit.LocateProfile(p, path)
+	if err != nil {
+		return c
 	}
-	if why := hiddenCLI(p, path, b); why != "" {
+	if launcher != "" {
+		c.Detail += "; runs start the native program its npm launcher runs, " + prog
+	}
+	if why := hiddenCLI(visible, b); why != "" {
 		// What submit refuses (agent_not_visible).
 		c.Status, c.Detail, c.Fix = "warn", "found, but "+why, catalog.AgentHidden.Fix
 	}
 	return c
 }
 
-// hiddenCLI says why backend b cannot show profile p's CLI on path (or
-// what it needs: its package, its interpreter) at its own path; "" when
-// it can, or b does not say.
-func hiddenCLI(p agent.Info, path string, b sandbox.Backend) string {
+// hiddenCLI says why backend b cannot show a profile's CLI, whose run
+// needs the host paths visible (the CLI, its package, its interpreter),
+// at their own paths; "" when it can, or b does not say.
+func hiddenCLI(visible []string, b sandbox.Backend) string {
 	rc, ok := b.(sandbox.ReadOnlyChecker)
 	if !ok {
-		return ""
-	}
-	_, _, visible, err := submit.LocateProfile(p, path)
-	if err != nil {
 		return ""
 	}
 	for _, v := range visible {

@@ -105,7 +105,7 @@ func TestSupervisorRunsInItsOwnSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	f := statFields(string(b))
 	// fields after comm: state ppid pgrp session
 	if len(f) < 4 || f[3] != strconv.Itoa(r.Supervisor.PID) {
 		t.Fatalf("supervisor %d is not a session leader: %v", r.Supervisor.PID, f[:4])

@@ -211,12 +211,22 @@ func alive(pid int) bool {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+		if f := statFields(string(b)); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
 			return true
 		}
 	}
 	return false
+}
+
+// statFields are a /proc/PID/stat line's fields after the command's name
+// (which may hold spaces and parentheses): [0] is the state, [1] the
+// parent's pid, [3] the session, [19] the start time.
+func statFields(s string) []string {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }
 
 func TestCancelRunning(t *testing.T) {

@@ -29,15 +29,6 @@ func procStat(pid string) []string {
 	return statFields(string(b))
 }
 
-// statFields are a stat line's fields after the command's name.
-func statFields(s string) []string {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
-}
-
 // warmInits are the pids of the native sandbox inits started ahead
 // (agentrun __sandbox init warm) whose parent is ppid.
 func warmInits(t *testing.T, ppid int) []int {
