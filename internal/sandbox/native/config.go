@@ -79,6 +79,11 @@ type config struct {
 	// AllowNoLandlock: the user opted in to run on a kernel without
 	// Landlock; without it the init refuses (step "landlock").
 	AllowNoLandlock bool `json:"allow_no_landlock,omitempty"`
+
+	// listener is the init's own record (never sent) of the runner's
+	// listening socket in serve mode: listenerFD, or where an init
+	// started ahead received it (receiveFiles).
+	listener int
 }
 
 // status is the init's one-line answer on fd 4: ready, or why not.

@@ -47,3 +47,6 @@ func EndWarmWhenTaken() (restore func()) {
 	}
 	return func() { warmTaken = nil }
 }
+
+// InitPid is sb's pid 1, as the host sees it.
+func InitPid(sb sandbox.Sandbox) int { return sb.(*sbox).p.process.Pid }

@@ -134,8 +134,9 @@ func initMain() int {
 	// Started ahead of its sandbox (Backend.Prewarm), it gets its
 	// listener and log first, on the config socket.
 	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
+	listener := listenerFD
 	if warmed {
-		if err := receiveFiles(); err != nil {
+		if listener, err = receiveFiles(); err != nil {
 			return st.fail("config", err)
 		}
 	}
@@ -146,6 +147,7 @@ func initMain() int {
 		return st.fail("config", err)
 	}
 	configured()
+	c.listener = listener
 	if warmed && c.Mode != modeServe {
 		return st.fail("config", fmt.Errorf("an init started ahead serves a runner, not mode %q", c.Mode))
 	}
@@ -153,7 +155,7 @@ func initMain() int {
 	if dumpErr != nil {
 		return st.fail("config", fmt.Errorf("set not dumpable: %w", dumpErr))
 	}
-	for _, fd := range []int{cfgFD, statusFD, listenerFD} {
+	for _, fd := range []int{cfgFD, statusFD, listener} {
 		unix.CloseOnExec(fd)
 	}
 
@@ -327,7 +329,7 @@ type serveFiles struct {
 
 // openServeFiles opens the runner's sockets, before the pivot.
 func openServeFiles(c *config) (*serveFiles, error) {
-	fds := &serveFiles{listener: os.NewFile(listenerFD, "listener")}
+	fds := &serveFiles{listener: os.NewFile(uintptr(c.listener), "listener")}
 	sock := func(p string) (*os.File, error) {
 		if p == "" {
 			return nil, nil

@@ -166,9 +166,9 @@ func takeWarm(exe string) *warm {
 var warmTaken func(*warm)
 
 // send gives the init started ahead its listening socket and its log
-// (one byte, with both descriptors), before its config: it then takes
-// them as its fd 5 and its stdout and stderr, as an init started with
-// them has them.
+// (one byte, with both descriptors), before its config: it then serves on
+// the listener and takes the log as its stdout and stderr, as an init
+// started with them has them.
 func (w *warm) send(listener, log *os.File) error {
 	rights := unix.UnixRights(int(listener.Fd()), int(log.Fd()))
 	if err := unix.Sendmsg(int(w.cfgW.Fd()), []byte{'F'}, rights, nil, 0); err != nil {
@@ -177,9 +177,16 @@ func (w *warm) send(listener, log *os.File) error {
 	return nil
 }
 
-// receiveFiles is the warm init's side of send: it takes the listening
-// socket as fd 5 and the log as its stdout and stderr.
-func receiveFiles() error {
+// receiveFiles is the warm init's side of send: it takes the log as its
+// stdout and stderr, and returns the listening socket's descriptor.
+//
+// The listener stays where the kernel put it (close-on-exec, above 2),
+// instead of taking listenerFD as an init started with it has it: in an
+// init started ahead, the runtime has by now opened its cgroup's CPU
+// limit files and keeps them open for the process's life (GOMAXPROCS
+// follows them), usually as fds 5 and 6, and a dup onto 5 would have
+// replaced one of them with the socket.
+func receiveFiles() (int, error) {
 	oob := make([]byte, unix.CmsgSpace(2*4))
 	buf := make([]byte, 1)
 	for {
@@ -188,30 +195,39 @@ func receiveFiles() error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("receive files: %w", err)
+			return 0, fmt.Errorf("receive files: %w", err)
 		}
 		if n != 1 || buf[0] != 'F' {
-			return errors.New("receive files: the host sent no files")
+			return 0, errors.New("receive files: the host sent no files")
 		}
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil || len(msgs) != 1 {
-			return fmt.Errorf("receive files: %d messages: %v", len(msgs), err)
+			return 0, fmt.Errorf("receive files: %d messages: %v", len(msgs), err)
 		}
 		fds, err := unix.ParseUnixRights(&msgs[0])
 		if err != nil || len(fds) != 2 {
-			return fmt.Errorf("receive files: %d descriptors: %v", len(fds), err)
+			return 0, fmt.Errorf("receive files: %d descriptors: %v", len(fds), err)
 		}
-		if err := placeFDs(fds, [][]int{{listenerFD}, {1, 2}}); err != nil {
-			return fmt.Errorf("receive files: %w", err)
+		listener := fds[0]
+		if listener <= 2 { // (stdout or stderr was closed) where the log goes
+			m, err := unix.FcntlInt(uintptr(listener), unix.F_DUPFD_CLOEXEC, 3)
+			if err != nil {
+				return 0, fmt.Errorf("receive files: %w", err)
+			}
+			unix.Close(listener)
+			listener = m
 		}
-		return nil
+		if err := placeFDs(fds[1:], [][]int{{1, 2}}); err != nil {
+			return 0, fmt.Errorf("receive files: %w", err)
+		}
+		return listener, nil
 	}
 }
 
 // placeFDs makes descriptor fds[i] each of the numbers in to[i] (without
 // close-on-exec) and closes it. The kernel gives a received descriptor
-// the lowest free number, which may be a target itself (listenerFD, when
-// nothing else holds it): each is first moved above every target, so that
+// the lowest free number, which may be a target itself (stdout, when
+// it was closed): each is first moved above every target, so that
 // none is dup'ed onto itself (EINVAL) or replaced by another's dup.
 func placeFDs(fds []int, to [][]int) error {
 	top := 0

@@ -3,6 +3,7 @@ package native_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -337,6 +338,84 @@ func TestInitStartedAheadLeavesNoCgroups(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("cgroup %s left by the init started ahead", d)
 			}
+		}
+	}
+}
+
+// openFile is what one of a process's descriptors refers to.
+type openFile struct {
+	link string
+	fi   os.FileInfo // (its identity: a renamed file is the same)
+}
+
+// openFiles lists what pid's descriptors from 3 up refer to.
+func openFiles(t *testing.T, pid int) map[string]openFile {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]openFile{}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			to, err1 := os.Readlink(p)
+			fi, err2 := os.Stat(p)
+			if err1 == nil && err2 == nil {
+				files[e.Name()] = openFile{to, fi}
+			}
+		}
+	}
+	return files
+}
+
+// An init started ahead keeps the descriptors its runtime opened while it
+// waited: the listener it receives takes none of their numbers. (The
+// runtime opens its cgroup's CPU limit files at start, for GOMAXPROCS,
+// and keeps them, usually as fds 5 and 6: it finds them when the init has
+// joined the sandbox's CPU cgroup before its runtime started, as it
+// mostly has. An init that joined later holds none, and another is
+// started.)
+func TestInitStartedAheadKeepsTheRuntimesFiles(t *testing.T) {
+	if os.Getuid() != 0 {
+		// The init is not dumpable: /proc/PID/fd is not this user's to
+		// read. It receives its files by the same code as root's.
+		t.Skip("reading an init's descriptors takes root")
+	}
+	b := requireNative(t)
+	var pid int
+	var before map[string]openFile
+	for try := 0; before == nil; try++ {
+		if try == 5 {
+			t.Fatalf("5 inits started ahead opened no cgroup file (the last held %v)", openFiles(t, pid))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		pid = prewarmed(ctx, t, b)
+		native.WarmJoined()
+		time.Sleep(300 * time.Millisecond) // its start done: it waits for its config
+		for fd, f := range openFiles(t, pid) {
+			if strings.Contains(f.link, "/cpu.") {
+				if before == nil {
+					before = map[string]openFile{}
+				}
+				before[fd] = f
+			}
+		}
+		if before == nil {
+			cancel()
+			waitExited(t, pid, "the init started ahead outlived its context")
+		}
+	}
+	sb := start(t, b, newSpec(t))
+	if !tookWarm(sb) || native.InitPid(sb) != pid {
+		t.Fatal("Start did not take the init started ahead")
+	}
+	after := openFiles(t, pid)
+	for fd, f := range before {
+		if now, ok := after[fd]; !ok || !os.SameFile(f.fi, now.fi) {
+			t.Errorf("fd %s was %s while the init waited, %q once it serves", fd, f.link, now.link)
 		}
 	}
 }
