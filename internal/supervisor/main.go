@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentrun/agentrun/internal/coord"
+	"github.com/agentrun/agentrun/internal/inheritedfd"
 	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/sandbox/native/warmstart"
 	"github.com/agentrun/agentrun/internal/supervisor/ahead"
@@ -49,6 +50,18 @@ func Main(args []string, wire func(home string) (Deps, error), prewarm func(back
 	fs.Bool(strings.TrimPrefix(warmstart.Flag, "--"), false, "the initializer started the native sandbox's init")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	// A detached supervisor holds nothing of its starter's but what it is
+	// given (package inheritedfd): a shell's or a harness's pipe it kept
+	// would not end until the run did, and would reach what it starts.
+	own := []int{lockFD, handoffFD}
+	if *pending {
+		own = []int{pendingFD}
+	}
+	if _, err := inheritedfd.Close(own...); err != nil {
+		// Not the sandbox's boundary (its init closes what it inherited):
+		// the run goes on.
+		fmt.Fprintf(os.Stderr, "supervise: warning: close inherited descriptors: %v\n", err)
 	}
 	var lockFile, waiter *os.File
 	var ho Handoff

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentrun/agentrun/internal/inheritedfd"
 	"github.com/agentrun/agentrun/internal/sandbox/native/execpriv"
 )
 
@@ -121,6 +122,18 @@ func initMain() int {
 	// the same user. Its children are again dumpable after their exec.
 	dumpErr := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	st := statusLine{os.NewFile(statusFD, "status")}
+	// Only the descriptors it is started with on purpose reach the
+	// sandbox: the config and status pipes, and a cold init's listener.
+	// Whatever else its starter left open (not close-on-exec) is closed
+	// before anything else runs (package inheritedfd).
+	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
+	own := []int{cfgFD, statusFD}
+	if !warmed {
+		own = append(own, listenerFD)
+	}
+	if _, err := inheritedfd.Close(own...); err != nil {
+		return st.fail("confine", fmt.Errorf("close inherited descriptors: %w", err))
+	}
 	// The bounding set, the ambient capabilities and no_new_privs went in
 	// this process's package init (see package execpriv), on the fewest
 	// threads; its marks come before init-main's.
@@ -133,7 +146,6 @@ func initMain() int {
 	mk.add("init-signals")
 	// Started ahead of its sandbox (Backend.Prewarm), it gets its
 	// listener and log first, on the config socket.
-	warmed := len(os.Args) > 3 && os.Args[3] == roleWarm
 	listener := listenerFD
 	if warmed {
 		if listener, err = receiveFiles(); err != nil {
@@ -148,6 +160,12 @@ func initMain() int {
 	}
 	configured()
 	c.listener = listener
+	if !warmed && c.Mode != modeServe {
+		// Started without a listener: fd 5 is not its own.
+		if _, err := inheritedfd.Close(cfgFD, statusFD); err != nil {
+			return st.fail("confine", fmt.Errorf("close inherited descriptors: %w", err))
+		}
+	}
 	if warmed && c.Mode != modeServe {
 		return st.fail("config", fmt.Errorf("an init started ahead serves a runner, not mode %q", c.Mode))
 	}

@@ -1,0 +1,4 @@
+package inheritedfd
+
+// fdDir lists this process's open descriptors.
+const fdDir = "/proc/self/fd"
