@@ -42,25 +42,34 @@ type fileCount struct {
 	// overlay says how an overlay workspace is being made ("" for a
 	// copy): its upper layer, dir, starts empty, so its count would say 0.
 	overlay func() string
+	repo    string
+	base    string
 	total   chan int // the base commit's file count, once known
+	asked   bool     // (the count of base's files has started)
 	n       int
 	known   bool
 	done    int
 }
 
-// newFileCount counts base's files in the background (git ls-tree in the
-// user's repository, never in the workspace).
+// newFileCount counts the files written into dir against base's.
 func newFileCount(repo, base, dir string) *fileCount {
-	fc := &fileCount{dir: dir, total: make(chan int, 1)}
+	return &fileCount{dir: dir, repo: repo, base: base, total: make(chan int, 1)}
+}
+
+// countBase counts base's files in the background (git ls-tree in the
+// user's repository, never in the workspace). It starts when the count is
+// first shown, not with the run: most workspaces are made before then,
+// and the run's start has the processor to itself.
+func (fc *fileCount) countBase() {
+	fc.asked = true
 	go func() {
-		out, err := exec.Command("git", "-C", repo, "ls-tree", "-r", "-z", "--name-only", base).Output()
+		out, err := exec.Command("git", "-C", fc.repo, "ls-tree", "-r", "-z", "--name-only", fc.base).Output()
 		if err != nil {
 			fc.total <- 0
 			return
 		}
 		fc.total <- bytes.Count(out, []byte{0})
 	}()
-	return fc
 }
 
 // count walks the workspace (not following links, skipping .git) and
@@ -71,6 +80,9 @@ func (fc *fileCount) count() string {
 		if s := fc.overlay(); s != "" {
 			return s
 		}
+	}
+	if !fc.asked {
+		fc.countBase()
 	}
 	if !fc.known {
 		select {

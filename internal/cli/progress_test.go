@@ -94,3 +94,28 @@ func TestProgressModelLineWhole(t *testing.T) {
 		t.Fatalf("%q", out.String())
 	}
 }
+
+// The base commit's files are counted (a git ls-tree) only once the count
+// is shown, never at a run's start: a workspace made within the first
+// half second is never counted.
+func TestProgressCountsBaseOnlyWhenShown(t *testing.T) {
+	testsupport.Program(t, "git")
+	repo, ws := t.TempDir(), t.TempDir()
+	base := testsupport.RepoAt(t, repo, map[string]string{"a": "x"})
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, true, 1, t0)
+	p.files = newFileCount(repo, base, ws)
+	p.event(run.Event{Type: run.EventState, State: run.StatePreparing}, t0)
+	p.tick(t0.Add(300 * time.Millisecond))
+	if p.files.asked {
+		t.Fatal("the base commit's files were counted before the count was shown")
+	}
+	p.tick(t0.Add(600 * time.Millisecond))
+	if !p.files.asked {
+		t.Fatal("the count shown did not count the base commit's files")
+	}
+	if n := <-p.files.total; n != 1 {
+		t.Fatalf("base has %d files, want 1", n)
+	}
+}
