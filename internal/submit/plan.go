@@ -261,6 +261,9 @@ func planEnvironment(ctx context.Context, req Request, r *run.Run) ([]string, er
 		return nil, err
 	}
 	r.Sandbox.Toolchains = tc
+	if sw := submoduleWarning(ctx, req.Commits, r.Repo, r.Base); sw != "" {
+		warnings = append(warnings, sw)
+	}
 	return append(warnings, w...), nil
 }
 
