@@ -516,8 +516,12 @@ type diffOut struct {
 }
 
 // runDiff runs one diff for numstat, diffstat and the binary-safe patch.
+// Paths are written as they are, UTF-8 and all, not as octal escapes,
+// whatever the user's core.quotePath says: the diffstat is read by people
+// (git still quotes a path with a quote, a backslash or a control
+// character, and git apply reads either form).
 func runDiff(ctx context.Context, repo, base, commit string) diffOut {
-	args := append([]string{"diff"}, diffArgs...)
+	args := append([]string{"-c", "core.quotePath=false", "diff"}, diffArgs...)
 	args = append(args, "--numstat", "-z", "--stat=100", "--binary", "-p", base, commit, "--")
 	out, err := gitCmd{dir: repo, args: args}.run(ctx)
 	return diffOut{out, err}

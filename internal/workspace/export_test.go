@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 // An export that fails leaves neither the patch nor its temporary file
@@ -66,5 +68,34 @@ func TestImportObjects(t *testing.T) {
 		if got := importObjects(c.changes); got != c.want {
 			t.Errorf("importObjects(%s) = %d, want %d", strings.Join(paths, " "), got, c.want)
 		}
+	}
+}
+
+// A result's diffstat and patch name a path with letters beyond ASCII as
+// it is (not as git's octal escapes), even where the repository asks git
+// to quote them, and the patch still applies on the base.
+func TestExportNamesPathsAsTheyAre(t *testing.T) {
+	ctx := context.Background()
+	repo, base := newRepo(t)
+	testsupport.Git(t, repo, "config", "core.quotePath", "true")
+	ws, dir := newWorkspace(t, repo, base)
+	writeFile(t, filepath.Join(dir, "dir é", "new ü.txt"), "n\n", 0o644)
+	opts := exportOpts(t, repo, base, "agentrun/utf8path00")
+	res, err := Export(ctx, scanWS(t, ws, Limits{}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Diffstat, "dir é/new ü.txt") {
+		t.Fatalf("diffstat:\n%s", res.Diffstat)
+	}
+	patch, err := os.ReadFile(opts.PatchPath)
+	if err != nil || !bytes.Contains(patch, []byte("diff --git a/dir é/new ü.txt b/dir é/new ü.txt\n")) {
+		t.Fatalf("patch %q (%v)", patch, err)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	testsupport.Git(t, clone, "apply", "--index", opts.PatchPath)
+	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
+		t.Fatalf("patched tree %s, commit tree %s", tree, want)
 	}
 }
