@@ -158,6 +158,8 @@ func (p *progress) event(e run.Event, now time.Time) {
 		text = fmt.Sprintf("attempt %d of %d: the agent is working", e.Attempt, max(p.maxAtt, e.Attempt))
 	case run.EventAgentExit:
 		p.line(now, e.Message)
+	case run.EventWarning:
+		p.line(now, "warning: "+e.Message)
 	case run.EventCheck:
 		p.line(now, e.Message)
 	case run.EventSetup:

@@ -119,3 +119,15 @@ func TestProgressCountsBaseOnlyWhenShown(t *testing.T) {
 		t.Fatalf("base has %d files, want 1", n)
 	}
 }
+
+// A warning the supervisor journals (something the user should know)
+// shows as a line of its own.
+func TestProgressShowsWarnings(t *testing.T) {
+	var out bytes.Buffer
+	t0 := time.Now()
+	p := newProgress(&out, false, 1, t0)
+	p.event(run.Event{Type: run.EventWarning, Message: "sub, where the task was given, is not a directory in the workspace: the agent starts at its top"}, t0)
+	if !strings.Contains(out.String(), "warning: sub, where the task was given, is not a directory in the workspace") {
+		t.Fatalf("%q", out.String())
+	}
+}
