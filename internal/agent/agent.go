@@ -33,8 +33,11 @@ type AttemptInput struct {
 	Prompt  string // the task, plus what failed last time for n > 1
 	Resumed bool   // the previous attempt was interrupted or the run failed and was resumed
 	Runner  runner.Client
-	WorkDir string   // workspace path inside the sandbox
-	Env     []string // KEY=VALUE the agent receives (profile-named variables only)
+	WorkDir string // workspace path inside the sandbox
+	// StartDir is where the agent starts, inside WorkDir ("": WorkDir
+	// itself): the directory the submit named (run.Run.Subdir).
+	StartDir string
+	Env      []string // KEY=VALUE the agent receives (profile-named variables only)
 	// Dir is a host directory for this attempt's records (transcript, spills).
 	Dir string
 	// RunDir is the host run directory (state that spans attempts, e.g. a

@@ -207,7 +207,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on")
+	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on: the agent and the checks start there")
 	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
 	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(app.Deps.Agents.Names(), agent.BuiltinName), ", "))
 	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")

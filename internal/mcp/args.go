@@ -74,7 +74,7 @@ type Check struct {
 // the request fields they set.
 type SubmitInput struct {
 	Task         string   `json:"task" jsonschema:"what the agent should do; it reaches the agent on stdin, never through a shell"`
-	Repo         string   `json:"repo,omitempty" jsonschema:"a directory inside the git repository to work on (default: the server's working directory)"`
+	Repo         string   `json:"repo,omitempty" jsonschema:"a directory inside the git repository to work on: the agent and the checks start there (default: the server's working directory)"`
 	Base         string   `json:"base,omitempty" jsonschema:"base commit, branch or tag (default HEAD)"`
 	Agent        string   `json:"agent,omitempty" jsonschema:"agent profile (claude, codex, gemini, qwen, opencode, crush, ...) or builtin; see 'agentrun submit --help'"`
 	AgentCmd     string   `json:"agent_cmd,omitempty" jsonschema:"run this command as the agent instead of a profile (sh -c inside the sandbox, the task on stdin)"`

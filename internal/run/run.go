@@ -100,6 +100,10 @@ type Run struct {
 	Commit  string `json:"commit,omitempty"`
 	Patch   string `json:"patch,omitempty"` // path of result.patch once exported
 	Dirty   bool   `json:"dirty,omitempty"` // repo had uncommitted changes at submit (not included)
+	// Subdir is the directory the submit named (its working directory,
+	// or --repo), relative to Repo, slash-separated: "" for the top. The
+	// agent and the checks start there.
+	Subdir string `json:"subdir,omitempty"`
 
 	Agent       AgentSpec     `json:"agent"`
 	Checks      []CheckSpec   `json:"checks,omitempty"`

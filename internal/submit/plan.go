@@ -192,6 +192,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	r.Repo, r.Base = info.Path, info.Base
+	r.Subdir = subdir(info.Path, req.Repo)
 	checkout := estimateCheckout(ctx, req, b, r)
 	w, err := planEnvironment(ctx, req, r)
 	if err != nil {

@@ -2,6 +2,8 @@ package submit
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 
 	"github.com/agentrun/agentrun/internal/workspace"
 )
@@ -29,4 +31,26 @@ func (s *Service) inspectRepo(ctx context.Context, dir, ref string) (repoInfo, e
 		return repoInfo{}, err
 	}
 	return repoInfo{Path: repo.Path(), Base: base, Dirty: dirty}, nil
+}
+
+// subdir is dir (the directory the submit names) relative to the
+// repository's top level top, slash-separated: "" for the top itself, and
+// for a dir that is not below it or cannot be resolved (a team server's
+// project repository is its own top).
+func subdir(top, dir string) string {
+	abs, err := filepath.Abs(dir)
+	if dir == "" || err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if real, err := filepath.EvalSymlinks(top); err == nil {
+		top = real
+	}
+	rel, err := filepath.Rel(top, abs)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }

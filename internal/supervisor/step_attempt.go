@@ -126,11 +126,17 @@ func (a *attemptStep) Run(ctx context.Context) (attemptResult, error) {
 	ev.Attempt = n
 	a.Event(ev)
 
-	before := a.Gateway.usage()
 	sb := a.Sandbox
+	start, missing := startDir(ctx, sb, r.Subdir)
+	if missing {
+		ev := run.NewEvent(run.EventWarning, fmt.Sprintf("%s, where the task was given, is not a directory in the workspace: the agent starts at its top", r.Subdir), map[string]any{"subdir": r.Subdir})
+		ev.Attempt = n
+		a.Event(ev)
+	}
+	before := a.Gateway.usage()
 	out, err := a.Agent.Attempt(ctx, agent.AttemptInput{
 		Run: r, N: n, Prompt: a.Prompt, Resumed: a.Resumed,
-		Runner: sb.Runner(), WorkDir: sb.WorkDir(), Env: a.Env,
+		Runner: sb.Runner(), WorkDir: sb.WorkDir(), StartDir: start, Env: a.Env,
 		Dir: dir, RunDir: l.RunDir(r.ID), Output: logf,
 		Gateway: a.Gateway.access(sb.GatewayAddr()), Home: sb.HomeDir(), HostHome: l.SandboxHome(r.ID),
 		ContinueSession: continueSession(r, len(r.Attempts)+1, n),

@@ -50,8 +50,9 @@ func (c *checksStep) Run(ctx context.Context) (checksResult, error) {
 	if err := os.MkdirAll(filepath.Join(c.Layout.AttemptDir(c.Record.ID, c.N), "checks"), 0o700); err != nil {
 		return res, fmt.Errorf("check log: %w", err)
 	}
+	cwd, _ := startDir(ctx, c.Sandbox, c.Record.Subdir)
 	for _, spec := range c.Record.Checks {
-		cr, err := c.check(ctx, spec)
+		cr, err := c.check(ctx, spec, cwd)
 		if err != nil {
 			return res, err
 		}
@@ -64,7 +65,8 @@ func (c *checksStep) Run(ctx context.Context) (checksResult, error) {
 	return res, nil
 }
 
-func (c *checksStep) check(ctx context.Context, spec run.CheckSpec) (run.CheckResult, error) {
+// check runs one check in cwd.
+func (c *checksStep) check(ctx context.Context, spec run.CheckSpec, cwd string) (run.CheckResult, error) {
 	n, sb := c.N, c.Sandbox
 	res := run.CheckResult{Name: spec.Name, Log: layout.CheckLogRel(n, spec.Name)}
 	logf, err := os.OpenFile(c.Layout.CheckLog(c.Record.ID, n, spec.Name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -73,7 +75,7 @@ func (c *checksStep) check(ctx context.Context, spec run.CheckSpec) (run.CheckRe
 	}
 	defer logf.Close()
 	start := time.Now()
-	er, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: spec.Command, Cwd: sb.WorkDir()}, logf, logf)
+	er, err := sb.Runner().Exec(ctx, runner.ExecRequest{Shell: spec.Command, Cwd: cwd}, logf, logf)
 	res.Duration = run.Duration(time.Since(start))
 	switch {
 	case ctx.Err() != nil:

@@ -145,7 +145,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 	env := append(slices.Clone(in.Env), l.Env...)
 	res, err := in.Runner.Exec(ctx, runner.ExecRequest{
 		Shell: l.Command,
-		Cwd:   in.WorkDir,
+		Cwd:   cmp.Or(in.StartDir, in.WorkDir),
 		Env:   env,
 		Stdin: []byte(in.Prompt),
 	}, in.Output, in.Output)

@@ -123,13 +123,18 @@ func (a *Agent) stallTurns() int {
 
 // prepare resolves what stays fixed for the agent's life: the context
 // window and the system prompt (so the prompt prefix is stable).
-func (a *Agent) prepare(ctx context.Context, workDir string) {
+func (a *Agent) prepare(ctx context.Context, workDir, startDir string) {
 	a.once.Do(func() {
 		a.window, a.windowSource = a.resolveWindow(ctx)
 		var b strings.Builder
 		b.WriteString(strings.TrimSpace(systemPrompt))
 		if workDir != "" {
 			b.WriteString("\n\nThe workspace root is " + workDir + ".")
+		}
+		if startDir != "" && startDir != workDir {
+			// The tools' paths stay relative to the root; the user's may
+			// not be.
+			b.WriteString(" The user gave the task in " + startDir + ": paths in it may be relative to that directory, and the checks run there.")
 		}
 		name, text := repoInstructions(ctx, a.opts.Repo, a.opts.Base, a.warn)
 		if name != "" {
@@ -182,7 +187,7 @@ func (a *Agent) Attempt(ctx context.Context, in agent.AttemptInput) (*agent.Outc
 			return nil, fmt.Errorf("builtin agent: %w", err)
 		}
 	}
-	a.prepare(ctx, in.WorkDir)
+	a.prepare(ctx, in.WorkDir, in.StartDir)
 	tr, err := openTranscript(filepath.Join(in.Dir, transcript.File))
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ func FullRun(id string) *run.Run {
 		Commit:    "89abcdef0123456789abcdef0123456789abcdef",
 		Patch:     "/data/runs/" + id + "/result.patch",
 		Dirty:     true,
+		Subdir:    "svc/api",
 		Agent: run.AgentSpec{
 			Name: "builtin", Command: "claude -p", Env: []string{"ANTHROPIC_API_KEY"},
 			Hosts: []string{"api.anthropic.com"}, Model: "m-1", Provider: "anthropic",
