@@ -92,10 +92,5 @@ func TestExportNamesPathsAsTheyAre(t *testing.T) {
 	if err != nil || !bytes.Contains(patch, []byte("diff --git a/dir é/new ü.txt b/dir é/new ü.txt\n")) {
 		t.Fatalf("patch %q (%v)", patch, err)
 	}
-	clone := filepath.Join(t.TempDir(), "clone")
-	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
-	testsupport.Git(t, clone, "apply", "--index", opts.PatchPath)
-	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
-		t.Fatalf("patched tree %s, commit tree %s", tree, want)
-	}
+	patchGivesCommit(t, repo, base, opts.PatchPath, res.Commit)
 }

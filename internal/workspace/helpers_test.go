@@ -154,3 +154,17 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(k)
 	return k
 }
+
+// patchGivesCommit applies patch (git apply --index, with args) to a
+// checkout of base in a new worktree of repo and fails t unless the tree
+// it gives is commit's.
+func patchGivesCommit(t testing.TB, repo, base, patch, commit string, args ...string) {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "clone")
+	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
+	testsupport.Git(t, clone, append(append([]string{"apply", "--index"}, args...), patch)...)
+	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", commit+"^{tree}"); tree != want {
+		t.Fatalf("patched tree %s, commit tree %s", tree, want)
+	}
+	testsupport.Git(t, repo, "worktree", "remove", "--force", clone)
+}

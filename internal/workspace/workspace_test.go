@@ -259,13 +259,7 @@ func roundTrip(t *testing.T, format string) {
 	if patch, err := os.ReadFile(opts.PatchPath); err != nil || !bytes.HasPrefix(patch, []byte("diff --git a/")) {
 		t.Fatalf("patch starts %.40q (%v)", patch, err)
 	}
-	clone := filepath.Join(t.TempDir(), "clone")
-	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
-	testsupport.Git(t, clone, "apply", "--index", "--binary", opts.PatchPath)
-	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
-		t.Fatalf("patched tree %s, commit tree %s", tree, want)
-	}
-	testsupport.Git(t, repo, "worktree", "remove", "--force", clone)
+	patchGivesCommit(t, repo, base, opts.PatchPath, res.Commit, "--binary")
 
 	// Exporting the same result again is idempotent; a different one is
 	// refused without Force, and moves the branch with Force.
@@ -396,12 +390,7 @@ func TestExportOddNames(t *testing.T) {
 			t.Errorf("%s = %q", n, got)
 		}
 	}
-	clone := filepath.Join(t.TempDir(), "clone")
-	testsupport.Git(t, repo, "worktree", "add", "-q", "--detach", clone, base)
-	testsupport.Git(t, clone, "apply", "--index", opts.PatchPath)
-	if tree, want := testsupport.Git(t, clone, "write-tree"), testsupport.Git(t, repo, "rev-parse", res.Commit+"^{tree}"); tree != want {
-		t.Fatalf("patched tree %s, commit tree %s", tree, want)
-	}
+	patchGivesCommit(t, repo, base, opts.PatchPath, res.Commit)
 }
 
 func TestCancelled(t *testing.T) {
