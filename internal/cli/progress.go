@@ -160,6 +160,13 @@ func (p *progress) event(e run.Event, now time.Time) {
 		p.line(now, e.Message)
 	case run.EventWarning:
 		p.line(now, "warning: "+e.Message)
+	case run.EventResume:
+		var d struct {
+			ExportOnly bool `json:"export_only"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.ExportOnly {
+			p.line(now, e.Message)
+		}
 	case run.EventCheck:
 		p.line(now, e.Message)
 	case run.EventSetup:

@@ -51,7 +51,12 @@ The values of the environment variables the run passes to its agent (its
 profile's and those named with --env at submit) were never stored: they are
 read again from this command's environment, and so are the model gateway's
 keys. A run that ended budget_exceeded continues with a higher --max-cost or
---max-tokens (the run's budget, counting what it has used).`,
+--max-tokens (the run's budget, counting what it has used).
+
+A run that stopped at its export (export_failed: a repository it could not
+write to, a full disk, a stale lock; or interrupted there), its last attempt
+having passed its checks, is exported again without another attempt, unless
+--task asks for more work.`,
 	}
 	c.RunE = oneRunID(&o.ID, o.Validate, func(ctx context.Context) error {
 		o.set = func(n string) bool { return c.Flags().Changed(n) }

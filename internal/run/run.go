@@ -560,7 +560,6 @@ type Verdict struct {
 	At    time.Time `json:"at"`
 }
 
-// LastAttempt returns the newest attempt, or nil.
 // Move is what a transition from state prev to to (see Store) sets in
 // r, at now, the same in every store: the state, reason and message,
 // StartedAt the first time the run leaves queued for an active state,
@@ -577,6 +576,7 @@ func (r *Run) Move(prev, to State, reason Reason, msg string, now time.Time) {
 	r.State, r.Reason, r.Message = to, reason, msg
 }
 
+// LastAttempt returns the newest attempt, or nil.
 func (r *Run) LastAttempt() *Attempt {
 	if len(r.Attempts) == 0 {
 		return nil

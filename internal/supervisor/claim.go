@@ -28,7 +28,7 @@ func ResumeHandoff(ctx context.Context, st run.Store, id string) (Handoff, error
 				return Handoff{}, fmt.Errorf("read %s's resume: %w", id, err)
 			}
 		}
-		return Handoff{Note: ho.Note, Ended: ho.Ended}, nil
+		return Handoff{Note: ho.Note, Ended: ho.Ended, ExportOnly: ho.ExportOnly}, nil
 	}
 	return Handoff{}, nil
 }

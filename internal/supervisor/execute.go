@@ -121,14 +121,28 @@ func (s *Supervisor) execute(parent context.Context) error {
 		s.finish(run.StateFailed, reason, err.Error())
 		return err
 	}
-	ok, err := s.attempts(ctx, p)
+	from, ok, err := s.work(ctx, p)
 	if err != nil || !ok {
 		return err
 	}
 	// Nothing runs in the sandbox any more: stop it before the workspace
 	// is read, so no process left behind can change it during the scan.
 	s.releaseResources()
-	return s.export(ctx, p)
+	return s.export(ctx, p, from)
+}
+
+// work runs the agent's attempts and their checks (attempts); ok means: go
+// on to export, from one of the states from. A run resumed where it
+// stopped, at its export (Handoff.ExportOnly), has its last attempt's work
+// exported as it is, straight from preparing.
+func (s *Supervisor) work(ctx context.Context, p *prepared) (from []run.State, ok bool, err error) {
+	if s.Handoff.ExportOnly && p.resumed {
+		a := p.run.LastAttempt()
+		s.event(run.NewEvent(run.EventResume, fmt.Sprintf("the run stopped at its export, and attempt %d's work passed its checks: exporting it again, without another attempt", a.N), map[string]any{"export_only": true, "attempt": a.N}))
+		return []run.State{run.StatePreparing}, true, nil
+	}
+	ok, err = s.attempts(ctx, p)
+	return []run.State{run.StateChecking, run.StateRunning}, ok, err
 }
 
 // resource is a step that holds something for the run while it lives:
@@ -412,11 +426,11 @@ func (s *Supervisor) check(ctx context.Context, p *prepared, n int, last bool) (
 	return nextAttempt, failed, nil
 }
 
-// export moves the run to exporting and runs the export step, whose
-// record of the result is the move to succeeded.
-func (s *Supervisor) export(ctx context.Context, p *prepared) error {
+// export moves the run from one of the states from to exporting and runs
+// the export step, whose record of the result is the move to succeeded.
+func (s *Supervisor) export(ctx context.Context, p *prepared, from []run.State) error {
 	r := p.run
-	if _, err := s.cas(ctx, []run.State{run.StateChecking, run.StateRunning}, run.StateExporting, run.ReasonNone, "", nil); err != nil {
+	if _, err := s.cas(ctx, from, run.StateExporting, run.ReasonNone, "", nil); err != nil {
 		return s.casFailed(ctx, err)
 	}
 	step := &exportStep{Record: r, Layout: s.Layout, Workspace: p.ws, Export: s.Export,
@@ -433,7 +447,7 @@ func (s *Supervisor) export(ctx context.Context, p *prepared) error {
 			s.stopped(ctx, "")
 			return nil
 		}
-		s.finish(run.StateFailed, run.ReasonExportFailed, err.Error())
+		s.finish(run.StateFailed, run.ReasonExportFailed, err.Error()+"; the workspace is kept: once the cause is gone, 'agentrun resume "+r.ID+"' exports it again (with --task TEXT, the agent gets another attempt first)")
 		return err
 	}
 	if res.NoChanges {

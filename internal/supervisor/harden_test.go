@@ -82,7 +82,7 @@ func TestCancelDuringExportNeverLeavesAnUnrecordedBranch(t *testing.T) {
 			_, _ = st.Update(bg, r.ID, func(r *run.Run) error { r.CancelRequested = true; return nil })
 			stop(errStopSignal)
 		})
-		err := s.export(ctx, &prepared{run: &r, ws: ws})
+		err := s.export(ctx, &prepared{run: &r, ws: ws}, []run.State{run.StateChecking, run.StateRunning})
 		timer.Stop()
 		stop(nil)
 		if i == 0 {

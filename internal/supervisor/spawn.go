@@ -25,6 +25,11 @@ type Handoff struct {
 	// Ended says how the run ended before it was resumed (its state,
 	// reason and message are replaced when it is queued again).
 	Ended string `json:"ended,omitempty"`
+	// ExportOnly: the run stopped at its export (export_failed, or
+	// interrupted after its last attempt passed its checks), and the
+	// resume adds no instructions: the new supervisor exports that
+	// attempt's work again, without another attempt (exportOnly).
+	ExportOnly bool `json:"export_only,omitempty"`
 }
 
 // maxHandoff bounds the handoff (a pipe buffer holds 64 KiB).

@@ -76,6 +76,25 @@ func spawn(ctx context.Context, so SpawnOptions, pending *Pending) error {
 }
 
 // endedAs describes how r ended, for the resumed agent.
+// exportOnly says whether resuming r, with note, is only its export
+// again: r stopped at the export (export_failed; or interrupted, its last
+// attempt completed with every check run and passed, so that the export
+// was all that was left) and note asks for no more work. Anything else
+// gets new attempts.
+func exportOnly(r *run.Run, note string) bool {
+	a := r.LastAttempt()
+	if note != "" || a == nil || a.Outcome != run.ReasonCompleted || len(a.Checks) != len(r.Checks) ||
+		(r.Reason != run.ReasonExportFailed && r.Reason != run.ReasonInterrupted) {
+		return false
+	}
+	for _, c := range a.Checks {
+		if !c.Passed {
+			return false
+		}
+	}
+	return true
+}
+
 func endedAs(r *run.Run) string {
 	s := string(r.State)
 	if r.Reason != "" {
@@ -119,6 +138,7 @@ func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions
 	if err != nil {
 		return nil, catalog.RunActive.New("run %s: %v", r.ID, err)
 	}
+	ho := Handoff{Note: note, Ended: endedAs(r), ExportOnly: exportOnly(r, note)}
 	nr, err := st.Transition(ctx, r.ID, []run.State{run.StateInterrupted, run.StateFailed}, run.StateQueued, run.ReasonNone, "resumed")
 	if err != nil {
 		lease.Release()
@@ -155,7 +175,7 @@ func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions
 		// The lease was held until the record was complete: no worker
 		// claims the run half resumed.
 		defer lease.Release()
-		_, err = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventResume, "resumed", Handoff{Note: note, Ended: endedAs(r)}))
+		_, err = st.AppendEvent(ctx, r.ID, run.NewEvent(run.EventResume, "resumed", ho))
 		if err == nil {
 			return nr, nil
 		}
@@ -164,7 +184,7 @@ func Resume(ctx context.Context, h Home, r *run.Run, note string, o StartOptions
 	}
 	if err == nil && !h.Claimed {
 		err = spawn(ctx, SpawnOptions{Layout: l, ID: r.ID, Executable: o.Executable, MaxParallel: o.MaxParallel,
-			Handoff: Handoff{Env: o.Env, Note: note, Ended: endedAs(r)}, Lease: lease, Coord: h.Coord}, o.Pending)
+			Handoff: Handoff{Env: o.Env, Note: ho.Note, Ended: ho.Ended, ExportOnly: ho.ExportOnly}, Lease: lease, Coord: h.Coord}, o.Pending)
 	} else {
 		lease.Release()
 	}

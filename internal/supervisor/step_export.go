@@ -128,7 +128,10 @@ func (e *exportStep) Run(ctx context.Context) (exportResult, error) {
 		return nothing, nil
 	}
 	if err != nil {
-		return exportResult{}, fmt.Errorf("export: %w", err)
+		if !strings.HasPrefix(err.Error(), "export: ") { // (workspace.Export's say so already)
+			err = fmt.Errorf("export: %w", err)
+		}
+		return exportResult{}, err
 	}
 	return exportResult{Result: res, Refused: cs.Refused}, nil
 }
