@@ -11,9 +11,9 @@ import (
 
 // TestSubmitKeepsWhatItLearnedOfTheBase: a submit refused after reading
 // its base (a malformed .agentrun.toml) leaves no commit answers in the
-// data directory; a run made keeps them (the base's .agentrun.toml and the
-// size of its checkout), and the next submit on that base, answered from
-// them, runs as the first did.
+// data directory; a run made keeps them (the base's .gitmodules and
+// .agentrun.toml, and the size of its checkout), and the next submit on
+// that base, answered from them, runs as the first did.
 func TestSubmitKeepsWhatItLearnedOfTheBase(t *testing.T) {
 	e := newEnv(t)
 	commits := filepath.Join(e.home, "cache", "commits")
@@ -39,15 +39,15 @@ func TestSubmitKeepsWhatItLearnedOfTheBase(t *testing.T) {
 			t.Fatalf("submit %d: %+v\n%s", i+1, d, res.stderr)
 		}
 		ents, err := os.ReadDir(commits)
-		if err != nil || len(ents) != 1 {
-			t.Fatalf("after submit %d, %s holds %d answers (%v), want the checkout's size (--no-setup reads no .agentrun.toml)", i+1, commits, len(ents), err)
+		if err != nil || len(ents) != 2 {
+			t.Fatalf("after submit %d, %s holds %d answers (%v), want the checkout's size and .gitmodules (--no-setup reads no .agentrun.toml)", i+1, commits, len(ents), err)
 		}
 	}
 	res = e.run("submit", "--json", "--sandbox", "host", "--agent-cmd", "echo y > g.txt", "--wait", "t")
 	if d := decodeSubmit(t, res); d.Status != "succeeded" {
 		t.Fatalf("reading .agentrun.toml: %+v\n%s", d, res.stderr)
 	}
-	if ents, _ := os.ReadDir(commits); len(ents) != 2 {
-		t.Fatalf("%s holds %d answers, want 2 (the checkout's size, .agentrun.toml)", commits, len(ents))
+	if ents, _ := os.ReadDir(commits); len(ents) != 3 {
+		t.Fatalf("%s holds %d answers, want 3 (the checkout's size, .gitmodules, .agentrun.toml)", commits, len(ents))
 	}
 }

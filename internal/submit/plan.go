@@ -252,6 +252,13 @@ func sandboxWarnings(ctx context.Context, b sandbox.Backend, name string, lim sa
 // planEnvironment plans r's setup snapshot and the toolchain caches it
 // reads, and returns their warnings.
 func planEnvironment(ctx context.Context, req Request, r *run.Run) ([]string, error) {
+	// The base's files read below, in one git process where the commit
+	// cache does not answer them.
+	read := []string{submodulesFile}
+	if !req.NoSetup {
+		read = append(read, RepoConfigName)
+	}
+	req.Commits.Prefetch(ctx, r.Repo, r.Base, read...)
 	setup, warnings, err := planSetup(ctx, req, r.Repo, r.Base)
 	if err != nil {
 		return nil, err

@@ -52,8 +52,7 @@ func (c *CommitCache) FileAt(ctx context.Context, dir, commit, path string) ([]b
 	if c == nil || !isObjectID(commit) || ValidatePath(path) != nil {
 		return FileAtDir(ctx, dir, commit, path)
 	}
-	sum := sha256.Sum256([]byte(path))
-	name := commit + "-file-" + hex.EncodeToString(sum[:])
+	name := fileAnswerName(commit, path)
 	if b, ok := c.read(name); ok {
 		var a commitFile
 		if json.Unmarshal(b, &a) == nil {
@@ -67,6 +66,24 @@ func (c *CommitCache) FileAt(ctx context.Context, dir, commit, path string) ([]b
 		}
 	}
 	return data, ok, err
+}
+
+// fileAnswerName names the answer for the file at path in commit.
+func fileAnswerName(commit, path string) string {
+	sum := sha256.Sum256([]byte(path))
+	return commit + "-file-" + hex.EncodeToString(sum[:])
+}
+
+// Prefetch is PrefetchFiles for those of paths the cache does not answer:
+// the FileAt calls to come then run no git process but this one.
+func (c *CommitCache) Prefetch(ctx context.Context, dir, commit string, paths ...string) {
+	if c != nil && isObjectID(commit) {
+		paths = slices.DeleteFunc(slices.Clone(paths), func(p string) bool {
+			_, ok := c.read(fileAnswerName(commit, p))
+			return ok
+		})
+	}
+	PrefetchFiles(ctx, dir, commit, paths...)
 }
 
 // CheckoutBytes is the package's CheckoutBytes through the cache.

@@ -39,34 +39,73 @@ func fileAt(ctx context.Context, dir, commit, path string) (data []byte, ok, kno
 	if err := ValidatePath(path); err != nil {
 		return nil, false, false, fmt.Errorf("read %s: %w", path, err)
 	}
-	key := commit + ":" + path
-	if a, hit := fileMemo.get(key); hit {
+	if a, hit := fileMemo.get(commit + ":" + path); hit {
 		return bytes.Clone(a.data), a.ok, true, nil // (the caller may change its copy)
 	}
-	// One git process: cat-file --batch answers, for the path and then
-	// for the commit itself, "<id> <type> <size>" and the content, or
-	// "<name> missing". The second says whether a missing path is the
-	// tree's answer (remembered) or the repository's lack of the commit.
-	out, err := gitCmd{dir: dir, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(key + "\n" + commit + "^{commit}\n")}.run(ctx)
+	answers, known, err := filesAt(ctx, dir, commit, []string{path})
+	if err != nil {
+		return nil, false, false, err
+	}
+	// (an answer too large to remember is not kept elsewhere either)
+	return answers[0].data, answers[0].ok, known && len(answers[0].data) <= memoMaxData, nil
+}
+
+// PrefetchFiles reads the files at paths in commit's tree of the
+// repository at dir, in one git process, for the FileAtDir calls to come
+// (the process remembers the answers, see commitMemo): where they would
+// each have run one. Paths already remembered, and invalid ones, are left
+// out; errors are left to those calls.
+func PrefetchFiles(ctx context.Context, dir, commit string, paths ...string) {
+	var ask []string
+	for _, p := range paths {
+		if _, hit := fileMemo.get(commit + ":" + p); !hit && ValidatePath(p) == nil {
+			ask = append(ask, p)
+		}
+	}
+	if len(ask) > 0 && isObjectID(commit) {
+		_, _, _ = filesAt(ctx, dir, commit, ask)
+	}
+}
+
+// filesAt reads the files at paths in commit's tree in one git process:
+// cat-file --batch answers, for each path and then for the commit itself,
+// "<id> <type> <size>" and the content, or "<name> missing". The last
+// says whether a missing path is the tree's answer (remembered: known) or
+// the repository's lack of the commit.
+func filesAt(ctx context.Context, dir, commit string, paths []string) (answers []fileAnswer, known bool, err error) {
+	var in strings.Builder
+	for _, p := range paths {
+		in.WriteString(commit + ":" + p + "\n")
+	}
+	in.WriteString(commit + "^{commit}\n")
+	what := strings.Join(paths, ", ")
+	out, err := gitCmd{dir: dir, args: []string{"cat-file", "--batch"}, stdin: strings.NewReader(in.String())}.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, false, false, ctx.Err()
+			return nil, false, ctx.Err()
 		}
-		return nil, false, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
+		return nil, false, fmt.Errorf("read %s at %s: %w", what, short(commit), err)
 	}
-	typ, body, rest, err := batchRecord(out)
-	if err != nil {
-		return nil, false, false, fmt.Errorf("read %s at %s: %w", path, short(commit), err)
+	for range paths {
+		typ, body, rest, err := batchRecord(out)
+		if err != nil {
+			return nil, false, fmt.Errorf("read %s at %s: %w", what, short(commit), err)
+		}
+		a := fileAnswer{body, typ == "blob"}
+		if !a.ok {
+			a.data = nil // no such path in that tree (or no such commit), or not a file
+		}
+		answers, out = append(answers, a), rest
 	}
-	data, ok = body, typ == "blob"
-	if !ok {
-		data = nil // no such path in that tree (or no such commit), or not a file
-	}
-	if ctyp, _, _, err := batchRecord(rest); err == nil && ctyp == "commit" && len(data) <= memoMaxData {
-		fileMemo.put(key, fileAnswer{bytes.Clone(data), ok})
+	if ctyp, _, _, err := batchRecord(out); err == nil && ctyp == "commit" {
 		known = true
+		for i, a := range answers {
+			if len(a.data) <= memoMaxData {
+				fileMemo.put(commit+":"+paths[i], fileAnswer{bytes.Clone(a.data), a.ok})
+			}
+		}
 	}
-	return data, ok, known, nil
+	return answers, known, nil
 }
 
 // batchRecord reads one record of git cat-file --batch from out: its

@@ -100,3 +100,19 @@ func TestFileAtRemembersCommits(t *testing.T) {
 		t.Errorf("once the commit is there: %q %v %v", data, ok, err)
 	}
 }
+
+// PrefetchFiles reads several files of a commit in one git process, for
+// the FileAtDir calls after it: those answer without git (here where git
+// could not be asked), a file, a missing path and a directory alike.
+func TestPrefetchFiles(t *testing.T) {
+	ctx := context.Background()
+	dir, commit := testsupport.Repo(t, map[string]string{"pre.toml": "p = 1\n", ".gitmodules": "[submodule \"x\"]\n\tpath = x\n", "d/f": "f\n"})
+	nowhere := t.TempDir()
+	PrefetchFiles(ctx, dir, commit, "pre.toml", ".gitmodules", "absent", "d", "../refused")
+	for path, want := range map[string]string{"pre.toml": "p = 1\n", ".gitmodules": "[submodule \"x\"]\n\tpath = x\n", "absent": "", "d": ""} {
+		data, ok, err := FileAtDir(ctx, nowhere, commit, path)
+		if err != nil || ok != (want != "") || string(data) != want {
+			t.Errorf("%s after the prefetch: %q %v %v, want %q", path, data, ok, err, want)
+		}
+	}
+}
