@@ -71,7 +71,12 @@ func openRepo(ctx context.Context, dir string) (*Repo, error) {
 		if exitCode(err) == 1 && len(lines) == 2 && lines[0] != "" {
 			return nil, catalog.NoCommits.Wrap(err, "%s has no commit at HEAD", lines[0])
 		}
-		return nil, catalog.NotGitRepo.Wrap(err, "%s: %s", dir, gitMessage(err))
+		msg := gitMessage(err)
+		if strings.Contains(msg, "must be run in a work tree") {
+			// git finds a repository there, but no work tree to run in.
+			return nil, catalog.NotGitRepo.Wrap(err, "%s is inside a repository's .git directory (or a bare repository), not in a work tree", dir)
+		}
+		return nil, catalog.NotGitRepo.Wrap(err, "%s: %s", dir, msg)
 	}
 	if len(lines) != 3 || lines[0] == "" {
 		return nil, catalog.NotGitRepo.New("%s has no work tree", dir)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrun/agentrun/internal/catalog"
@@ -44,6 +45,12 @@ func TestOpenRepo(t *testing.T) {
 		if !catalog.Has(err, tc.want) {
 			t.Errorf("OpenRepo(%s) = %v, want %s", tc.dir, err, tc.want.Code)
 		}
+	}
+	// Inside .git, git finds the repository but no work tree: the error
+	// says where the user is.
+	_, err = OpenRepo(ctx, filepath.Join(unborn, ".git"))
+	if !catalog.Has(err, catalog.NotGitRepo) || !strings.Contains(err.Error(), "is inside a repository's .git directory") {
+		t.Errorf("OpenRepo in .git = %v", err)
 	}
 }
 
