@@ -51,9 +51,9 @@ func Dropped() (Span, error) {
 
 func drop() {
 	done = true
-	span.Begin = now()
+	span.Begin = Now()
 	dropErr = dropAll()
-	span.End = now()
+	span.End = Now()
 }
 
 // dropAll empties the bounding set, then clears the ambient set and sets
@@ -128,7 +128,9 @@ func (e *dropError) Error() string {
 
 func (e *dropError) Unwrap() error { return e.err }
 
-func now() int64 {
+// Now is CLOCK_MONOTONIC in ns, as the init's marks count time (one clock
+// for the host and every process inside).
+func Now() int64 {
 	var ts syscall.Timespec
 	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
 	return ts.Nano()

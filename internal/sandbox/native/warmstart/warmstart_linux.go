@@ -107,7 +107,7 @@ func Start(exe string) (_ *Init, err error) {
 		return nil, err
 	}
 	defer null.Close()
-	in := &Init{Exe: exe, CfgW: cfgW, StR: stR, Spawn: Now()}
+	in := &Init{Exe: exe, CfgW: cfgW, StR: stR, Spawn: execpriv.Now()}
 	OnForkThread(func() {
 		in.Proc, err = os.StartProcess(exe, []string{"agentrun", execpriv.Entry, execpriv.Role, RoleWarm}, &os.ProcAttr{
 			Dir:   "/",
@@ -121,7 +121,7 @@ func Start(exe string) (_ *Init, err error) {
 		stR.Close()
 		return nil, err
 	}
-	in.Spawned = Now()
+	in.Spawned = execpriv.Now()
 	return in, nil
 }
 
@@ -193,7 +193,6 @@ func OnForkThread(f func()) {
 const (
 	linuxCapabilityVersion3 = 0x20080522 // _LINUX_CAPABILITY_VERSION_3
 	prCapbsetDrop           = 24         // PR_CAPBSET_DROP
-	clockMonotonic          = 1          // CLOCK_MONOTONIC
 )
 
 type capHeader struct {
@@ -233,13 +232,6 @@ func emptyBoundingSet() {
 			return // EINVAL past the kernel's last capability
 		}
 	}
-}
-
-// Now is CLOCK_MONOTONIC in ns, as the init's marks count time.
-func Now() int64 {
-	var ts syscall.Timespec
-	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockMonotonic, uintptr(unsafe.Pointer(&ts)), 0)
-	return ts.Nano()
 }
 
 // socketPair is a close-on-exec pair of connected stream sockets.
