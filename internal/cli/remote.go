@@ -111,6 +111,20 @@ func decodeDoc(doc []byte, v any) error {
 	return nil
 }
 
+// decodeSubmitted decodes a server's run document as submit --json
+// prints it; warnings are never null (a server of an earlier release
+// leaves them out).
+func decodeSubmitted(doc []byte) (submitOutput, error) {
+	var out submitOutput
+	if err := decodeDoc(doc, &out); err != nil {
+		return submitOutput{}, err
+	}
+	if out.Warnings == nil {
+		out.Warnings = []string{}
+	}
+	return out, nil
+}
+
 // answer prints a server's answer to a command: as it came with --json,
 // else decoded into v (a zero value of the command's output) and rendered.
 func answer[T any](app *App, doc []byte, err error, v *T, render func(*T) error) error {
@@ -403,8 +417,8 @@ func (app *App) remoteFollowLogs(ctx context.Context, o *logsOptions, q url.Valu
 	if err != nil {
 		return err
 	}
-	var end submitOutput
-	if err := decodeDoc(endDoc, &end); err != nil {
+	end, err := decodeSubmitted(endDoc)
+	if err != nil {
 		return err
 	}
 	if app.JSON {

@@ -72,8 +72,8 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 	if err != nil {
 		return err
 	}
-	var out submitOutput
-	if err := decodeDoc(doc, &out); err != nil {
+	out, err := decodeSubmitted(doc)
+	if err != nil {
 		return err
 	}
 	app.quiet = o.Quiet
@@ -245,8 +245,8 @@ func (app *App) remoteAwait(ctx context.Context, id string, follow bool, prog *p
 	if err != nil {
 		return nil, submitOutput{}, err
 	}
-	var end submitOutput
-	if err := decodeDoc(endDoc, &end); err != nil {
+	end, err := decodeSubmitted(endDoc)
+	if err != nil {
 		return nil, submitOutput{}, err
 	}
 	return endDoc, end, nil
@@ -300,8 +300,8 @@ func (app *App) remoteResume(ctx context.Context, o *resumeOptions) error {
 	if err != nil {
 		return err
 	}
-	var out submitOutput
-	if err := decodeDoc(doc, &out); err != nil {
+	out, err := decodeSubmitted(doc)
+	if err != nil {
 		return err
 	}
 	if !app.JSON {

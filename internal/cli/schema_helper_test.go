@@ -116,7 +116,7 @@ func fill(v reflect.Value, depth int) {
 		fill(v.Elem(), depth+1)
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if f := v.Type().Field(i); f.IsExported() && f.Tag.Get("json") != "-" {
+			if f := v.Type().Field(i); (f.IsExported() || f.Anonymous) && f.Tag.Get("json") != "-" {
 				fill(v.Field(i), depth+1)
 			}
 		}

@@ -362,6 +362,9 @@ type submitOutput struct {
 	Commit string     `json:"commit"`
 	Patch  string     `json:"patch"`
 	RunDir string     `json:"run_dir"`
+	// Warnings are what the submit warned of as it planned the run
+	// (never null).
+	Warnings []string `json:"warnings"`
 }
 
 func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
@@ -402,7 +405,9 @@ func (app *App) runSubmit(ctx context.Context, o *submitOptions) error {
 		return err
 	}
 	for _, w := range warnings {
-		fmt.Fprintf(app.Stderr, "warning: %s\n", catalog.NameFields(w, flagName))
+		w = catalog.NameFields(w, flagName)
+		fmt.Fprintf(app.Stderr, "warning: %s\n", w)
+		r.Warnings = append(r.Warnings, w)
 	}
 	if p, ok := server.PrincipalFrom(ctx); ok {
 		r.SubmittedBy = &run.Submitter{ID: p.UserID, Name: p.Name}

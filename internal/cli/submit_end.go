@@ -10,7 +10,7 @@ import (
 // toSubmitOutput is r as submit --json prints it.
 func toSubmitOutput(env *Env, r *run.Run) submitOutput {
 	return submitOutput{ID: r.ID, Status: r.State, Reason: r.Reason, Branch: r.Branch, Commit: r.Commit,
-		Patch: r.Patch, RunDir: env.Layout.RunDir(r.ID)}
+		Patch: r.Patch, RunDir: env.Layout.RunDir(r.ID), Warnings: append([]string{}, r.Warnings...)}
 }
 
 // endedLine is the first line of how a waited-for run ended: its state,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +28,11 @@ func TestSubmitWaitExportsBranchAndPatch(t *testing.T) {
 	}
 	if !strings.Contains(res.stderr, "does not isolate") {
 		t.Errorf("no host warning on stderr: %q", res.stderr)
+	}
+	// The same warnings, in the document and on the run's record.
+	if d.Warnings == nil || !slices.ContainsFunc(*d.Warnings, func(w string) bool { return strings.Contains(w, "does not isolate") }) ||
+		!strings.Contains(res.stderr, "warning: "+(*d.Warnings)[0]+"\n") {
+		t.Errorf("submit --json warnings %v; stderr %q", d.Warnings, res.stderr)
 	}
 	// One commit on the branch whose parent is the base.
 	if got := testsupport.Git(t, e.repo, "rev-parse", d.Branch); got != d.Commit {
@@ -58,6 +64,9 @@ func TestSubmitWaitExportsBranchAndPatch(t *testing.T) {
 		t.Fatal("the run wrote into the user's working tree")
 	}
 	r := e.get(d.ID)
+	if d.Warnings != nil && !slices.Equal(r.Warnings, *d.Warnings) {
+		t.Errorf("the record's warnings %q, the document's %q", r.Warnings, *d.Warnings)
+	}
 	p := r.Provenance
 	if p.Version == "" || p.Host == "" || p.Mode != "lite" || p.Sandbox != "host" || p.BaseCommit != base ||
 		p.AgentCommand != `sh -c "echo hi > new.txt"` || !strings.HasPrefix(p.PolicyDigest, "sha256:") {

@@ -99,6 +99,9 @@ type submitDoc struct {
 	Commit string `json:"commit"`
 	Patch  string `json:"patch"`
 	RunDir string `json:"run_dir"`
+	// A pointer: a document without the field (or with null) is told
+	// from one with none.
+	Warnings *[]string `json:"warnings"`
 }
 
 func (e *env) store() *files.Store {

@@ -42,9 +42,15 @@ func TestSubmitFromSubdirectory(t *testing.T) {
 	}
 	testsupport.Git(t, e.repo, "add", "svc")
 	testsupport.Git(t, e.repo, "commit", "-qm", "svc")
-	r, _ := e.submitIn(sub, "--network", "none", "--agent-cmd", "pwd > here.txt", "--check", "here=test -f here.txt && test -f main.txt", "work here")
+	r, out := e.submitIn(sub, "--network", "none", "--agent-cmd", "pwd > here.txt", "--check", "here=test -f here.txt && test -f main.txt", "work here")
 	if r.State != run.StateSucceeded || r.Subdir != "svc/api" {
 		t.Fatalf("run %s: %s (%s), subdir %q", r.ID, r.State, r.Message, r.Subdir)
+	}
+	// The document's warnings are the record's: [] when it warned of
+	// nothing (never null), as on a machine that holds every limit.
+	if r.Warnings == nil && !strings.Contains(out, `"warnings": []`) ||
+		r.Warnings != nil && !strings.Contains(out, "warning: "+r.Warnings[0]+"\n") {
+		t.Errorf("warnings: record %q, output\n%s", r.Warnings, out)
 	}
 	if got := testsupport.Git(t, e.repo, "show", r.Branch+":svc/api/here.txt"); !strings.HasSuffix(got, "/svc/api") {
 		t.Fatalf("the agent worked in %q", got)
@@ -55,7 +61,7 @@ func TestSubmitFromSubdirectory(t *testing.T) {
 	if err := os.MkdirAll(untracked, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r, out := e.submitIn(untracked, "--network", "none", "--include-dirty", "--agent-cmd", "pwd > here.txt", "work there")
+	r, out = e.submitIn(untracked, "--network", "none", "--include-dirty", "--agent-cmd", "pwd > here.txt", "work there")
 	if r.State != run.StateSucceeded || r.Subdir != "scratch" {
 		t.Fatalf("run %s: %s (%s), subdir %q", r.ID, r.State, r.Message, r.Subdir)
 	}

@@ -104,6 +104,10 @@ type Run struct {
 	// or --repo), relative to Repo, slash-separated: "" for the top. The
 	// agent and the checks start there.
 	Subdir string `json:"subdir,omitempty"`
+	// Warnings are what the submit warned of as it planned the run (a
+	// limit this machine cannot hold, a repository's submodules, ...),
+	// as it printed them.
+	Warnings []string `json:"warnings,omitempty"`
 
 	Agent       AgentSpec     `json:"agent"`
 	Checks      []CheckSpec   `json:"checks,omitempty"`

@@ -36,6 +36,7 @@ func FullRun(id string) *run.Run {
 		Patch:     "/data/runs/" + id + "/result.patch",
 		Dirty:     true,
 		Subdir:    "svc/api",
+		Warnings:  []string{"the repository has uncommitted changes; the run starts from 0123456789ab without them"},
 		Agent: run.AgentSpec{
 			Name: "builtin", Command: "claude -p", Env: []string{"ANTHROPIC_API_KEY"},
 			Hosts: []string{"api.anthropic.com"}, Model: "m-1", Provider: "anthropic",
