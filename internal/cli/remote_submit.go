@@ -58,6 +58,9 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	defer os.RemoveAll(dir)
 	spec := server.SubmitRequest{SubmitInput: o.input(task)}
+	if spec.Subdir == "" {
+		spec.Subdir = app.remoteSubdir(ctx, repo.Path(), o.Repo, base)
+	}
 	author := app.remoteAuthor(ctx, o, repo.Path())
 	bundle, err := app.baseBundle(ctx, repo.Path(), base, dir, o.Quiet)
 	if err != nil {
@@ -78,6 +81,23 @@ func (app *App) remoteSubmit(ctx context.Context, o *submitOptions) error {
 	}
 	app.quiet = o.Quiet
 	return app.remoteAfter(ctx, doc, out, repo.Path(), o.Wait, o.Follow)
+}
+
+// remoteSubdir is where a team server's run starts: the directory
+// submitted from (or --repo's), at the same place in the server's
+// workspace, when the base commit has it; else the top, as a local run
+// whose directory the workspace lacks (an untracked one) starts there,
+// and says so.
+func (app *App) remoteSubdir(ctx context.Context, repo, dir, base string) string {
+	sub := submit.Subdir(repo, dir)
+	if sub == "" {
+		return ""
+	}
+	if ok, err := workspace.IsDirAt(ctx, repo, base, sub); err != nil || !ok {
+		app.warn("%s, where the task was given, is not a directory of the base commit %s: the agent and the checks start at the top", sub, shortCommit(base))
+		return ""
+	}
+	return sub
 }
 
 // remoteAuthor starts finding the result's author as a local submit
@@ -114,7 +134,7 @@ func (app *App) remoteAuthor(ctx context.Context, o *submitOptions, repo string)
 // this machine (config file, AGENTRUN_* variables) are not applied: the
 // server applies its own (the author is the exception: remoteAuthor).
 func (o *submitOptions) input(task string) mcp.SubmitInput {
-	in := mcp.SubmitInput{Task: task, Agent: o.Agent, AgentCmd: o.AgentCmd, Attempts: int64(o.Attempts), Timeout: o.Timeout,
+	in := mcp.SubmitInput{Task: task, Subdir: o.Subdir, Agent: o.Agent, AgentCmd: o.AgentCmd, Attempts: int64(o.Attempts), Timeout: o.Timeout,
 		Sandbox: o.Sandbox, Env: o.Env, Labels: o.Labels, Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP,
 		MaxFiles: int64(o.MaxFiles), MaxBytes: o.MaxBytes, Disk: o.Disk, DiskInodes: o.DiskInodes, Model: o.Model,
 		Provider: o.Provider, BaseURL: o.BaseURL, ModelServer: o.ModelServer, MaxTurns: int64(o.MaxTurns), ContextWin: int64(o.ContextWin),

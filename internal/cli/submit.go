@@ -28,6 +28,7 @@ import (
 
 type submitOptions struct {
 	Repo         string
+	Subdir       string
 	Base         string
 	Agent        string
 	AgentCmd     string
@@ -208,6 +209,7 @@ func (app *App) newSubmitCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&o.Repo, "repo", ".", "directory inside the git repository to work on: the agent and the checks start there")
+	f.StringVar(&o.Subdir, "subdir", "", "start the agent and the checks in this directory, relative to the repository's top (default: where --repo is in it)")
 	f.StringVar(&o.Base, "base", "HEAD", "base commit, branch or tag")
 	f.StringVar(&o.Agent, "agent", "", "agent profile: "+strings.Join(append(app.Deps.Agents.Names(), agent.BuiltinName), ", "))
 	f.StringVar(&o.AgentCmd, "agent-cmd", "", "run this command as the agent (sh -c in the sandbox; task on stdin)")
@@ -453,7 +455,7 @@ func (o *submitOptions) request(s config.Settings, getenv func(string) string) s
 		}
 	}
 	req := submit.Request{
-		Repo: o.Repo, BaseRef: o.Base, AgentName: o.Agent, AgentCmd: o.AgentCmd,
+		Repo: o.Repo, Subdir: o.Subdir, BaseRef: o.Base, AgentName: o.Agent, AgentCmd: o.AgentCmd,
 		Builtin:  run.AgentSpec{Model: o.Model, Provider: o.Provider, BaseURL: o.BaseURL, MaxTurns: o.MaxTurns, ContextWindow: o.ContextWin},
 		EnvNames: o.Env, Checks: checks, Attempts: s.Attempts, Timeout: s.Timeout,
 		Sandbox: cmp.Or(o.Sandbox, s.Sandbox), Network: o.Network, Allow: o.Allow, LoopbackTCP: o.LoopbackTCP, IncludeDirty: o.IncludeDirty,

@@ -28,20 +28,28 @@ func (e *env) submitIn(dir string, args ...string) (*run.Run, string) {
 	return e.get(between(out.String(), `"id": "`, `"`)), out.String()
 }
 
+// commitSvcAPI commits the directory svc/api, with svc/api/main.txt, to
+// the repository, and returns its path.
+func (e *env) commitSvcAPI() string {
+	e.t.Helper()
+	sub := filepath.Join(e.repo, "svc", "api")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "main.txt"), []byte("m\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	testsupport.Git(e.t, e.repo, "add", "svc")
+	testsupport.Git(e.t, e.repo, "commit", "-qm", "svc")
+	return sub
+}
+
 // A task given in a directory of the repository starts the agent and the
 // checks there; one given in a directory the base commit does not have
 // starts them at the top, and says so.
 func TestSubmitFromSubdirectory(t *testing.T) {
 	e := newEnv(t)
-	sub := filepath.Join(e.repo, "svc", "api")
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(sub, "main.txt"), []byte("m\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Git(t, e.repo, "add", "svc")
-	testsupport.Git(t, e.repo, "commit", "-qm", "svc")
+	sub := e.commitSvcAPI()
 	r, out := e.submitIn(sub, "--network", "none", "--agent-cmd", "pwd > here.txt", "--check", "here=test -f here.txt && test -f main.txt", "work here")
 	if r.State != run.StateSucceeded || r.Subdir != "svc/api" {
 		t.Fatalf("run %s: %s (%s), subdir %q", r.ID, r.State, r.Message, r.Subdir)

@@ -75,6 +75,7 @@ type Check struct {
 type SubmitInput struct {
 	Task         string   `json:"task" jsonschema:"what the agent should do; it reaches the agent on stdin, never through a shell"`
 	Repo         string   `json:"repo,omitempty" jsonschema:"a directory inside the git repository to work on: the agent and the checks start there (default: the server's working directory)"`
+	Subdir       string   `json:"subdir,omitempty" jsonschema:"the directory, relative to the repository's top, where the agent and the checks start (default: where repo is in the repository)"`
 	Base         string   `json:"base,omitempty" jsonschema:"base commit, branch or tag (default HEAD)"`
 	Agent        string   `json:"agent,omitempty" jsonschema:"agent profile (claude, codex, gemini, qwen, opencode, crush, ...) or builtin; see 'agentrun submit --help'"`
 	AgentCmd     string   `json:"agent_cmd,omitempty" jsonschema:"run this command as the agent instead of a profile (sh -c inside the sandbox, the task on stdin)"`
@@ -110,7 +111,7 @@ type SubmitInput struct {
 // argv is submit's command line; the task goes on stdin.
 func (in SubmitInput) argv() []string {
 	a := command("submit").
-		str("repo", in.Repo).str("base", in.Base).str("agent", in.Agent).str("agent-cmd", in.AgentCmd).
+		str("repo", in.Repo).str("subdir", in.Subdir).str("base", in.Base).str("agent", in.Agent).str("agent-cmd", in.AgentCmd).
 		num("attempts", in.Attempts).str("timeout", in.Timeout).str("sandbox", in.Sandbox).
 		strs("env", in.Env).on("include-dirty", in.IncludeDirty).str("network", in.Network).
 		strs("allow", in.Allow).on("loopback-tcp", in.LoopbackTCP).

@@ -56,7 +56,11 @@ type Service struct {
 // Request is a validated-syntax submit: flags parsed, task read. Plan
 // checks everything else against the machine and the repository.
 type Request struct {
-	Repo         string // directory inside the repository
+	Repo string // directory inside the repository
+	// Subdir, when set, is where the agent and the checks start, relative
+	// to the repository's top (a team server's client sends it): it
+	// replaces Repo's place in the repository.
+	Subdir       string
 	BaseRef      string // default HEAD
 	Task         string
 	AgentName    string // profile name or "builtin"; "" with AgentCmd
@@ -192,19 +196,19 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	r.Repo, r.Base = info.Path, info.Base
-	r.Subdir = subdir(info.Path, req.Repo)
+	if r.Subdir, err = planSubdir(ctx, req, info); err != nil {
+		return nil, nil, err
+	}
 	checkout := estimateCheckout(ctx, req, b, r)
 	w, err := planEnvironment(ctx, req, r)
 	if err != nil {
 		return nil, nil, err
 	}
 	warnings = append(warnings, w...)
-	if info.Dirty {
-		if !req.IncludeDirty {
-			return nil, nil, catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)
-		}
-		r.Dirty = true
-		warnings = append(warnings, fmt.Sprintf("the repository has uncommitted changes; the run starts from %s without them", short(r.Base)))
+	if w, err := planDirty(req, info, r); err != nil {
+		return nil, nil, err
+	} else if w != "" {
+		warnings = append(warnings, w)
 	}
 	// The workspace before the policy's digest: full history widens what
 	// the sandbox shows read-only.
@@ -231,6 +235,28 @@ func (s *Service) Plan(ctx context.Context, req Request) (*run.Run, []string, er
 		return nil, nil, err
 	}
 	return r, warnings, nil
+}
+
+// planSubdir is where the run's agent and checks start (run.Run.Subdir):
+// the directory the request names, else Repo's place in the repository.
+func planSubdir(ctx context.Context, req Request, info repoInfo) (string, error) {
+	if req.Subdir != "" {
+		return namedSubdir(ctx, info.Path, info.Base, req.Subdir)
+	}
+	return Subdir(info.Path, req.Repo), nil
+}
+
+// planDirty refuses a repository with uncommitted changes unless the
+// request accepts them, and then records them and says what it means.
+func planDirty(req Request, info repoInfo, r *run.Run) (warning string, err error) {
+	if !info.Dirty {
+		return "", nil
+	}
+	if !req.IncludeDirty {
+		return "", catalog.DirtyRepo.New("%s has uncommitted changes", info.Path)
+	}
+	r.Dirty = true
+	return fmt.Sprintf("the repository has uncommitted changes; the run starts from %s without them", short(r.Base)), nil
 }
 
 // sandboxWarnings are what the backend called name will not do for a

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/workspace"
 )
 
@@ -33,11 +34,12 @@ func (s *Service) inspectRepo(ctx context.Context, dir, ref string) (repoInfo, e
 	return repoInfo{Path: repo.Path(), Base: base, Dirty: dirty}, nil
 }
 
-// subdir is dir (the directory the submit names) relative to the
-// repository's top level top, slash-separated: "" for the top itself, and
-// for a dir that is not below it or cannot be resolved (a team server's
-// project repository is its own top).
-func subdir(top, dir string) string {
+// Subdir is dir (the directory the submit names) relative to the
+// repository's top level top, slash-separated, as a run records it
+// (run.Run.Subdir): "" for the top itself, and for a dir that is not
+// below it or cannot be resolved (a team server's project repository is
+// its own top).
+func Subdir(top, dir string) string {
 	abs, err := filepath.Abs(dir)
 	if dir == "" || err != nil {
 		return ""
@@ -53,4 +55,19 @@ func subdir(top, dir string) string {
 		return ""
 	}
 	return filepath.ToSlash(rel)
+}
+
+// namedSubdir is the directory a request names (Request.Subdir, a
+// trailing slash dropped), which must be one of the base commit's.
+func namedSubdir(ctx context.Context, repo, base, dir string) (string, error) {
+	dir = strings.TrimRight(dir, "/")
+	ok, err := workspace.IsDirAt(ctx, repo, base, dir)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", catalog.Usage.New("%s %q is not a directory of the base commit %s", f("subdir"), dir, short(base)).
+			WithFix("name a directory the base commit has, relative to the repository's top (like services/api), or leave %s out to start at the top", f("subdir"))
+	}
+	return dir, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/agentrun/agentrun/internal/catalog"
 	"github.com/agentrun/agentrun/internal/lazyre"
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 // MaxTaskBytes caps the task text from any source.
@@ -42,6 +43,12 @@ func Validate(req Request) error {
 		return catalog.Usage.New("%s and %s must be at least 1 (0: the backend's default)", f("disk"), f("disk_inodes"))
 	case req.Export.MaxFiles < 0 || req.Export.MaxBytes < 0:
 		return catalog.Usage.New("%s and %s must be at least 1 (0: the default)", f("max_files"), f("max_bytes"))
+	}
+	if req.Subdir != "" {
+		if err := workspace.ValidatePath(strings.TrimRight(req.Subdir, "/")); err != nil {
+			return catalog.Usage.New("%s %q: %v", f("subdir"), req.Subdir, err).
+				WithFix("name a directory relative to the repository's top, like services/api")
+		}
 	}
 	if err := validateWorkspace(req.Workspace); err != nil {
 		return err

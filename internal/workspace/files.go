@@ -204,3 +204,18 @@ func short(commit string) string {
 	}
 	return commit
 }
+
+// IsDirAt says whether path is a directory of commit's tree in the
+// repository at dir (a work tree or a bare repository): one git process.
+func IsDirAt(ctx context.Context, dir, commit, path string) (bool, error) {
+	if err := ValidatePath(path); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	out, err := gitCmd{dir: dir, args: []string{"cat-file", "--batch-check"}, stdin: strings.NewReader(commit + ":" + path + "\n")}.run(ctx)
+	if err != nil {
+		return false, fmt.Errorf("look up %s at %s: %w", path, short(commit), err)
+	}
+	// "<id> tree <size>", or "<name> missing".
+	f := strings.Fields(string(out))
+	return len(f) == 3 && f[1] == "tree", nil
+}
