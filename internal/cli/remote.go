@@ -323,7 +323,10 @@ func (app *App) remoteResult(ctx context.Context, o *resultOptions) error {
 		// The server's path means nothing here; the command that shows it does.
 		out.Patch = "agentrun diff " + r.ID
 	}
-	if err := app.printResult(r, &out); err != nil {
+	// (The server's branch_state is of its project's repository; the
+	// branch here is the one the import just placed.)
+	out.BranchState = ""
+	if err := app.printResult(r, &out, ""); err != nil {
 		return err
 	}
 	if o.Patch && out.Commit != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/workspace"
 )
 
 type resultOptions struct {
@@ -53,11 +54,16 @@ A run still in progress is an error (not_finished); follow it with
 // resultOutput is `result --json` (documented in the README). Its first
 // fields match `submit --json`.
 type resultOutput struct {
-	ID           string            `json:"id"`
-	Status       run.State         `json:"status"`
-	Reason       run.Reason        `json:"reason,omitempty"`
-	Message      string            `json:"message,omitempty"`
-	Branch       string            `json:"branch"` // empty when nothing was exported
+	ID      string     `json:"id"`
+	Status  run.State  `json:"status"`
+	Reason  run.Reason `json:"reason,omitempty"`
+	Message string     `json:"message,omitempty"`
+	Branch  string     `json:"branch"` // empty when nothing was exported
+	// BranchState is where the branch is in the run's repository now:
+	// at_commit (where the export left it), moved (at another commit: the
+	// user committed on it, or reset it), deleted; absent when nothing was
+	// exported or the repository cannot be read.
+	BranchState  string            `json:"branch_state,omitempty"`
 	Commit       string            `json:"commit"`
 	Patch        string            `json:"patch"` // path of result.patch; empty when none
 	RunDir       string            `json:"run_dir"`
@@ -100,8 +106,10 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 		RunDir: env.Layout.RunDir(r.ID), Checks: []run.CheckResult{},
 		Attempts: []attemptResult{}, Usage: r.Usage, Refused: []run.Refusal{}, Verdict: r.Verdict,
 	}
+	var tip string
 	if c := resultCommit(r); c != "" {
 		out.Branch, out.Commit = r.Branch, c
+		out.BranchState, tip = branchState(ctx, r.Repo, r.Branch, c)
 	}
 	patchPath := env.Layout.Patch(r.ID)
 	if st, err := os.Stat(patchPath); err == nil && st.Size() > 0 {
@@ -138,7 +146,7 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 		}
 		return writeJSON(app.Stdout, out)
 	}
-	if err := app.printResult(r, &out); err != nil {
+	if err := app.printResult(r, &out, tip); err != nil {
 		return err
 	}
 	if o.Patch && out.Patch != "" {
@@ -148,13 +156,53 @@ func runResult(ctx context.Context, o *resultOptions, app *App) error {
 	return nil
 }
 
-func (app *App) printResult(r *run.Run, out *resultOutput) error {
+// Where a run's branch is now (resultOutput.BranchState).
+const (
+	branchAtCommit = "at_commit"
+	branchMoved    = "moved"
+	branchDeleted  = "deleted"
+)
+
+// branchState reads where branch is in the repository repo: its state
+// (resultOutput.BranchState) against the run's commit, and its tip when
+// it moved; "" when the repository cannot be read.
+func branchState(ctx context.Context, repo, branch, commit string) (state, tip string) {
+	rp, err := workspace.OpenRepo(ctx, repo)
+	if err != nil {
+		return "", ""
+	}
+	tip, ok, err := rp.BranchTip(ctx, branch)
+	switch {
+	case err != nil:
+		return "", ""
+	case !ok:
+		return branchDeleted, ""
+	case tip == commit:
+		return branchAtCommit, tip
+	}
+	return branchMoved, tip
+}
+
+// branchLine is the branch as result shows it: with what became of it
+// since the export when it moved or was deleted.
+func branchLine(out *resultOutput, tip string) string {
+	switch out.BranchState {
+	case branchMoved:
+		return fmt.Sprintf("%s (moved since the export: now at %s)", out.Branch, shortCommit(tip))
+	case branchDeleted:
+		return fmt.Sprintf("%s (deleted: 'git branch %s %s' brings it back while git keeps the commit; the patch stays here)",
+			out.Branch, out.Branch, shortCommit(out.Commit))
+	}
+	return out.Branch
+}
+
+func (app *App) printResult(r *run.Run, out *resultOutput, tip string) error {
 	col := app.colour()
 	var f fields
 	f.add("run", r.ID)
 	f.add("status", stateLine(col, r))
 	if out.Commit != "" {
-		f.add("branch", out.Branch)
+		f.add("branch", branchLine(out, tip))
 		f.add("commit", out.Commit)
 	} else {
 		f.add("branch", "none (nothing was exported)")
@@ -218,7 +266,12 @@ func (app *App) printResult(r *run.Run, out *resultOutput) error {
 		}
 	}
 	if out.Commit != "" {
-		fmt.Fprintf(app.Stdout, "\nreview: git -C %s log -p %s..%s\n", shellQuote(r.Repo), shortCommit(r.Base), out.Branch)
+		// The run's own work: its commit, where the branch no longer is.
+		what := out.Branch
+		if out.BranchState == branchMoved || out.BranchState == branchDeleted {
+			what = shortCommit(out.Commit)
+		}
+		fmt.Fprintf(app.Stdout, "\nreview: git -C %s log -p %s..%s\n", shellQuote(r.Repo), shortCommit(r.Base), what)
 	}
 	return nil
 }

@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentrun/agentrun/internal/run"
+	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
 func TestResultHuman(t *testing.T) {
@@ -101,4 +104,57 @@ func TestResultOfActiveRun(t *testing.T) {
 
 func TestResultBadIDs(t *testing.T) {
 	badIDCases(t, newTestHome(t), "result")
+}
+
+// result says what became of the run's branch since the export: where
+// the export left it, moved by the user, or deleted (and how to bring it
+// back); the review line then names the run's commit.
+func TestResultSaysWhereTheBranchIs(t *testing.T) {
+	repo, base := testsupport.Repo(t, map[string]string{"a.txt": "a\n"})
+	testsupport.Git(t, repo, "checkout", "-q", "-b", "work")
+	if err := os.WriteFile(filepath.Join(repo, "a.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Git(t, repo, "commit", "-qam", "result")
+	commit := testsupport.Git(t, repo, "rev-parse", "HEAD")
+	testsupport.Git(t, repo, "checkout", "-q", base)
+	h := newTestHome(t)
+	r := h.addFinished(func(r *run.Run) {
+		r.Repo, r.Base, r.Commit, r.Result.Commit = repo, base, commit, commit
+	})
+	testsupport.Git(t, repo, "branch", r.Branch, commit)
+	testsupport.Git(t, repo, "branch", "-D", "-q", "work")
+	for _, c := range []struct {
+		do    []string
+		state string
+		human []string
+	}{
+		{nil, "at_commit", []string{"branch    " + r.Branch + "\n", "review: git -C " + repo + " log -p " + base[:12] + ".." + r.Branch + "\n"}},
+		{[]string{"branch", "-f", r.Branch, base}, "moved", []string{r.Branch + " (moved since the export: now at " + base[:12] + ")",
+			"log -p " + base[:12] + ".." + commit[:12] + "\n"}},
+		{[]string{"branch", "-D", "-q", r.Branch}, "deleted", []string{"(deleted: 'git branch " + r.Branch + " " + commit[:12] + "' brings it back",
+			"log -p " + base[:12] + ".." + commit[:12] + "\n"}},
+	} {
+		if c.do != nil {
+			testsupport.Git(t, repo, c.do...)
+		}
+		code, out, _ := h.exec("result", r.ID, "--json")
+		var got resultOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 || got.BranchState != c.state {
+			t.Errorf("%s: exit %d, %v, branch_state %q:\n%s", c.state, code, err, got.BranchState, out)
+		}
+		_, out, _ = h.exec("result", r.ID)
+		for _, want := range c.human {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: result lacks %q:\n%s", c.state, want, out)
+			}
+		}
+	}
+	// Its repository gone, result says nothing of the branch's state.
+	if err := os.RemoveAll(repo); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := h.exec("result", r.ID, "--json"); code != 0 || strings.Contains(out, "branch_state") {
+		t.Errorf("a run whose repository is gone: exit %d:\n%s", code, out)
+	}
 }
