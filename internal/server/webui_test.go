@@ -31,8 +31,9 @@ var uiDocs = map[string]any{
 	}},
 	"status": map[string]any{"id": "aaa111", "status": "succeeded", "reason": "completed", "message": hostile, "task": hostile,
 		"repo": "/srv/projects/alpha.git", "base_commit": "0123456789abcdef0123456789abcdef01234567", "branch": "agentrun/aaa111",
-		"commit": "89abcdef0123456789abcdef0123456789abcdef", "created_at": "2026-01-02T03:04:05Z",
-		"agent": map[string]any{"name": "", "command": hostile}, "checks": []map[string]any{{"name": "unit", "command": "go test"}},
+		"commit": "89abcdef0123456789abcdef0123456789abcdef", "created_at": "2026-01-02T03:04:05Z", "subdir": "svc/api",
+		"warnings": []string{"the base commit has submodules (" + hostile + ")"},
+		"agent":    map[string]any{"name": "", "command": hostile}, "checks": []map[string]any{{"name": "unit", "command": "go test"}},
 		"sandbox": map[string]any{"backend": "native", "network": "allowlist"},
 		"attempts": []map[string]any{{"n": 1, "started_at": "2026-01-02T03:04:05Z", "exit_code": 0, "outcome": "completed", "message": hostile,
 			"checks": []map[string]any{{"name": "unit", "exit_code": 1, "passed": false, "duration": "1s", "log": "x"}}}},
@@ -206,7 +207,10 @@ func TestUIEscapes(t *testing.T) {
 		"unit: failed (exit 1)",               // the check's result in words
 		`<span class="kn">package</span>`,     // the diff highlighted
 		"$0.0123", "1200", "proxy.golang.org", // cost, usage, egress
-		`via http://proxy.corp.example:3128`, // through this machine's proxy
+		`via http://proxy.corp.example:3128`,                                              // through this machine's proxy
+		"<code>svc/api</code> (where the agent and the checks start)",                     // the run's directory
+		"Warned at submit: the base commit has submodules (&lt;script&gt;",                // its warnings, escaped
+		`href="/ui/submit?project=alpha&amp;base=agentrun%2faaa111&amp;subdir=svc%2fapi"`, // a follow-up starts there too
 	} {
 		if !strings.Contains(run, want) {
 			t.Errorf("the run page lacks %q", want)
@@ -326,8 +330,12 @@ func TestUICSRF(t *testing.T) {
 func TestUISubmitForm(t *testing.T) {
 	ts, f := uiServer(t, "")
 	c := browserClient(t)
+	// A follow-up's form starts where its run did.
+	if _, page := fetch(t, c, "GET", ts.URL+"/ui/submit?project=alpha&base=agentrun%2faaa111&subdir=svc%2fapi", nil); !strings.Contains(page, `name="subdir" value="svc/api"`) {
+		t.Errorf("the follow-up form does not start in svc/api:\n%s", page)
+	}
 	_, page := fetch(t, c, "GET", ts.URL+"/ui/submit", nil)
-	form := url.Values{"csrf": {csrfOf(t, page)}, "project": {"alpha"}, "base": {"agentrun/bbb222"}, "task": {"Do <it>"},
+	form := url.Values{"csrf": {csrfOf(t, page)}, "project": {"alpha"}, "base": {"agentrun/bbb222"}, "subdir": {"svc/api"}, "task": {"Do <it>"},
 		"agent_cmd": {"make fix"}, "sandbox": {"native"}, "checks": {"unit=go test ./...\n\nlint = go vet ./...\n"}, "attempts": {"2"}}
 	resp, body := fetch(t, c, "POST", ts.URL+"/ui/submit", form)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/runs/ccc333" {
@@ -337,7 +345,7 @@ func TestUISubmitForm(t *testing.T) {
 	if len(s) != 1 {
 		t.Fatalf("submit's command lines: %v", s)
 	}
-	for _, want := range []string{"--base=agentrun/bbb222", "--agent-cmd=make fix", "--sandbox=native", "--attempts=2", "--check=unit=go test ./...", "--check=lint=go vet ./..."} {
+	for _, want := range []string{"--base=agentrun/bbb222", "--subdir=svc/api", "--agent-cmd=make fix", "--sandbox=native", "--attempts=2", "--check=unit=go test ./...", "--check=lint=go vet ./..."} {
 		if !slices.Contains(s[0], want) {
 			t.Errorf("submit %v lacks %q", s[0], want)
 		}

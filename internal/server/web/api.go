@@ -153,6 +153,7 @@ type statusDoc struct {
 	Repo       string `json:"repo"`
 	BaseRef    string `json:"base_ref"`
 	BaseCommit string `json:"base_commit"`
+	Subdir     string `json:"subdir"`
 	Branch     string `json:"branch"`
 	Commit     string `json:"commit"`
 	CreatedAt  string `json:"created_at"`
@@ -188,6 +189,7 @@ type statusDoc struct {
 		Deletions    int    `json:"deletions"`
 		Diffstat     string `json:"diffstat"`
 	} `json:"result"`
+	Warnings        []string    `json:"warnings"`
 	CancelRequested bool        `json:"cancel_requested"`
 	Usage           *usageDoc   `json:"usage"`
 	Verdict         *verdictDoc `json:"verdict"`

@@ -184,9 +184,9 @@ func (u *UI) cancel(w http.ResponseWriter, r *http.Request) {
 // submitForm is the submit form's fields, kept to show the form again
 // with an error.
 type submitForm struct {
-	Project, Base, Task, Agent, AgentCmd, Sandbox, Checks, Attempts, Timeout string
-	Projects, Sandboxes                                                      []string
-	Problem                                                                  *problem
+	Project, Base, Subdir, Task, Agent, AgentCmd, Sandbox, Checks, Attempts, Timeout string
+	Projects, Sandboxes                                                              []string
+	Problem                                                                          *problem
 }
 
 var sandboxes = []string{"native", "docker", "host"}
@@ -200,6 +200,7 @@ func (u *UI) submitPage(w http.ResponseWriter, r *http.Request) {
 	if p := q.Get("project"); p != "" {
 		f.Project = p
 	}
+	f.Subdir = q.Get("subdir")
 	u.render(w, r, http.StatusOK, "submit", "Submit a run", f)
 }
 
@@ -207,7 +208,7 @@ func (u *UI) submitPage(w http.ResponseWriter, r *http.Request) {
 // one the project already holds.
 func (u *UI) submit(w http.ResponseWriter, r *http.Request) {
 	v := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
-	f := submitForm{Project: v("project"), Base: v("base"), Task: r.PostFormValue("task"), Agent: v("agent"), AgentCmd: v("agent_cmd"),
+	f := submitForm{Project: v("project"), Base: v("base"), Subdir: v("subdir"), Task: r.PostFormValue("task"), Agent: v("agent"), AgentCmd: v("agent_cmd"),
 		Sandbox: v("sandbox"), Checks: r.PostFormValue("checks"), Attempts: v("attempts"), Timeout: v("timeout"),
 		Projects: u.o.Projects(), Sandboxes: sandboxes}
 	spec, err := f.spec()
@@ -243,7 +244,7 @@ func (f submitForm) spec() (map[string]any, error) {
 		return nil, formError("name the base: a commit the project holds, or a run's branch")
 	}
 	s := map[string]any{"project": f.Project, "base": f.Base, "task": f.Task}
-	for k, val := range map[string]string{"agent": f.Agent, "agent_cmd": f.AgentCmd, "sandbox": f.Sandbox, "timeout": f.Timeout} {
+	for k, val := range map[string]string{"subdir": f.Subdir, "agent": f.Agent, "agent_cmd": f.AgentCmd, "sandbox": f.Sandbox, "timeout": f.Timeout} {
 		if val != "" {
 			s[k] = val
 		}
