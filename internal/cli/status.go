@@ -106,7 +106,7 @@ func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run
 		f.add("waiting", waiting)
 	}
 	f.add("task", oneLine(r.Task, 72))
-	f.add("repo", app.tildePath(r.Repo))
+	f.add("repo", repoLine(app.tildePath(r.Repo), r.Subdir))
 	if r.SubmittedBy != nil {
 		f.add("submitted by", r.SubmittedBy.Name)
 	}
@@ -164,6 +164,9 @@ func (app *App) printStatus(r *run.Run, disk *runDisk, waiting string, evs []run
 	}
 	if r.Verdict != nil {
 		f.add("verdict", verdictLine(r.Verdict))
+	}
+	for _, w := range r.Warnings {
+		f.add("warning", oneLine(w, 0))
 	}
 	f.add("attempts", fmt.Sprintf("%d of %d", len(r.Attempts), r.MaxAttempts))
 	if err := f.write(app.Stdout); err != nil {
@@ -499,4 +502,13 @@ func labelsLine(labels map[string]string) string {
 	}
 	slices.Sort(ls)
 	return strings.Join(ls, ", ")
+}
+
+// repoLine is the repository as status shows it, with the directory in it
+// where the agent and the checks start (run.Run.Subdir), if not its top.
+func repoLine(repo, subdir string) string {
+	if subdir == "" {
+		return repo
+	}
+	return repo + " (the agent and the checks start in " + subdir + ")"
 }

@@ -14,6 +14,7 @@ func TestStatusHuman(t *testing.T) {
 	h := newTestHome(t)
 	r := h.addFinished(func(r *run.Run) {
 		r.Verdict = &run.Verdict{Value: "accept", By: "reviewer", Note: "looks right", At: time.Now()}
+		r.Subdir, r.Warnings = "svc/api", []string{"the base commit has submodules (lib): their directories are empty"}
 	})
 	app, out, _ := h.app()
 	if err := runStatus(context.Background(), &statusOptions{ID: r.ID[:5], Now: time.Now()}, app); err != nil {
@@ -26,6 +27,7 @@ func TestStatusHuman(t *testing.T) {
 		"1200 prompt, 300 completion, 4 turns", "accept by reviewer", "looks right", "2 of 3",
 		"#1 1m0s checks_failed (agent exit 0)", "FAIL  unit  exit 1, 3s", "pass  unit  exit 0, 2s",
 		"sha256:abc", "enforced     network", "unavailable  memory (no cgroup)", "devbox",
+		"/src/project (the agent and the checks start in svc/api)", "warning   the base commit has submodules (lib)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status lacks %q:\n%s", want, s)
