@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -165,16 +165,79 @@ func tunnel(up net.Conn, target string) (*bufio.Reader, error) {
 		return nil, err
 	}
 	br := bufio.NewReader(up)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		return nil, err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("CONNECT %s: %s", target, resp.Status)
+	if err := readConnectAnswer(br); err != nil {
+		return nil, fmt.Errorf("CONNECT %s: %w", target, err)
 	}
 	up.SetDeadline(time.Time{})
 	return br, nil
+}
+
+// readConnectAnswer reads a proxy's answer to CONNECT from br up to the
+// end of its header, leaving in br what follows (the tunnel's first
+// bytes), and fails unless its status is 2xx (RFC 9110 9.3.6: any 2xx
+// answer to CONNECT opens the tunnel). It stands in for net/http's
+// ReadResponse: the runner runs in the sandbox's init, whose package is
+// initialized only once everything it imports is, and net/http (with
+// crypto/tls and mime/multipart) is initialized late in the binary's
+// order: importing it made the init run some 30 packages' initializers
+// it never uses before it could start. (net/textproto, which sorts after
+// modernc.org/..., would still put four of them, libc's among them,
+// first.)
+func readConnectAnswer(br *bufio.Reader) error {
+	line, err := readAnswerLine(br)
+	if err != nil {
+		return err
+	}
+	proto, rest, _ := strings.Cut(line, " ")
+	code, _, _ := strings.Cut(rest, " ")
+	if !strings.HasPrefix(proto, "HTTP/1.") || len(code) != 3 || code[0] < '1' || code[0] > '5' ||
+		strings.Trim(code, "0123456789") != "" {
+		return fmt.Errorf("the proxy's answer is not HTTP: %q", line)
+	}
+	for n := 0; ; n++ {
+		h, err := readAnswerLine(br)
+		if err != nil {
+			return err
+		}
+		if h == "" {
+			break
+		}
+		if n == maxAnswerHeaders {
+			return fmt.Errorf("the proxy's answer has over %d header lines", maxAnswerHeaders)
+		}
+	}
+	if code[0] != '2' {
+		return errors.New(strings.TrimSpace(rest))
+	}
+	return nil
+}
+
+// Bounds of a proxy's answer to CONNECT: the length of one of its lines
+// and how many header lines it has.
+const (
+	maxAnswerLine    = 8 << 10
+	maxAnswerHeaders = 100
+)
+
+// readAnswerLine reads one line of a proxy's answer, without its CRLF
+// (or LF).
+func readAnswerLine(br *bufio.Reader) (string, error) {
+	var line []byte
+	for {
+		chunk, more, err := br.ReadLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", fmt.Errorf("the proxy's answer: %w", err)
+		}
+		if line = append(line, chunk...); len(line) > maxAnswerLine {
+			return "", fmt.Errorf("the proxy's answer has a line over %d bytes", maxAnswerLine)
+		}
+		if !more {
+			return string(line), nil
+		}
+	}
 }
 
 // tunnelTimeout bounds the proxy's answer to a tunnel's CONNECT (its

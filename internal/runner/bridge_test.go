@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -200,5 +201,39 @@ func TestTunnelBridge(t *testing.T) {
 	want := []string{"CONNECT " + ok.Addr().String(), "CONNECT " + refused.Addr().String()}
 	if got := asked(); !slices.Equal(got, want) {
 		t.Fatalf("the proxy was asked for %v, want %v", got, want)
+	}
+}
+
+// A proxy's answer to CONNECT: any 2xx opens the tunnel, and what follows
+// its header stays for the tunnel; anything else is an error naming the
+// proxy's status, and an answer that is not HTTP, ends early or has no
+// end is refused.
+func TestReadConnectAnswer(t *testing.T) {
+	for _, c := range []struct {
+		answer, rest, err string
+	}{
+		{"HTTP/1.1 200 Connection established\r\n\r\nhello", "hello", ""},
+		{"HTTP/1.0 200 OK\r\nProxy-Agent: x\r\nVia: 1.1 p\r\n\r\nfirst bytes", "first bytes", ""},
+		{"HTTP/1.1 204\n\n", "", ""},
+		{"HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\n\r\nforbidden", "", "403 Forbidden"},
+		{"HTTP/1.1 502 Bad Gateway\r\n\r\n", "", "502 Bad Gateway"},
+		{"SSH-2.0-OpenSSH\r\n\r\n", "", "not HTTP"},
+		{"HTTP/1.1 2000 OK\r\n\r\n", "", "not HTTP"},
+		{"HTTP/1.1 200 OK\r\nVia: p\r\n", "", "unexpected EOF"},
+		{"HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: b\r\n", maxAnswerHeaders+1) + "\r\n", "", "header lines"},
+		{"HTTP/1.1 200 " + strings.Repeat("x", maxAnswerLine+1) + "\r\n\r\n", "", "over 8192 bytes"},
+	} {
+		br := bufio.NewReaderSize(strings.NewReader(c.answer), 16)
+		err := readConnectAnswer(br)
+		if c.err == "" {
+			rest, _ := io.ReadAll(br)
+			if err != nil || string(rest) != c.rest {
+				t.Errorf("%q: %v, then %q", c.answer, err, rest)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%q: %v, want an error with %q", c.answer, err, c.err)
+		}
 	}
 }
