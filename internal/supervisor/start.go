@@ -75,7 +75,6 @@ func spawn(ctx context.Context, so SpawnOptions, pending *Pending) error {
 	return err
 }
 
-// endedAs describes how r ended, for the resumed agent.
 // exportOnly says whether resuming r, with note, is only its export
 // again: r stopped at the export (export_failed; or interrupted, its last
 // attempt completed with every check run and passed, so that the export
@@ -95,6 +94,7 @@ func exportOnly(r *run.Run, note string) bool {
 	return true
 }
 
+// endedAs describes how r ended, for the resumed agent.
 func endedAs(r *run.Run) string {
 	s := string(r.State)
 	if r.Reason != "" {
