@@ -16,7 +16,7 @@ root=${AGENTRUN_TEST_CLIS:-/opt/agentrun-ci}
 
 # profile  package@version  binary
 agents=(
-	"claude   @anthropic-ai/claude-code@2.1.332 claude"
+	"claude   @anthropic-ai/claude-code@2.1.337 claude"
 	"codex    @openai/codex@0.171.0             codex"
 	"gemini   @google/gemini-cli@0.61.0         gemini"
 	"qwen     @qwen-code/qwen-code@0.24.4       qwen"

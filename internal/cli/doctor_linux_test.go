@@ -20,7 +20,7 @@ func TestDoctorCLIHidden(t *testing.T) {
 	inDev := testsupport.SearchableDir(t, "/dev/shm", "agentrun-cli-")
 	inTmp := testsupport.SearchableDir(t, "/tmp", "agentrun-cli-")
 	for dir, name := range map[string]string{inDev: "claude", inTmp: "codex"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho 2.1.332\n"), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho 2.1.337\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ func TestDoctor(t *testing.T) {
 	// Fake CLIs: one at the tested version, one at another, installed as
 	// npm installs it: a launcher on PATH, its native program nested in
 	// its package.
-	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho '2.1.332 (Claude Code)'\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte("#!/bin/sh\necho '2.1.337 (Claude Code)'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// crush's tested version is not what npm installs: its fix says

@@ -25,7 +25,7 @@ var claudeProfile = Profile{Info: agent.Info{
 		{Env: "ANTHROPIC_API_KEY", Header: "x-api-key"}},
 	ModelEnv:     "ANTHROPIC_MODEL",
 	DefaultModel: claudeDefaultModel,
-	Tested:       "2.1.332",
+	Tested:       "2.1.337",
 	// Hosts it calls that a run never needs (none is called with
 	// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC): api.anthropic.com
 	// directly for event logging (/api/event_logging), metrics, feedback,
