@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/testsupport"
+)
+
+// Each profile's CLI runs a command with its own shell tool (claude's
+// Bash, gemini's and qwen's run_shell_command, opencode's bash, codex's
+// exec_command) in the native sandbox with --network none: a real task's
+// builds and tests go that way, not through a write-file tool. The command
+// uses the shell (pipes, a redirection) and git, in the
+// workspace; what it printed reaches the model in the tool's result, and
+// the file it wrote is on the run's branch.
+func TestProfilesRunShellCommands(t *testing.T) {
+	// (No $(...): Gemini CLI refuses a command with a substitution.)
+	const command = `expr 6 '*' 7 | sed 's/^/shell says /'; git rev-parse --is-inside-work-tree | tr a-z A-Z > shell.txt`
+	for _, name := range []string{"claude", "codex", "gemini", "qwen", "opencode"} {
+		t.Run(name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, name, name)
+			if !ok {
+				return
+			}
+			var offered atomic.Value // the tool names of the first turn
+			var answered atomic.Bool // a later turn carried the command's output
+			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+				if turn.ToolResults == 0 {
+					var names []string
+					for _, tool := range turn.Tools {
+						names = append(names, tool.Name)
+					}
+					offered.CompareAndSwap(nil, strings.Join(names, " "))
+					if c, ok := modelserver.ShellCall(turn.Tools, command); ok {
+						return modelserver.Reply{Text: "I will run it.", Calls: []modelserver.Call{c}}
+					}
+					return modelserver.Reply{Text: "I have no shell tool."}
+				}
+				if bytes.Contains(turn.Body, []byte("shell says 42")) {
+					answered.Store(true)
+				}
+				return modelserver.Reply{Text: "Done."}
+			}, "")
+			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
+			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
+				"--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--wait", "Run the command")
+			if res.code != 0 {
+				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
+			}
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":shell.txt"); got != "TRUE" {
+				t.Fatalf("shell.txt = %q (the tools offered: %v)", got, offered.Load())
+			}
+			if !answered.Load() {
+				t.Fatalf("no model request after the command carried its output (%d requests)", len(srv.Requests()))
+			}
+			assertNoKeyOnDisk(t, e)
+		})
+	}
+}
