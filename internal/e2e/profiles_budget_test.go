@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentrun/agentrun/internal/agenttest"
+	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/run"
+)
+
+// A real CLI (Claude Code) past its run's token budget: its first request
+// (a tool call that writes first.txt) spends the budget, the gateway
+// refuses the next, and the run ends failed with budget_exceeded, soon,
+// whatever the CLI does with the refusal (it retries some errors for
+// minutes), its workspace kept. `resume --max-tokens` with a higher
+// budget continues the CLI's own session, which finishes the task: the
+// branch has first.txt, and the resumed attempt's first request carries
+// the first attempt's conversation.
+func TestProfileBudgetExceededThenResume(t *testing.T) {
+	bin := agenttest.CLI(t, "claude", "claude")
+	e := newEnv(t)
+	if sandboxes(t, e)[0] != "native" {
+		return // (the scripted tool call names the native sandbox's /workspace)
+	}
+	srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+		if turn.ToolResults == 0 {
+			if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", "first.txt", "x\n"); ok {
+				return modelserver.Reply{Text: "writing first.txt", Calls: []modelserver.Call{c}}
+			}
+		}
+		return modelserver.Reply{Text: "finished"}
+	}, "")
+	vars := []string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey}
+	start := time.Now()
+	d, res := e.submitJSON(vars, "--agent", "claude", "--model", "test-model", "--model-server", "scripted",
+		"--max-tokens", "1000", "--wait", "Write first.txt")
+	must(t, res, 1)
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("the run took %s to end past its budget", took)
+	}
+	r := e.get(d.ID)
+	if r.State != run.StateFailed || r.Reason != run.ReasonBudgetExceeded || !strings.Contains(r.Message, "agentrun resume") {
+		t.Fatalf("%s/%s: %s\n%s", r.State, r.Reason, r.Message, e.supervisorLog(d.ID))
+	}
+	if n := len(srv.ModelRequests(modelserver.Anthropic)); n != 1 {
+		t.Fatalf("%d requests reached the model server, want 1 (the gateway refuses the rest)", n)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "workspace", "first.txt")); err != nil || string(b) != "x\n" {
+		t.Fatalf("workspace kept? first.txt %q %v", b, err)
+	}
+	res = e.agentrun(vars, "resume", "--json", "--wait", "--max-tokens", "10000000", d.ID)
+	if res.code != 0 {
+		t.Fatalf("resume: exit %d %s %s\n%s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID))
+	}
+	r = e.get(d.ID)
+	if r.State != run.StateSucceeded || len(r.Attempts) != 2 || !r.Attempts[1].SessionContinued || r.Attempts[1].Session != r.Attempts[0].Session {
+		t.Fatalf("%s attempts %+v", r.State, r.Attempts)
+	}
+	if got, err := resultFile(e, r.Commit, "first.txt"); err != nil || strings.TrimSpace(got) != "x" {
+		t.Fatalf("first.txt %q %v", got, err)
+	}
+	reqs := srv.ModelRequests(modelserver.Anthropic)
+	if len(reqs) < 2 || !strings.Contains(string(reqs[1].Body), "writing first.txt") {
+		t.Fatalf("the resumed attempt did not continue the first one's conversation (%d requests)", len(reqs))
+	}
+	for _, q := range srv.Requests() {
+		if q.Key != realKey {
+			t.Fatalf("%s %s reached the model server with key %q", q.Method, q.Path, q.Key)
+		}
+	}
+	assertNoKeyOnDisk(t, e)
+}
