@@ -64,3 +64,53 @@ func TestProfilesRunShellCommands(t *testing.T) {
 		})
 	}
 }
+
+// A later attempt continues the CLI's own session, in the sandbox, for
+// every profile that has sessions (claude: TestProfileSessionContinues
+// AcrossAttempts): the first attempt writes first.txt and the check that
+// wants second.txt fails; the second attempt's request carries the first
+// attempt's conversation, and writes second.txt.
+func TestProfilesContinueTheirSessions(t *testing.T) {
+	for _, name := range []string{"codex", "gemini", "qwen", "opencode"} {
+		t.Run(name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, name, name)
+			if !ok {
+				return
+			}
+			var wrote atomic.Int32
+			srv := e.scriptedServer(twoAttempts(&wrote, func(turn modelserver.Turn, file string) (modelserver.Reply, bool) {
+				if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", file, "x\n"); ok {
+					return modelserver.Reply{Text: "writing " + file, Calls: []modelserver.Call{c}}, true
+				}
+				r := modelserver.ShellWriteFile(file, "x\n")(modelserver.Turn{Tools: turn.Tools})
+				r.Text = "writing " + file
+				return r, len(r.Calls) > 0
+			}), "")
+			d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
+				"--agent", name, "--model", "test-model", "--model-server", "scripted", "--attempts", "2", "--timeout", "3m",
+				"--check", "second=test -f second.txt", "--wait", "Write first.txt")
+			if res.code != 0 {
+				t.Fatalf("exit %d %s\n%s", res.code, res.stdout, e.supervisorLog(d.ID))
+			}
+			r := e.get(d.ID)
+			if len(r.Attempts) != 2 || r.Attempts[0].SessionContinued || !r.Attempts[1].SessionContinued {
+				t.Fatalf("attempts %+v", r.Attempts)
+			}
+			var second []byte
+			for _, q := range srv.ModelRequests("") {
+				if bytes.Contains(q.Body, []byte("these checks failed")) {
+					second = q.Body
+					break
+				}
+			}
+			if second == nil || !bytes.Contains(second, []byte("writing first.txt")) {
+				t.Fatalf("the second attempt did not continue the first one's conversation")
+			}
+			for _, f := range []string{"first.txt", "second.txt"} {
+				if _, err := resultFile(e, r.Commit, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
