@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,53 @@ func TestProfilesContinueTheirSessions(t *testing.T) {
 				if _, err := resultFile(e, r.Commit, f); err != nil {
 					t.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// With an allowlist (--allow: the sandbox's proxy variables point at the
+// egress proxy), each CLI still reaches its model through the gateway on
+// the sandbox's loopback, not through the egress proxy, which would refuse
+// a loopback address: the model needs no --allow. And nothing else goes
+// out either: the profiles turn the CLIs' telemetry and update checks off.
+func TestProfilesWithAllowlist(t *testing.T) {
+	for _, name := range []string{"claude", "codex", "gemini", "qwen", "opencode"} {
+		t.Run(name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, name, name)
+			if !ok {
+				return
+			}
+			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+				if turn.ToolResults == 0 {
+					if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", "hello.txt", "hi\n"); ok {
+						return modelserver.Reply{Text: "writing", Calls: []modelserver.Call{c}}
+					}
+				}
+				return modelserver.ShellWriteFile("hello.txt", "hi\n")(turn)
+			}, "")
+			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
+			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
+				"--model-server", "scripted", "--allow", "example.com", "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			if res.code != 0 {
+				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
+			}
+			if r := e.get(d.ID); r.Sandbox.Network != "allowlist" {
+				t.Fatalf("network %q", r.Sandbox.Network)
+			}
+			if got := testsupport.Git(t, e.repo, "show", d.Commit+":hello.txt"); got != "hi" {
+				t.Fatalf("hello.txt = %q", got)
+			}
+			// Nothing went through the egress proxy: not the model's
+			// traffic, and no telemetry or update check (the profiles turn
+			// them off).
+			out := e.run("egress", "--json", d.ID)
+			var eg struct {
+				Allowed, Denied []struct{ Host string }
+			}
+			if err := json.Unmarshal([]byte(out.stdout), &eg); err != nil || len(eg.Allowed)+len(eg.Denied) != 0 {
+				t.Fatalf("egress: %v\n%s", err, out.stdout)
 			}
 		})
 	}
