@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,44 @@ func TestProfileBudgetExceededThenResume(t *testing.T) {
 		if q.Key != realKey {
 			t.Fatalf("%s %s reached the model server with key %q", q.Method, q.Path, q.Key)
 		}
+	}
+	assertNoKeyOnDisk(t, e)
+}
+
+// Claude Code on a subscription: the host has CLAUDE_CODE_OAUTH_TOKEN and
+// no API key. The CLI in the sandbox gets a placeholder; the gateway sends
+// the token as Claude Code would (Authorization: Bearer, with the OAuth
+// beta among the CLI's own betas) to the Anthropic API (here config.toml's
+// [providers.anthropic] url, the scripted server), and the token is
+// nowhere in the sandbox or on disk.
+func TestProfileClaudeSubscriptionToken(t *testing.T) {
+	bin := agenttest.CLI(t, "claude", "claude")
+	e := newEnv(t)
+	if sandboxes(t, e)[0] != "native" {
+		return // (the scripted tool call names the native sandbox's /workspace)
+	}
+	srv := modelserver.New(t, realKey, "test-model", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))
+	e.writeConfig(fmt.Sprintf("[providers.anthropic]\nurl = %q\n", srv.URL))
+	check := `test -f hello.txt && ! grep -rqsE '` + keyPattern + `' /proc/[0-9]*/environ "$HOME" /tmp .`
+	d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "CLAUDE_CODE_OAUTH_TOKEN=" + realKey,
+		"ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN="}, "--agent", "claude", "--model", "test-model", "--attempts", "1",
+		"--check", "hello="+check, "--wait", "Write hello.txt")
+	if res.code != 0 {
+		t.Fatalf("exit %d %s %s\n%s", res.code, res.stdout, res.stderr, e.supervisorLog(d.ID))
+	}
+	reqs := srv.ModelRequests(modelserver.Anthropic)
+	if len(reqs) == 0 {
+		t.Fatal("no request reached the model server")
+	}
+	for _, q := range reqs {
+		if q.Key != realKey || q.Header.Get("Authorization") != "Bearer "+realKey || q.Header.Get("X-Api-Key") != "" ||
+			!strings.Contains(q.Header.Get("Anthropic-Beta"), "oauth-2025-04-20") {
+			t.Fatalf("%s %s: key %q, authorization %q, x-api-key %q, betas %q", q.Method, q.Path, q.Key,
+				q.Header.Get("Authorization"), q.Header.Get("X-Api-Key"), q.Header.Get("Anthropic-Beta"))
+		}
+	}
+	if r := e.get(d.ID); r.Usage == nil || r.Usage.Requests == 0 {
+		t.Fatalf("usage %+v", r.Usage)
 	}
 	assertNoKeyOnDisk(t, e)
 }
