@@ -113,3 +113,62 @@ func TestProfileClaudeSubscriptionToken(t *testing.T) {
 	}
 	assertNoKeyOnDisk(t, e)
 }
+
+// A real CLI stopped in the middle of a command it runs with its shell
+// tool: codex by `agentrun cancel`, claude by kill -9 of the run's
+// supervisor (the sandbox dies with it; the next command finds the run
+// interrupted). Either way, the real key is nowhere on disk afterwards:
+// not in the run's HOME, where codex keeps its shell snapshots (the
+// original leak), nor in the workspace, transcripts or logs; the sandbox
+// saw only the placeholder.
+func TestProfileStoppedMidCommandLeavesNoKey(t *testing.T) {
+	for _, tc := range []struct{ name, stop string }{{"codex", "cancel"}, {"claude", "kill -9"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, tc.name, tc.name)
+			if !ok {
+				return
+			}
+			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+				if c, ok := modelserver.ShellCall(turn.Tools, `env > "$HOME/env-snapshot.sh"; echo started > started.txt; sleep 120`); ok && turn.ToolResults == 0 {
+					return modelserver.Reply{Text: "running it", Calls: []modelserver.Call{c}}
+				}
+				return modelserver.Reply{Text: "done"}
+			}, "")
+			d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
+				"--agent", tc.name, "--model", "test-model", "--model-server", "scripted", "--attempts", "1", "Run it")
+			must(t, res, 0)
+			r := e.waitFor(d.ID, "the agent's command to start", func(r *run.Run) bool {
+				return r.State == run.StateRunning && fileExists(filepath.Join(e.home, "runs", d.ID, "workspace", "started.txt"))
+			})
+			start := time.Now()
+			want := run.StateCancelled
+			if tc.stop == "cancel" {
+				must(t, e.run("cancel", d.ID), 0)
+			} else {
+				if err := syscallKill(r.Supervisor.PID); err != nil {
+					t.Fatal(err)
+				}
+				want = run.StateInterrupted
+			}
+			e.waitFor(d.ID, tc.stop, func(r *run.Run) bool {
+				if tc.stop != "cancel" {
+					_ = e.run("status", "--json", d.ID) // reconciles the run once its supervisor is gone
+				}
+				return r.State == want
+			})
+			if took := time.Since(start); took > 30*time.Second {
+				t.Fatalf("%s took %s", tc.stop, took)
+			}
+			// (codex leaves its key variables out of its commands'
+			// environment; claude's has the placeholder.)
+			snap, err := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "home", "env-snapshot.sh"))
+			if err != nil || (tc.name == "claude" && !strings.Contains(string(snap), "agentrun-gateway-")) {
+				t.Fatalf("the agent's snapshot of its environment: %v\n%s", err, snap)
+			}
+			if len(srv.ModelRequests("")) == 0 {
+				t.Fatal("no model request reached the server")
+			}
+			assertNoKeyOnDisk(t, e)
+		})
+	}
+}
