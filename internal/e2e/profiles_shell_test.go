@@ -2,14 +2,19 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
+	"github.com/agentrun/agentrun/internal/run"
 	"github.com/agentrun/agentrun/internal/testsupport"
 )
 
@@ -160,5 +165,89 @@ func TestProfilesWithAllowlist(t *testing.T) {
 				t.Fatalf("egress: %v\n%s", err, out.stdout)
 			}
 		})
+	}
+}
+
+// Five real CLIs at once against one model server that serves one request
+// at a time (max_concurrent = 1): the runs' gateways share the slot, and
+// the CLIs wait their turn (no retry storm, no client timeout) while the
+// first request holds it until others have been running a while; every
+// run succeeds, and the waits are journaled.
+func TestProfilesShareModelServerCapacity(t *testing.T) {
+	names := []string{"claude", "codex", "gemini", "qwen", "opencode"}
+	path := os.Getenv("PATH")
+	for _, name := range names {
+		path = filepath.Dir(agenttest.CLI(t, name, name)) + ":" + path
+	}
+	e := newEnv(t)
+	if sandboxes(t, e)[0] != "native" {
+		return // (the scripted tool calls name the native sandbox's /workspace)
+	}
+	var mu sync.Mutex
+	var ids []string
+	st := e.store()
+	// othersRunning: three runs (the one whose request holds the slot
+	// among them; max_parallel runs four at once) have been running their
+	// CLI for 10 s, time for a CLI's first request to reach the gateway
+	// on a busy machine (5 s here).
+	othersRunning := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, id := range ids {
+			r, err := st.Get(context.Background(), id) // (no t.Fatal off the test's goroutine)
+			if err == nil && r.State == run.StateRunning && len(r.Attempts) > 0 && time.Since(r.Attempts[0].StartedAt) > 10*time.Second {
+				n++
+			}
+		}
+		return n >= 3
+	}
+	var inFlight, peak atomic.Int32
+	var first sync.Once
+	srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		first.Do(func() {
+			for deadline := time.Now().Add(90 * time.Second); !othersRunning() && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+		time.Sleep(100 * time.Millisecond)
+		inFlight.Add(-1)
+		if turn.ToolResults == 0 {
+			if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", "hello.txt", "hi\n"); ok {
+				return modelserver.Reply{Text: "writing", Calls: []modelserver.Call{c}}
+			}
+		}
+		return modelserver.ShellWriteFile("hello.txt", "hi\n")(turn)
+	}, "max_concurrent = 1\n")
+	for _, name := range names {
+		d, res := e.submitJSON([]string{"PATH=" + path, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
+			"--model-server", "scripted", "--attempts", "1", "--timeout", "5m", "Write hello.txt")
+		must(t, res, 0)
+		mu.Lock()
+		ids = append(ids, d.ID)
+		mu.Unlock()
+	}
+	waits := 0
+	for i, id := range ids {
+		r := e.waitFor(id, "the end", func(r *run.Run) bool { return r.State.Terminal() })
+		if r.State != run.StateSucceeded {
+			log, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "attempts", "1", "agent.log"))
+			t.Fatalf("%s (%s): %s/%s %s\nagent.log:\n%s", names[i], id, r.State, r.Reason, r.Message, log)
+		}
+		if hasGatewayEvent(t, e, id, "capacity_wait") {
+			waits++
+		}
+	}
+	if p := peak.Load(); p != 1 {
+		t.Fatalf("%d requests were in flight at once, max_concurrent is 1", p)
+	}
+	t.Logf("%d of %d runs waited for the slot", waits, len(names))
+	// At least the two others that ran beside the one holding the slot
+	// waited for it.
+	if waits < 2 {
+		t.Fatalf("%d runs journaled a capacity_wait, want 2 or more (%d model requests)", waits, len(srv.ModelRequests("")))
 	}
 }
