@@ -22,6 +22,7 @@ import (
 // branch has first.txt, and the resumed attempt's first request carries
 // the first attempt's conversation.
 func TestProfileBudgetExceededThenResume(t *testing.T) {
+	t.Parallel()
 	bin := agenttest.CLI(t, "claude", "claude")
 	e := newEnv(t)
 	if sandboxes(t, e)[0] != "native" {
@@ -83,6 +84,7 @@ func TestProfileBudgetExceededThenResume(t *testing.T) {
 // [providers.anthropic] url, the scripted server), and the token is
 // nowhere in the sandbox or on disk.
 func TestProfileClaudeSubscriptionToken(t *testing.T) {
+	t.Parallel()
 	bin := agenttest.CLI(t, "claude", "claude")
 	e := newEnv(t)
 	if sandboxes(t, e)[0] != "native" {
