@@ -236,3 +236,91 @@ func TestProfilesShareModelServerCapacity(t *testing.T) {
 		t.Fatalf("%d runs journaled a capacity_wait, want 2 or more (%d model requests)", waits, len(srv.ModelRequests("")))
 	}
 }
+
+// Each CLI searches the workspace in the sandbox the way its model is
+// offered to: gemini's search_file_content and qwen's grep_search (their
+// ripgrep or a fallback), and claude's and codex's shells (rg where there
+// is one: claude carries its own and offers no search tool until the
+// model asks for one; codex finds one where the machine has it, as bare;
+// else grep). The repository has a file, needle.txt, with a marker; the
+// agent searches for the marker, and the search's result, with the
+// matching line (which the conversation has nowhere else: the pattern is
+// only the marker), reaches the model. (opencode's grep is not here: it
+// needs an rg on PATH or in its data directory, and downloads one from
+// GitHub otherwise, which no sandbox without network can.)
+func TestProfilesSearchTheWorkspace(t *testing.T) {
+	const marker = "needle-5f3a9c"
+	for _, name := range []string{"claude", "codex", "gemini", "qwen"} {
+		t.Run(name, func(t *testing.T) {
+			bin, e, ok := profileEnv(t, name, name)
+			if !ok {
+				return
+			}
+			if err := os.WriteFile(filepath.Join(e.repo, "needle.txt"), []byte("a line with "+marker+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testsupport.Git(t, e.repo, "add", "needle.txt")
+			testsupport.Git(t, e.repo, "commit", "-qm", "needle")
+			var offered atomic.Value
+			var found atomic.Bool
+			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+				if turn.ToolResults == 0 {
+					var names []string
+					for _, tool := range turn.Tools {
+						names = append(names, tool.Name)
+					}
+					offered.CompareAndSwap(nil, strings.Join(names, " "))
+					if c, ok := searchCall(turn.Tools, marker); ok {
+						return modelserver.Reply{Text: "searching", Calls: []modelserver.Call{c}}
+					}
+					if c, ok := modelserver.ShellCall(turn.Tools, "rg -n "+marker+" . || grep -rn "+marker+" ."); ok {
+						return modelserver.Reply{Text: "searching with rg", Calls: []modelserver.Call{c}}
+					}
+				} else if bytes.Contains(turn.Body, []byte("a line with "+marker)) {
+					found.Store(true)
+				}
+				return modelserver.Reply{Text: "done"}
+			}, "")
+			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
+			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
+				"--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--wait", "Find the needle")
+			if res.code != 1 || d.Reason != "no_changes" {
+				t.Fatalf("exit %d, want 1 (no_changes): %s %s (%d requests)", res.code, res.stdout, res.stderr, len(srv.Requests()))
+			}
+			if !found.Load() {
+				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				t.Fatalf("the search's result did not reach the model (tools: %v)\nagent.log:\n%s", offered.Load(), log)
+			}
+		})
+	}
+}
+
+// searchCall builds a call of a content-search tool among tools (claude's
+// Grep when offered, gemini's search_file_content, qwen's grep_search,
+// opencode's grep) for pattern in the workspace, asking for the matching
+// lines where the tool can give only the files' names.
+func searchCall(tools []modelserver.Tool, pattern string) (modelserver.Call, bool) {
+	for _, want := range []string{"Grep", "search_file_content", "grep_search", "grep"} {
+		for _, t := range tools {
+			if t.Name != want {
+				continue
+			}
+			props, _ := t.Schema["properties"].(map[string]any)
+			if _, ok := props["pattern"]; !ok {
+				continue
+			}
+			args := map[string]any{"pattern": pattern}
+			if _, ok := props["output_mode"]; ok {
+				args["output_mode"] = "content"
+			}
+			for _, k := range []string{"path", "dir_path"} {
+				if _, ok := props[k]; ok {
+					args[k] = "/workspace"
+					break
+				}
+			}
+			return modelserver.Call{Name: t.Name, Args: args}, true
+		}
+	}
+	return modelserver.Call{}, false
+}
