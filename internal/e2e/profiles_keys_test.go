@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentrun/agentrun/internal/agenttest"
 	"github.com/agentrun/agentrun/internal/modelserver"
 	"github.com/agentrun/agentrun/internal/run"
 )
@@ -22,10 +21,8 @@ import (
 // branch has first.txt, and the resumed attempt's first request carries
 // the first attempt's conversation.
 func TestProfileBudgetExceededThenResume(t *testing.T) {
-	t.Parallel()
-	bin := agenttest.CLI(t, "claude", "claude")
-	e := newEnv(t)
-	if sandboxes(t, e)[0] != "native" {
+	bin, e, ok := profileEnv(t, "claude", "claude")
+	if !ok {
 		return // (the scripted tool call names the native sandbox's /workspace)
 	}
 	srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
@@ -84,10 +81,8 @@ func TestProfileBudgetExceededThenResume(t *testing.T) {
 // [providers.anthropic] url, the scripted server), and the token is
 // nowhere in the sandbox or on disk.
 func TestProfileClaudeSubscriptionToken(t *testing.T) {
-	t.Parallel()
-	bin := agenttest.CLI(t, "claude", "claude")
-	e := newEnv(t)
-	if sandboxes(t, e)[0] != "native" {
+	bin, e, ok := profileEnv(t, "claude", "claude")
+	if !ok {
 		return // (the scripted tool call names the native sandbox's /workspace)
 	}
 	srv := modelserver.New(t, realKey, "test-model", modelserver.WriteFileIn("/workspace", "hello.txt", "hi\n"))

@@ -37,11 +37,7 @@ func TestProfilesRunShellCommands(t *testing.T) {
 			var answered atomic.Bool // a later turn carried the command's output
 			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
 				if turn.ToolResults == 0 {
-					var names []string
-					for _, tool := range turn.Tools {
-						names = append(names, tool.Name)
-					}
-					offered.CompareAndSwap(nil, strings.Join(names, " "))
+					offered.CompareAndSwap(nil, toolNames(turn.Tools))
 					if c, ok := modelserver.ShellCall(turn.Tools, command); ok {
 						return modelserver.Reply{Text: "I will run it.", Calls: []modelserver.Call{c}}
 					}
@@ -52,9 +48,7 @@ func TestProfilesRunShellCommands(t *testing.T) {
 				}
 				return modelserver.Reply{Text: "Done."}
 			}, "")
-			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
-			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
-				"--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--wait", "Run the command")
+			d, res := e.submitProfile(bin, name, "Run the command")
 			if res.code != 0 {
 				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
 				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
@@ -140,9 +134,7 @@ func TestProfilesWithAllowlist(t *testing.T) {
 				}
 				return modelserver.ShellWriteFile("hello.txt", "hi\n")(turn)
 			}, "")
-			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
-			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
-				"--model-server", "scripted", "--allow", "example.com", "--attempts", "1", "--timeout", "3m", "--wait", "Write hello.txt")
+			d, res := e.submitProfile(bin, name, "Write hello.txt", "--allow", "example.com")
 			if res.code != 0 {
 				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
 				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
@@ -265,11 +257,7 @@ func TestProfilesSearchTheWorkspace(t *testing.T) {
 			var found atomic.Bool
 			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
 				if turn.ToolResults == 0 {
-					var names []string
-					for _, tool := range turn.Tools {
-						names = append(names, tool.Name)
-					}
-					offered.CompareAndSwap(nil, strings.Join(names, " "))
+					offered.CompareAndSwap(nil, toolNames(turn.Tools))
 					if c, ok := searchCall(turn.Tools, marker); ok {
 						return modelserver.Reply{Text: "searching", Calls: []modelserver.Call{c}}
 					}
@@ -281,9 +269,7 @@ func TestProfilesSearchTheWorkspace(t *testing.T) {
 				}
 				return modelserver.Reply{Text: "done"}
 			}, "")
-			pathEnv := "PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH")
-			d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, "--agent", name, "--model", "test-model",
-				"--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--wait", "Find the needle")
+			d, res := e.submitProfile(bin, name, "Find the needle")
 			if res.code != 1 || d.Reason != "no_changes" {
 				t.Fatalf("exit %d, want 1 (no_changes): %s %s (%d requests)", res.code, res.stdout, res.stderr, len(srv.Requests()))
 			}
@@ -323,4 +309,21 @@ func searchCall(tools []modelserver.Tool, pattern string) (modelserver.Call, boo
 		}
 	}
 	return modelserver.Call{}, false
+}
+
+// toolNames lists the names of tools, for a failure's message.
+func toolNames(tools []modelserver.Tool) string {
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, " ")
+}
+
+// submitProfile submits task to profile name's CLI at bin (--wait, one
+// attempt) against the scripted model server, with args added.
+func (e *env) submitProfile(bin, name, task string, args ...string) (submitDoc, result) {
+	e.t.Helper()
+	return e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
+		append([]string{"--agent", name, "--model", "test-model", "--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--wait", task}, args...)...)
 }
