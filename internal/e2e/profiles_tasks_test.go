@@ -230,19 +230,20 @@ func TestProfilesShareModelServerCapacity(t *testing.T) {
 }
 
 // Each CLI searches the workspace in the sandbox the way its model is
-// offered to: gemini's search_file_content and qwen's grep_search (their
-// ripgrep or a fallback), and claude's and codex's shells (rg where there
-// is one: claude carries its own and offers no search tool until the
-// model asks for one; codex finds one where the machine has it, as bare;
-// else grep). The repository has a file, needle.txt, with a marker; the
-// agent searches for the marker, and the search's result, with the
-// matching line (which the conversation has nowhere else: the pattern is
-// only the marker), reaches the model. (opencode's grep is not here: it
-// needs an rg on PATH or in its data directory, and downloads one from
-// GitHub otherwise, which no sandbox without network can.)
+// offered to: gemini's search_file_content, qwen's grep_search (their
+// ripgrep or a fallback), opencode's grep, and claude's and codex's
+// shells (rg where there is one: claude carries its own and offers no
+// search tool until the model asks for one; codex finds one where the
+// machine has it, as bare; else grep). The repository has a file,
+// needle.txt, with a marker; the agent searches for the marker, and the
+// search's result, with the matching line (which the conversation has
+// nowhere else: the pattern is only the marker), reaches the model.
+// opencode's grep runs the system's rg (.ci/run installs Debian's
+// ripgrep): it needs one on PATH or in its data directory, and downloads
+// one from GitHub otherwise, which no sandbox without network can.
 func TestProfilesSearchTheWorkspace(t *testing.T) {
 	const marker = "needle-5f3a9c"
-	for _, name := range []string{"claude", "codex", "gemini", "qwen"} {
+	for _, name := range []string{"claude", "codex", "gemini", "qwen", "opencode"} {
 		t.Run(name, func(t *testing.T) {
 			bin, e, ok := profileEnv(t, name, name)
 			if !ok {
