@@ -40,7 +40,7 @@ true`
 	before := treeDigest(t, filepath.Join(e.repo, ".git"))
 	res := e.agentrun([]string{"DOCKER_HOST=" + engine}, "submit", "--json", "--sandbox", "docker", "--image", image, "--history", "full", "--agent-cmd", agent, "--wait", "t")
 	d := decodeSubmit(t, res)
-	log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+	log := e.agentLog(d.ID)
 	if d.Reason != string(run.ReasonNoChanges) || !strings.Contains(string(log), "SEEN") || strings.Contains(string(log), "WROTE") || !strings.Contains(string(log), "TOKEN=local") {
 		t.Fatalf("%+v\nagent.log:\n%s\nstderr: %s\nsupervisor:\n%s", d, log, res.stderr, e.supervisorLog(d.ID))
 	}

@@ -143,6 +143,12 @@ func (e *env) supervisorLog(id string) string {
 	return string(b)
 }
 
+// agentLog is what run id's agent wrote in its first attempt.
+func (e *env) agentLog(id string) string {
+	b, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "attempts", "1", "agent.log"))
+	return string(b)
+}
+
 // runIDs lists the run directories that exist.
 func (e *env) runIDs() []string {
 	ents, _ := os.ReadDir(filepath.Join(e.home, "runs"))

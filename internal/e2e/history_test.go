@@ -92,7 +92,7 @@ func TestFullHistoryReadOnly(t *testing.T) {
 	// The default: the base commit only.
 	res = e.run("submit", "--json", "--agent-cmd", "git log --format=%s | tr '\\n' ' '", "--wait", "t")
 	d := decodeSubmit(t, res)
-	log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+	log := e.agentLog(d.ID)
 	if strings.TrimSpace(string(log)) != "third" || e.get(d.ID).Workspace.History != run.HistoryShallow {
 		t.Fatalf("shallow: %q", log)
 	}
@@ -120,7 +120,7 @@ func fullHistoryRun(t *testing.T, e *env, mode string) {
 		requireCaps(t, "the native sandbox with overlay workspaces", false, res.stdout)
 	}
 	d := decodeSubmit(t, res)
-	log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+	log := e.agentLog(d.ID)
 	if d.Reason != string(run.ReasonNoChanges) || !strings.Contains(string(log), "third second init") || !strings.Contains(string(log), "blame 1") || strings.Contains(string(log), "WROTE") {
 		t.Fatalf("%s, %s: %+v\nagent.log:\n%s\nsupervisor:\n%s", e.repo, mode, d, log, e.supervisorLog(d.ID))
 	}

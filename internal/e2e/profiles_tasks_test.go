@@ -50,7 +50,7 @@ func TestProfilesRunShellCommands(t *testing.T) {
 			}, "")
 			d, res := e.submitProfile(bin, name, "Run the command")
 			if res.code != 0 {
-				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				log := e.agentLog(d.ID)
 				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
 			}
 			if got := testsupport.Git(t, e.repo, "show", d.Commit+":shell.txt"); got != "TRUE" {
@@ -78,12 +78,7 @@ func TestProfilesContinueTheirSessions(t *testing.T) {
 			}
 			var wrote atomic.Int32
 			srv := e.scriptedServer(twoAttempts(&wrote, func(turn modelserver.Turn, file string) (modelserver.Reply, bool) {
-				if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", file, "x\n"); ok {
-					return modelserver.Reply{Text: "writing " + file, Calls: []modelserver.Call{c}}, true
-				}
-				r := modelserver.ShellWriteFile(file, "x\n")(modelserver.Turn{Tools: turn.Tools})
-				r.Text = "writing " + file
-				return r, len(r.Calls) > 0
+				return writeReply(turn, file, "x\n")
 			}), "")
 			d, res := e.submitJSON([]string{"PATH=" + filepath.Dir(bin) + ":" + os.Getenv("PATH"), "SCRIPTED_KEY=" + realKey},
 				"--agent", name, "--model", "test-model", "--model-server", "scripted", "--attempts", "2", "--timeout", "3m",
@@ -128,15 +123,15 @@ func TestProfilesWithAllowlist(t *testing.T) {
 			}
 			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
 				if turn.ToolResults == 0 {
-					if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", "hello.txt", "hi\n"); ok {
-						return modelserver.Reply{Text: "writing", Calls: []modelserver.Call{c}}
+					if r, ok := writeReply(turn, "hello.txt", "hi\n"); ok {
+						return r
 					}
 				}
-				return modelserver.ShellWriteFile("hello.txt", "hi\n")(turn)
+				return modelserver.Reply{Text: "Done: hello.txt is written."}
 			}, "")
 			d, res := e.submitProfile(bin, name, "Write hello.txt", "--allow", "example.com")
 			if res.code != 0 {
-				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				log := e.agentLog(d.ID)
 				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, len(srv.Requests()))
 			}
 			if r := e.get(d.ID); r.Sandbox.Network != "allowlist" {
@@ -195,11 +190,11 @@ func TestProfilesShareModelServerCapacity(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		inFlight.Add(-1)
 		if turn.ToolResults == 0 {
-			if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", "hello.txt", "hi\n"); ok {
-				return modelserver.Reply{Text: "writing", Calls: []modelserver.Call{c}}
+			if r, ok := writeReply(turn, "hello.txt", "hi\n"); ok {
+				return r
 			}
 		}
-		return modelserver.ShellWriteFile("hello.txt", "hi\n")(turn)
+		return modelserver.Reply{Text: "Done: hello.txt is written."}
 	}, "max_concurrent = 1\n")
 	var ids []string
 	for _, name := range names {
@@ -212,7 +207,7 @@ func TestProfilesShareModelServerCapacity(t *testing.T) {
 	for i, id := range ids {
 		r := e.waitFor(id, "the end", func(r *run.Run) bool { return r.State.Terminal() })
 		if r.State != run.StateSucceeded {
-			log, _ := os.ReadFile(filepath.Join(e.home, "runs", id, "attempts", "1", "agent.log"))
+			log := e.agentLog(id)
 			t.Fatalf("%s (%s): %s/%s %s\nagent.log:\n%s", names[i], id, r.State, r.Reason, r.Message, log)
 		}
 		if hasGatewayEvent(t, e, id, "capacity_wait") {
@@ -275,7 +270,7 @@ func TestProfilesSearchTheWorkspace(t *testing.T) {
 				t.Fatalf("exit %d, want 1 (no_changes): %s %s (%d requests)", res.code, res.stdout, res.stderr, len(srv.Requests()))
 			}
 			if !found.Load() {
-				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				log := e.agentLog(d.ID)
 				t.Fatalf("the search's result did not reach the model (tools: %v)\nagent.log:\n%s", offered.Load(), log)
 			}
 		})
@@ -310,6 +305,18 @@ func searchCall(tools []modelserver.Tool, pattern string) (modelserver.Call, boo
 		}
 	}
 	return modelserver.Call{}, false
+}
+
+// writeReply is the reply that writes file with content through the CLI's
+// write tool (at the native sandbox's /workspace), or, for a CLI without
+// one (codex), its patch or shell tool; ok is false when it has none.
+func writeReply(turn modelserver.Turn, file, content string) (modelserver.Reply, bool) {
+	if c, ok := modelserver.WriteCall(turn.Tools, "/workspace", file, content); ok {
+		return modelserver.Reply{Text: "writing " + file, Calls: []modelserver.Call{c}}, true
+	}
+	r := modelserver.ShellWriteFile(file, content)(modelserver.Turn{Tools: turn.Tools})
+	r.Text = "writing " + file
+	return r, len(r.Calls) > 0
 }
 
 // toolNames lists the names of tools, for a failure's message.

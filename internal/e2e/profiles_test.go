@@ -53,7 +53,7 @@ func TestProfilesEndToEnd(t *testing.T) {
 				"--model-server", "scripted", "--attempts", "1", "--timeout", "3m", "--check", "hello="+check, "--wait", "Write hello.txt")
 			took := time.Since(start)
 			if res.code != 0 {
-				log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+				log := e.agentLog(d.ID)
 				chk, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "checks", "hello.log"))
 				t.Fatalf("exit %d: %s %s\nagent.log:\n%s\ncheck:\n%s\nsupervisor:\n%s\nrequests: %d", res.code, res.stdout, res.stderr, log, chk, e.supervisorLog(d.ID), len(srv.Requests()))
 			}
@@ -206,7 +206,7 @@ func warmHomeRuns(t *testing.T, e *env, bin, name string, proto modelserver.Prot
 		d, res := e.submitJSON([]string{pathEnv, "SCRIPTED_KEY=" + realKey}, append([]string{"--agent", name, "--model", "test-model",
 			"--model-server", "scripted", "--timeout", "3m", "--wait", "Write the files"}, args...)...)
 		if res.code != 0 {
-			log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+			log := e.agentLog(d.ID)
 			t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nsupervisor:\n%s", res.code, res.stdout, res.stderr, log, e.supervisorLog(d.ID))
 		}
 		ids, servers = append(ids, d.ID), append(servers, srv)
@@ -290,7 +290,7 @@ func TestProfileInContainer(t *testing.T) {
 		"--check", "hello=test \"$(cat hello.txt)\" = 'hello from the model' && ! grep -rqsE '"+keyPattern+"' /proc/[0-9]*/environ \"$HOME\" /tmp .",
 		"--wait", "Write hello.txt")
 	if res.code != 0 {
-		log, _ := os.ReadFile(filepath.Join(e.home, "runs", d.ID, "attempts", "1", "agent.log"))
+		log := e.agentLog(d.ID)
 		t.Fatalf("exit %d: %s %s\nagent.log:\n%s\nsupervisor:\n%s", res.code, res.stdout, res.stderr, log, e.supervisorLog(d.ID))
 	}
 	r := e.get(d.ID)
