@@ -157,8 +157,32 @@ type Info struct {
 	// Native, when set, says where the CLI's npm launcher finds the
 	// program it runs: a run starts that program directly.
 	Native *Native
+	// Helpers are programs the CLI runs from PATH for some of its tools:
+	// submit shows each where it finds it, or warns that those tools will
+	// fail.
+	Helpers []Helper
 	// Doc is one line for --help.
 	Doc string
+}
+
+// Helper is a program an agent CLI runs from PATH for some of its tools
+// (opencode's grep and glob run ripgrep). Found on the submitting user's
+// PATH, or where the CLI keeps its own copy, it is made visible read-only
+// inside the sandbox and its directory put first on the agent's PATH
+// (run.AgentSpec.Helpers); found nowhere, submit and doctor warn.
+type Helper struct {
+	// Name is the program's name on PATH ("rg").
+	Name string
+	// What says what it is and which tools need it, for messages:
+	// "ripgrep, which opencode's grep and glob tools run".
+	What string
+	// DataDir, when set, is where the CLI keeps the copy it downloads for
+	// itself, under the user's data home ($XDG_DATA_HOME, else
+	// ~/.local/share): "opencode/bin". The sandbox's HOME is the run's
+	// own, so the CLI would not find that copy there by itself.
+	DataDir string
+	// Install says how to install it.
+	Install string
 }
 
 // TestedWith is the version the profile was tested with, and where it
@@ -179,7 +203,7 @@ type Catalog []Info
 func (c Catalog) Lookup(name string) (Info, bool) {
 	for _, i := range c {
 		if i.Name == name {
-			i.Hosts, i.Telemetry, i.KeyEnv = slices.Clone(i.Hosts), slices.Clone(i.Telemetry), slices.Clone(i.KeyEnv)
+			i.Hosts, i.Telemetry, i.KeyEnv, i.Helpers = slices.Clone(i.Hosts), slices.Clone(i.Telemetry), slices.Clone(i.KeyEnv), slices.Clone(i.Helpers)
 			return i, true
 		}
 	}

@@ -148,9 +148,8 @@ func (app *App) runDoctor(ctx context.Context) error {
 		m := settings.File.ModelServers[name]
 		wg.Go(func() { push(checkModelServer(ctx, name, m, app.Getenv)) })
 	}
-	path := app.Getenv("PATH")
 	for _, p := range app.Deps.Agents {
-		wg.Go(func() { push(checkAgentCLI(ctx, p, path, defaultBackend)) })
+		wg.Go(func() { push(checkAgentCLI(ctx, p, app.Getenv, defaultBackend)) })
 	}
 	wg.Wait()
 	slices.SortFunc(late, func(a, b doctorCheck) int { return strings.Compare(a.Name, b.Name) })
@@ -528,10 +527,12 @@ func checkModelServer(ctx context.Context, name string, m config.ModelServer, ge
 	return c
 }
 
-// checkAgentCLI checks profile p's CLI on path: found, its version, and
-// that b (the default sandbox backend, nil: none) can show it.
-func checkAgentCLI(ctx context.Context, p agent.Info, path string, b sandbox.Backend) doctorCheck {
+// checkAgentCLI checks profile p's CLI on the PATH of getenv: found, its
+// version, the helpers it runs, and that b (the default sandbox backend,
+// nil: none) can show it.
+func checkAgentCLI(ctx context.Context, p agent.Info, getenv func(string) string, b sandbox.Backend) doctorCheck {
 	c := doctorCheck{Name: "agent." + p.Name}
+	path := getenv("PATH")
 	bin, err := submit.LookPath(p.Binary, path)
 	if err != nil {
 		c.Status, c.Detail, c.Fix = "warn", p.Binary+" is not on PATH", "to use --agent "+p.Name+": "+p.Install
@@ -568,14 +569,22 @@ func checkAgentCLI(ctx context.Context, p agent.Info, path string, b sandbox.Bac
 	// Where a run finds it, as submit does: the program it starts (with
 	// its launcher, if the CLI on PATH is an npm launcher of a native
 	// program) and what the sandbox must show.
-	prog, launcher, visible, err := submit.LocateProfile(p, path)
+	l, err := submit.LocateProfile(p, getenv)
 	if err != nil {
 		return c
 	}
-	if launcher != "" {
-		c.Detail += "; runs start the native program its npm launcher runs, " + prog
+	if l.Launcher != "" {
+		c.Detail += "; runs start the native program its npm launcher runs, " + l.Binary
 	}
-	if why := hiddenCLI(visible, b); why != "" {
+	for _, h := range l.Helpers {
+		c.Detail += "; runs find " + filepath.Base(h) + " at " + h
+	}
+	for _, m := range l.Missing {
+		// What submit warns of.
+		c.Status, c.Detail = "warn", c.Detail+"; but "+m.Why+": those tools fail in the sandbox"
+		c.Fix = strings.TrimPrefix(c.Fix+"; "+m.Install, "; ")
+	}
+	if why := hiddenCLI(l.Visible, b); why != "" {
 		// What submit refuses (agent_not_visible).
 		c.Status, c.Detail, c.Fix = "warn", "found, but "+why, catalog.AgentHidden.Fix
 	}

@@ -276,3 +276,34 @@ func TestDoctorProxy(t *testing.T) {
 		t.Errorf("proxy %+v", got["proxy"])
 	}
 }
+
+// TestDoctorHelper: a profile's CLI whose helper (opencode's rg) is
+// neither on PATH nor in the CLI's data directory is a warning that says
+// which tools fail and how to install it; with the copy opencode keeps in
+// its data directory it is fine, and says it.
+func TestDoctorHelper(t *testing.T) {
+	h := newTestHome(t)
+	h.executable = testsupport.Agentrun(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "opencode"), []byte("#!/bin/sh\necho 1.18.33\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.env["PATH"] = bin // (no system directory: no rg)
+	h.env["AGENTRUN_SANDBOX"] = "host"
+	_, _, _, got := doctorJSON(t, h)
+	data := filepath.Join(h.env["HOME"], ".local", "share", "opencode", "bin")
+	if c := got["agent.opencode"]; c.Status != "warn" || !strings.Contains(c.Detail, "found, the version agentrun was tested with; but rg (ripgrep, which opencode's grep and glob tools run) is neither on PATH nor in "+data+": those tools fail in the sandbox") ||
+		c.Fix != "install ripgrep (apt install ripgrep, brew install ripgrep)" {
+		t.Errorf("without rg: %+v", c)
+	}
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "rg"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, got = doctorJSON(t, h)
+	if c := got["agent.opencode"]; c.Status != "ok" || c.Fix != "" || !strings.HasSuffix(c.Detail, "; runs find rg at "+filepath.Join(data, "rg")) {
+		t.Errorf("with opencode's own rg: %+v", c)
+	}
+}

@@ -167,6 +167,10 @@ type AgentSpec struct {
 	// (agent.Native), Binary is that program and Launcher the launcher.
 	Binary   string `json:"binary,omitempty"`
 	Launcher string `json:"launcher,omitempty"`
+	// Helpers are the host paths of programs the CLI runs from PATH
+	// (agent.Info.Helpers) that lie outside the system directories: made
+	// visible read-only, their directories put first on the agent's PATH.
+	Helpers []string `json:"helpers,omitempty"`
 	// Session is the agent CLI's own session id, continued by later
 	// attempts and by resume (profiles that keep sessions).
 	Session string `json:"session,omitempty"`

@@ -222,7 +222,7 @@ func (s *Server) writeRecord(ctx context.Context, id string, in RecordWrite, js 
 		r.ID, r.Seq, r.Version, r.Repo, r.CreatedAt, r.UpdatedAt = keep.ID, keep.Seq, keep.Version, keep.Repo, keep.CreatedAt, keep.UpdatedAt
 		r.CancelRequested, r.Verdict, r.Patch = keep.CancelRequested, keep.Verdict, keep.Patch
 		// Where the host found the agent's CLI is the host's view.
-		r.Agent.Binary, r.Agent.Launcher, r.Sandbox.ReadOnlyPaths = keep.Agent.Binary, keep.Agent.Launcher, keep.Sandbox.ReadOnlyPaths
+		r.Agent.Binary, r.Agent.Launcher, r.Agent.Helpers, r.Sandbox.ReadOnlyPaths = keep.Agent.Binary, keep.Agent.Launcher, keep.Agent.Helpers, keep.Sandbox.ReadOnlyPaths
 		if in.Transition == nil {
 			r.State, r.Reason, r.Message, r.StartedAt, r.FinishedAt = keep.State, keep.Reason, keep.Message, keep.StartedAt, keep.FinishedAt
 		}

@@ -52,28 +52,28 @@ func underSystem(p string) bool {
 	return false
 }
 
-// planProfile fills spec for profile p: the CLI found on the submitting
-// PATH (and what it needs made visible), the model, the session and the
-// gateway route.
-func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec, *run.GatewaySpec, []string, error) {
+// planProfile fills spec for profile p: the CLI and its helpers found on
+// the submitting PATH (with what they need made visible, and warnings for
+// helpers found nowhere), the model, the session and the gateway route.
+func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec, *run.GatewaySpec, Located, error) {
 	var spec run.AgentSpec
 	for _, name := range req.Models.BuiltinFields {
-		return spec, nil, nil, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; the %s profile would ignore it", f(name), p.Name)
+		return spec, nil, Located{}, catalog.UnsupportedFlag.New("%s is a setting of the built-in agent; the %s profile would ignore it", f(name), p.Name)
 	}
 	spec = run.AgentSpec{Name: p.Name, Hosts: p.Hosts, Model: req.Models.Model}
-	var visible []string
-	var err error
-	spec.Binary, spec.Launcher, visible, err = LocateProfile(p, req.Getenv("PATH"))
+	l, err := LocateProfile(p, req.Getenv)
 	switch {
 	case err == nil:
+		spec.Binary, spec.Launcher, spec.Helpers = l.Binary, l.Launcher, l.Helpers
 	case req.HostHas == nil:
-		return spec, nil, nil, err
+		return spec, nil, l, err
 	case req.HostHas(ctx, p.Name):
-		// Not here: the agent host that takes the run finds it on its
-		// own PATH at the run's start (the worker's LocateProfile).
-		spec.Binary, spec.Launcher, visible = p.Binary, "", nil
+		// Not here: the agent host that takes the run finds it (and its
+		// helpers) on its own PATH at the run's start (the worker's
+		// LocateProfile).
+		spec.Binary, spec.Launcher, l = p.Binary, "", Located{}
 	default:
-		return spec, nil, nil, catalog.AgentMissing.New("%s (the %s profile's CLI) is on neither this server's PATH nor any agent host's", p.Binary, p.Name).
+		return spec, nil, l, catalog.AgentMissing.New("%s (the %s profile's CLI) is on neither this server's PATH nor any agent host's", p.Binary, p.Name).
 			WithFix("install it on an agent host (%s, tested with %s): its runs go to the hosts that have it", p.Install, cmp.Or(p.Tested, "no version yet"))
 	}
 	if spec.Model == "" && p.ModelEnv != "" {
@@ -87,15 +87,20 @@ func planProfile(ctx context.Context, req Request, p agent.Info) (run.AgentSpec,
 	}
 	def, err := profileRoute(req, p)
 	if err != nil {
-		return spec, nil, nil, err
+		return spec, nil, Located{}, err
 	}
 	rs, err := planRoute(ctx, req, p.Protocol, p.Name+" profile", def)
 	if err != nil {
-		return spec, nil, nil, err
+		return spec, nil, Located{}, err
 	}
 	gw := &run.GatewaySpec{Routes: []run.RouteSpec{rs}}
 	spec.Command = p.Binary + " (" + p.Name + " profile)"
-	return spec, gw, visible, nil
+	if req.OnHosts {
+		// An agent host finds the helpers on its own PATH, and warns
+		// of what it does not have.
+		l.Missing = nil
+	}
+	return spec, gw, l, nil
 }
 
 // profileRoute is the route profile p takes without --model-server (nil:
@@ -266,20 +271,119 @@ func reachable(ctx context.Context, req Request, raw string) error {
 	return nil
 }
 
-// LocateProfile finds profile p's CLI on path: the program to run (where
-// p's launcher runs a native program, that program, and the launcher),
-// and the host paths it needs visible read-only. A team's agent host
-// calls it at a run's start, for its own PATH.
-func LocateProfile(p agent.Info, path string) (binary, launcher string, visible []string, err error) {
-	bin, visible, err := findCLI(p, path)
-	if err != nil {
-		return "", "", nil, err
+// Located is where a profile's CLI and its helpers were found.
+type Located struct {
+	// Binary is the program to run; where the CLI on PATH is an npm
+	// launcher of a native program, that program, and Launcher the
+	// launcher.
+	Binary, Launcher string
+	// Helpers are the host paths of the profile's helpers that lie
+	// outside the system directories (run.AgentSpec.Helpers).
+	Helpers []string
+	// Visible are the host paths the sandbox must show read-only: the
+	// CLI's package (or the binary), its interpreter, the helpers.
+	Visible []string
+	// Missing are the helpers the sandbox will not have.
+	Missing []MissingHelper
+}
+
+// MissingHelper is a helper the sandbox will not have, and why.
+type MissingHelper struct {
+	agent.Helper
+	// Why says where it was looked for ("rg (ripgrep, ...) is not on
+	// PATH").
+	Why string
+}
+
+// Warning is m as one warning of submit's: what fails, and the fix.
+func (m MissingHelper) Warning() string {
+	return m.Why + ": those tools fail in the sandbox; " + m.Install
+}
+
+// Warnings are l's missing helpers' warnings.
+func (l Located) Warnings() []string {
+	var out []string
+	for _, m := range l.Missing {
+		out = append(out, m.Warning())
 	}
+	return out
+}
+
+// LocateProfile finds profile p's CLI on the PATH of getenv: the program
+// to run (where p's launcher runs a native program, that program, and
+// the launcher), the helpers it runs (agent.Info.Helpers), and the host
+// paths it needs visible read-only. A team's agent host calls it at a
+// run's start, for its own environment.
+func LocateProfile(p agent.Info, getenv func(string) string) (Located, error) {
+	bin, visible, err := findCLI(p, getenv("PATH"))
+	if err != nil {
+		return Located{}, err
+	}
+	l := Located{Binary: bin, Visible: visible}
 	if prog, _, ok := p.Native.Resolve(bin, runtime.GOOS, runtime.GOARCH); ok {
 		// The program the launcher would run, in its package (visible).
-		return prog, bin, visible, nil
+		l.Binary, l.Launcher = prog, bin
 	}
-	return bin, "", visible, nil
+	for _, h := range p.Helpers {
+		found, why := findHelper(h, getenv)
+		if found != "" && strings.ContainsRune(filepath.Dir(found), filepath.ListSeparator) {
+			found, why = "", fmt.Sprintf("%s (%s) is at %s, in a directory PATH cannot name (it holds a %q)", h.Name, h.What, found, filepath.ListSeparator)
+		}
+		switch {
+		case why != "":
+			l.Missing = append(l.Missing, MissingHelper{Helper: h, Why: why})
+		case found != "" && !slices.Contains(l.Helpers, found):
+			l.Helpers = append(l.Helpers, found)
+			l.Visible = append(l.Visible, found)
+		}
+	}
+	return l, nil
+}
+
+// findHelper finds helper h: on the PATH of getenv, else in the CLI's own
+// data directory (h.DataDir under $XDG_DATA_HOME or ~/.local/share). It
+// returns the program's real path, "" for one in the system directories
+// (every sandbox shows those), or why the sandbox will not have it.
+func findHelper(h agent.Helper, getenv func(string) string) (found, why string) {
+	name := h.Name + " (" + h.What + ")"
+	if p, err := LookPath(h.Name, getenv("PATH")); err == nil {
+		real, err := filepath.EvalSymlinks(p)
+		switch {
+		case err != nil:
+			return "", fmt.Sprintf("%s on PATH, %s, cannot be read: %v", name, p, err)
+		case underSystem(real):
+			return "", ""
+		case filepath.Base(real) != h.Name:
+			// Its directory first on PATH would not make it h.Name.
+			return "", fmt.Sprintf("%s on PATH, %s, is a link to a program of another name, %s, which the sandbox cannot put on PATH as %s (put a copy named %s on PATH)", name, p, real, h.Name, h.Name)
+		}
+		return real, ""
+	}
+	dir := helperDataDir(h, getenv)
+	if dir == "" {
+		return "", name + " is not on PATH"
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(dir, h.Name)); err == nil && filepath.Base(real) == h.Name && executable(real) {
+		return real, ""
+	}
+	return "", fmt.Sprintf("%s is neither on PATH nor in %s", name, dir)
+}
+
+// helperDataDir is where h's CLI keeps its own copy of h: h.DataDir under
+// $XDG_DATA_HOME, else ~/.local/share ("": none).
+func helperDataDir(h agent.Helper, getenv func(string) string) string {
+	if h.DataDir == "" {
+		return ""
+	}
+	data := getenv("XDG_DATA_HOME")
+	if !filepath.IsAbs(data) {
+		home := getenv("HOME")
+		if !filepath.IsAbs(home) {
+			return ""
+		}
+		data = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(data, filepath.FromSlash(h.DataDir))
 }
 
 // Installed names the profiles of c whose CLI is on path: what a team's
@@ -373,12 +477,18 @@ func LookPath(name, path string) (string, error) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
-		c := filepath.Join(dir, name)
-		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if c := filepath.Join(dir, name); executable(c) {
 			return c, nil
 		}
 	}
 	return "", exec.ErrNotFound
+}
+
+// executable reports whether p is a regular file (through links) that
+// someone may execute.
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 // HandoffNames are the variables a run's supervisor needs the values of:

@@ -470,10 +470,12 @@ func (s *Service) planAgent(ctx context.Context, req Request) (agentPlan, error)
 		if !ok {
 			return agentPlan{}, catalog.UnknownAgent.New("%q is not one of: %s, %s", req.AgentName, strings.Join(s.Agents.Names(), ", "), agent.BuiltinName)
 		}
+		var l Located
 		var err error
-		if spec, gw, visible, err = planProfile(ctx, req, p); err != nil {
+		if spec, gw, l, err = planProfile(ctx, req, p); err != nil {
 			return agentPlan{}, err
 		}
+		visible, warnings = l.Visible, append(warnings, l.Warnings()...)
 		modelCheck = s.profileModelCheck(ctx, req, spec.Model, gw.Routes[0])
 	default:
 		return agentPlan{}, catalog.NoAgent.New("neither %s nor %s was given", f("agent"), f("agent_cmd"))

@@ -172,8 +172,11 @@ func checkShown(b sandbox.Backend, r *run.Run, named []string) error {
 		default:
 			// (err names p: the CLI itself, its package or its interpreter)
 			who := "the " + r.Agent.Name + " profile's CLI " + r.Agent.Binary
-			if r.Agent.Name == agent.CommandName {
+			switch {
+			case r.Agent.Name == agent.CommandName:
 				who = "the agent command's program"
+			case slices.Contains(r.Agent.Helpers, p):
+				who = "the program " + p + " that the " + r.Agent.Name + " profile's CLI runs"
 			}
 			return catalog.AgentHidden.Wrap(err, "%s cannot be shown in the %s sandbox: %v", who, r.Sandbox.Backend, err)
 		}

@@ -231,14 +231,17 @@ func (w *Remote) locate(r *run.Run) func(*run.Run) {
 	if !ok {
 		return nil
 	}
-	bin, launcher, visible, err := submit.LocateProfile(p, w.Getenv("PATH"))
+	l, err := submit.LocateProfile(p, w.Getenv)
 	if err != nil {
 		w.log().Warn("the run's agent CLI is not on this host's PATH", "run", r.ID, "agent", p.Name, "error", err.Error())
 		return nil
 	}
+	for _, m := range l.Missing {
+		w.log().Warn("a program the run's agent CLI runs is not on this host", "run", r.ID, "agent", p.Name, "warning", m.Warning())
+	}
 	return func(r *run.Run) {
-		r.Agent.Binary, r.Agent.Launcher = bin, launcher
-		r.Sandbox.ReadOnlyPaths = slices.Clone(visible)
+		r.Agent.Binary, r.Agent.Launcher, r.Agent.Helpers = l.Binary, l.Launcher, slices.Clone(l.Helpers)
+		r.Sandbox.ReadOnlyPaths = slices.Clone(l.Visible)
 	}
 }
 

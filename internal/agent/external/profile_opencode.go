@@ -65,7 +65,12 @@ var opencodeProfile = Profile{Info: agent.Info{
 	// release checks, session sharing: all switched off.
 	Telemetry: []string{"models.opencode.ai", "registry.npmjs.org", "api.github.com", "opencode.ai", "opncd.ai"},
 	Sessions:  true,
-	Doc:       "opencode run (OpenAI chat completions)",
+	// Its grep and glob tools run rg from PATH, else the copy opencode
+	// downloaded into its data directory (from GitHub, which a sandbox
+	// does not reach).
+	Helpers: []agent.Helper{{Name: "rg", What: "ripgrep, which opencode's grep and glob tools run", DataDir: "opencode/bin",
+		Install: "install ripgrep (apt install ripgrep, brew install ripgrep)"}},
+	Doc: "opencode run (OpenAI chat completions)",
 }, Launch: func(in LaunchInput) Launch {
 	model := in.Model
 	if model == "" {

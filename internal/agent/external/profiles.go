@@ -61,7 +61,7 @@ const CommandName = agent.CommandName
 func Lookup(name string) (Profile, bool) {
 	for _, p := range profiles {
 		if p.Name == name {
-			p.Hosts, p.Telemetry = slices.Clone(p.Hosts), slices.Clone(p.Telemetry)
+			p.Hosts, p.Telemetry, p.Helpers = slices.Clone(p.Hosts), slices.Clone(p.Telemetry), slices.Clone(p.Helpers)
 			return p, true
 		}
 	}

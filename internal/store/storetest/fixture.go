@@ -44,6 +44,7 @@ func FullRun(id string) *run.Run {
 			Temperature: ptr(0.25), Binary: "/opt/cli/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
 			Launcher: "/opt/cli/lib/node_modules/@openai/codex/bin/codex.js",
 			Session:  "0e9a2c1b-5d7e-4f3a-9b1c-2d3e4f5a6b7c",
+			Helpers:  []string{"/home/dev/.local/share/opencode/bin/rg"},
 		},
 		Gateway: &run.GatewaySpec{
 			Routes: []run.RouteSpec{{Name: "anthropic", URL: "http://127.0.0.1:1234", Server: "lmstudio", MaxConcurrent: 4, Base: true,
