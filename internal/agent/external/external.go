@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -55,11 +56,30 @@ func (a *Agent) Launch(in agent.AttemptInput) (Launch, error) {
 	if in.Gateway == nil || !slices.Contains(in.Gateway.Routes, p.Protocol) {
 		return Launch{}, fmt.Errorf("%s: the run's model gateway has no %s route", p.Name, p.Protocol)
 	}
-	return p.launch(a.spec, LaunchInput{
+	l := p.launch(a.spec, LaunchInput{
 		BaseURL: strings.TrimRight(in.Gateway.URL, "/") + "/" + p.Protocol, Key: in.Gateway.Key,
 		Model: cmp.Or(a.spec.Model, p.DefaultModel), Home: in.Home, WorkDir: in.WorkDir,
 		Session: a.spec.Session, Resume: in.ContinueSession && p.Sessions,
-	}), nil
+	})
+	l.Command = helpersOnPath(a.spec.Helpers) + l.Command
+	return l, nil
+}
+
+// helpersOnPath is the shell prefix that puts the directories of helpers
+// (run.AgentSpec.Helpers: programs the CLI runs from PATH, shown at the
+// same paths) first on PATH, in order; "" for none. Only the helper
+// itself is shown of its directory, so nothing else on PATH is hidden.
+func helpersOnPath(helpers []string) string {
+	var dirs []string
+	for _, h := range helpers {
+		if d := path.Dir(filepath.ToSlash(h)); path.IsAbs(d) && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		return ""
+	}
+	return "PATH=" + shellQuote(strings.Join(dirs, ":")) + `${PATH:+:$PATH}; export PATH; `
 }
 
 // commandGatewayEnv points an --agent-cmd agent at the gateway's routes

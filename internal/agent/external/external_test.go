@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -295,5 +296,46 @@ func TestOutcomeStopped(t *testing.T) {
 		if err != nil || out.Reason != tc.reason || out.Message != tc.msg || out.ExitCode == nil || *out.ExitCode != code {
 			t.Errorf("%+v %v, want %s %q", out, err, tc.reason, tc.msg)
 		}
+	}
+}
+
+// TestAttemptPutsHelpersFirstOnPath: the directories of the helpers submit
+// recorded (run.AgentSpec.Helpers) come first on the CLI's PATH, in order
+// and once each, ahead of a program of the same name further on; the
+// rest of PATH is kept; a run without helpers keeps PATH as it is.
+func TestAttemptPutsHelpersFirstOnPath(t *testing.T) {
+	shadowed, first, second := t.TempDir(), filepath.Join(t.TempDir(), "it's here"), t.TempDir()
+	for dir, name := range map[string]string{shadowed: "hx", first: "hx", second: "hy"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\necho \"${0%/*}\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &Profile{Info: agent.Info{Name: "fake", Protocol: "openai"}, Launch: func(in LaunchInput) Launch {
+		return Launch{Command: `{ hx; hy; printf '%s\n' "$PATH"; } > ran.txt`}
+	}}
+	ran := func(helpers []string) []string {
+		t.Helper()
+		sb, ws := startHost(t)
+		a := &Agent{spec: run.AgentSpec{Name: "fake", Binary: "/bin/true", Helpers: helpers}, profile: p}
+		var out syncBuf
+		o, err := a.Attempt(context.Background(), agent.AttemptInput{N: 1, Prompt: "task", Runner: sb.Runner(), WorkDir: sb.WorkDir(),
+			Env: []string{"PATH=" + shadowed + ":" + os.Getenv("PATH")}, Output: &out,
+			Gateway: &agent.Gateway{URL: "http://127.0.0.1:9", Key: "k", Routes: []string{"openai"}}})
+		if err != nil || o.Reason != run.ReasonCompleted {
+			t.Fatalf("%+v %v\n%s", o, err, out.String())
+		}
+		b, _ := os.ReadFile(filepath.Join(ws, "ran.txt"))
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	got := ran([]string{filepath.Join(first, "hx"), filepath.Join(second, "hy"), filepath.Join(first, "hx")})
+	want := []string{first, second, first + ":" + second + ":" + shadowed + ":" + os.Getenv("PATH")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("with helpers ran\n%q, want\n%q", got, want)
+	}
+	if got := ran(nil); got[0] != shadowed || got[len(got)-1] != shadowed+":"+os.Getenv("PATH") {
+		t.Fatalf("without helpers ran %q", got)
 	}
 }
