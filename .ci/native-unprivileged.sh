@@ -32,4 +32,4 @@ as_user() {
 }
 as_user "$out/native.test" -test.count=1 "$@"
 echo "== gateway, agent CLI, read-only path, start-ahead and inherited-descriptor end-to-end tests as an unprivileged user"
-as_user "$out/e2e.test" -test.count=1 -test.run 'TestGateway|TestEgressThroughCompanyProxy|TestAllowHostLoopback|TestProfilesEndToEnd|TestProfilesRunShellCommands|TestKeyNeverOnDisk|TestProfileSessionContinues|TestProfileBudget|TestProfileStopped|TestProfileClaudeSubscription|TestProfileWarmHome|TestReadOnly|TestWarmInit|TestRunTakesWarm|TestSubmitterDescriptors' -test.v
+as_user "$out/e2e.test" -test.count=1 -test.run 'TestGateway|TestEgressThroughCompanyProxy|TestAllowHostLoopback|TestProfilesEndToEnd|TestProfilesRunShellCommands|TestKeyNeverOnDisk|TestProfileSessionContinues|TestProfileBudget|TestProfileStopped|TestProfileClaudeSubscription|TestProfileFindsItsHelper|TestProfileWarmHome|TestReadOnly|TestWarmInit|TestRunTakesWarm|TestSubmitterDescriptors' -test.v

@@ -244,37 +244,48 @@ func TestProfilesSearchTheWorkspace(t *testing.T) {
 			if !ok {
 				return
 			}
-			if err := os.WriteFile(filepath.Join(e.repo, "needle.txt"), []byte("a line with "+marker+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			testsupport.Git(t, e.repo, "add", "needle.txt")
-			testsupport.Git(t, e.repo, "commit", "-qm", "needle")
-			var offered atomic.Value
-			var found atomic.Bool
-			srv := e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
-				if turn.ToolResults == 0 {
-					offered.CompareAndSwap(nil, toolNames(turn.Tools))
-					if c, ok := searchCall(turn.Tools, marker); ok {
-						return modelserver.Reply{Text: "searching", Calls: []modelserver.Call{c}}
-					}
-					if c, ok := modelserver.ShellCall(turn.Tools, "rg -n "+marker+" . || grep -rn "+marker+" ."); ok {
-						return modelserver.Reply{Text: "searching with rg", Calls: []modelserver.Call{c}}
-					}
-				} else if bytes.Contains(turn.Body, []byte("a line with "+marker)) {
-					found.Store(true)
-				}
-				return modelserver.Reply{Text: "done"}
-			}, "")
+			found, offered, srv := e.searchNeedle(marker)
 			d, res := e.submitProfile(bin, name, "Find the needle")
 			if res.code != 1 || d.Reason != "no_changes" {
 				t.Fatalf("exit %d, want 1 (no_changes): %s %s (%d requests)", res.code, res.stdout, res.stderr, len(srv.Requests()))
 			}
-			if !found.Load() {
-				log := e.agentLog(d.ID)
-				t.Fatalf("the search's result did not reach the model (tools: %v)\nagent.log:\n%s", offered.Load(), log)
+			if !found() {
+				t.Fatalf("the search's result did not reach the model (tools: %v)\nagent.log:\n%s", offered(), e.agentLog(d.ID))
 			}
 		})
 	}
+}
+
+// searchNeedle commits needle.txt, a line holding marker, to e's
+// repository and starts the scripted model server of a model that
+// searches the workspace for marker with the CLI's search tool (or its
+// shell's rg, else grep), then says it is done. found reports whether
+// the matching line reached the model (the pattern alone does not hold
+// it), offered the tools of the first request.
+func (e *env) searchNeedle(marker string) (found func() bool, offered func() string, srv *modelserver.Server) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.repo, "needle.txt"), []byte("a line with "+marker+"\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	testsupport.Git(e.t, e.repo, "add", "needle.txt")
+	testsupport.Git(e.t, e.repo, "commit", "-qm", "needle")
+	var tools atomic.Value
+	var seen atomic.Bool
+	srv = e.scriptedServer(func(turn modelserver.Turn) modelserver.Reply {
+		if turn.ToolResults == 0 {
+			tools.CompareAndSwap(nil, toolNames(turn.Tools))
+			if c, ok := searchCall(turn.Tools, marker); ok {
+				return modelserver.Reply{Text: "searching", Calls: []modelserver.Call{c}}
+			}
+			if c, ok := modelserver.ShellCall(turn.Tools, "rg -n "+marker+" . || grep -rn "+marker+" ."); ok {
+				return modelserver.Reply{Text: "searching with rg", Calls: []modelserver.Call{c}}
+			}
+		} else if bytes.Contains(turn.Body, []byte("a line with "+marker)) {
+			seen.Store(true)
+		}
+		return modelserver.Reply{Text: "done"}
+	}, "")
+	return seen.Load, func() string { s, _ := tools.Load().(string); return s }, srv
 }
 
 // searchCall builds a call of a content-search tool among tools (claude's
