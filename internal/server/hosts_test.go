@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,6 +119,18 @@ func TestHostRoutes(t *testing.T) {
 		}
 		rec := cl.Run
 		rec["message"] = "stale"
+		// Where the host found the agent's CLI and its helpers, and what
+		// it showed read-only, is the host's view: a write does not
+		// change the server's record of them.
+		agentRec, _ := rec["agent"].(map[string]any)
+		serverAgent := fmt.Sprint(agentRec)
+		agentRec = maps.Clone(agentRec)
+		agentRec["binary"], agentRec["launcher"], agentRec["helpers"] = "/host/bin/cli", "/host/bin/cli.js", []string{"/host/.local/share/cli/bin/rg"}
+		rec["agent"] = agentRec
+		sbRec, _ := rec["sandbox"].(map[string]any)
+		sbRec = maps.Clone(sbRec)
+		sbRec["read_only_paths"] = []string{"/host/bin/cli", "/host/.local/share/cli/bin/rg"}
+		rec["sandbox"] = sbRec
 		ev := func(m string) []map[string]any { return []map[string]any{{"type": "sandbox", "message": m}} }
 		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version - 1, "record": rec,
 			"events": ev("with the stale write")}); a.code(t) != "record_stale" {
@@ -130,6 +143,10 @@ func TestHostRoutes(t *testing.T) {
 		if a := srv.asHost(t, cred, "PUT", "/v1/hosts/runs/{id}", id, map[string]any{"token": cl.Token, "version": version, "record": rec,
 			"events": append(ev("with the write"), ev("and another")...)}); a.status != 200 {
 			t.Errorf("a write with events: %d %s", a.status, a.body)
+		}
+		d := srv.get(t, "/v1/runs/{id}", id).doc(t)
+		if sb, _ := d["sandbox"].(map[string]any); fmt.Sprint(d["agent"]) != serverAgent || sb["read_only_paths"] != nil {
+			t.Errorf("the host's view reached the server's record: agent %v (was %s), sandbox %v", d["agent"], serverAgent, d["sandbox"])
 		}
 		// The events a write carries are journaled in order once past
 		// the fence, whatever the write's answer.
